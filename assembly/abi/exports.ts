@@ -1,0 +1,68 @@
+// The functions the host calls (proxy-wasm ABI 0.2.1). Each one looks up the
+// context object and forwards; a callback for an unknown context is a no-op,
+// never a trap. Re-exported from each plugin entry file.
+import { createContext, DataAction, deleteContext, HeaderAction, rootOf, streamOf } from "./context";
+
+export function proxy_abi_version_0_2_1(): void {}
+
+/** The host allocates every buffer it returns to us through this. */
+export function malloc(size: usize): usize {
+  return heap.alloc(size);
+}
+
+export function proxy_on_context_create(id: u32, parentId: u32): void {
+  createContext(id, parentId);
+}
+
+export function proxy_on_vm_start(id: u32, vmConfigSize: u32): bool {
+  const root = rootOf(id);
+  return root == null ? true : root.onVmStart(<i32>vmConfigSize);
+}
+
+export function proxy_on_configure(id: u32, pluginConfigSize: u32): bool {
+  const root = rootOf(id);
+  return root == null ? true : root.onConfigure(<i32>pluginConfigSize);
+}
+
+export function proxy_on_tick(id: u32): void {
+  const root = rootOf(id);
+  if (root != null) root.onTick();
+}
+
+export function proxy_on_request_headers(id: u32, headerCount: u32, endOfStream: u32): u32 {
+  const stream = streamOf(id);
+  return stream == null ? HeaderAction.Continue : stream.onRequestHeaders(<i32>headerCount, endOfStream != 0);
+}
+
+export function proxy_on_request_body(id: u32, bodySize: u32, endOfStream: u32): u32 {
+  const stream = streamOf(id);
+  return stream == null ? DataAction.Continue : stream.onRequestBody(<i32>bodySize, endOfStream != 0);
+}
+
+export function proxy_on_grpc_receive_initial_metadata(id: u32, token: u32, headerCount: u32): void {}
+
+export function proxy_on_grpc_receive(id: u32, token: u32, size: u32): void {
+  const root = rootOf(id);
+  if (root != null) root.onGrpcReceive(token, <i32>size);
+}
+
+export function proxy_on_grpc_receive_trailing_metadata(id: u32, token: u32, trailerCount: u32): void {}
+
+export function proxy_on_grpc_close(id: u32, token: u32, status: u32): void {
+  const root = rootOf(id);
+  if (root != null) root.onGrpcClose(token, status);
+}
+
+export function proxy_on_done(id: u32): bool {
+  const stream = streamOf(id);
+  if (stream != null) {
+    stream.onDone();
+    return true;
+  }
+  const root = rootOf(id);
+  return root == null ? true : root.onDone();
+}
+
+export function proxy_on_delete(id: u32): void {
+  deleteContext(id);
+}

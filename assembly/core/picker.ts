@@ -1,0 +1,87 @@
+// Picks the endpoint with the highest weighted score sum, breaking ties at
+// random. Scratch arrays are reused across requests so a pick allocates
+// nothing once they have grown to the pool size.
+import { RouteRequest } from "./route-request";
+import { KvCacheScorer } from "./scorers/kv-cache";
+import { QueueScorer } from "./scorers/queue";
+import { RunningScorer } from "./scorers/running";
+import { Scorer } from "./scorers/scorer";
+import { Endpoint, Pool } from "./snapshot";
+
+export class Picker {
+  private scorers: Scorer[] = [new QueueScorer(), new KvCacheScorer(), new RunningScorer()];
+  private candidates: Endpoint[] = [];
+  private totals: StaticArray<f64> = new StaticArray<f64>(0);
+  private scratch: StaticArray<f64> = new StaticArray<f64>(0);
+  private rng: u64;
+
+  constructor(seed: u64) {
+    this.rng = seed == 0 ? 0x9e3779b97f4a7c15 : seed;
+  }
+
+  /** Null only when the pool has no endpoints at all. */
+  pick(pool: Pool, request: RouteRequest): Endpoint | null {
+    const n = this.collectCandidates(pool);
+    if (n == 0) return null;
+    if (n == 1) return unchecked(this.candidates[0]);
+    this.ensureCapacity(n);
+    const totals = this.totals;
+    for (let i = 0; i < n; i++) unchecked(totals[i] = 0);
+    for (let s = 0; s < this.scorers.length; s++) {
+      const scorer = unchecked(this.scorers[s]);
+      const w = scorer.weight(pool.weights);
+      if (w == 0) continue;
+      scorer.score(this.candidates, request, this.scratch);
+      for (let i = 0; i < n; i++) unchecked(totals[i] += w * unchecked(this.scratch[i]));
+    }
+    return unchecked(this.candidates[this.argmax(n)]);
+  }
+
+  /** Fresh endpoints only; if none is fresh, all of them (fail open). */
+  private collectCandidates(pool: Pool): i32 {
+    const all = pool.endpoints;
+    const c = this.candidates;
+    c.length = 0;
+    for (let i = 0; i < all.length; i++) {
+      const e = unchecked(all[i]);
+      if (e.fresh) c.push(e);
+    }
+    if (c.length == 0) for (let i = 0; i < all.length; i++) c.push(unchecked(all[i]));
+    return c.length;
+  }
+
+  /** Index of the best total; ties resolved uniformly at random (reservoir). */
+  private argmax(n: i32): i32 {
+    let best = 0;
+    let bestScore = unchecked(this.totals[0]);
+    let ties = 1;
+    for (let i = 1; i < n; i++) {
+      const t = unchecked(this.totals[i]);
+      if (t > bestScore + 1e-9) {
+        best = i;
+        bestScore = t;
+        ties = 1;
+      } else if (t >= bestScore - 1e-9) {
+        ties++;
+        if (this.nextRandom() % <u64>ties == 0) best = i;
+      }
+    }
+    return best;
+  }
+
+  private ensureCapacity(n: i32): void {
+    if (this.totals.length >= n) return;
+    this.totals = new StaticArray<f64>(n);
+    this.scratch = new StaticArray<f64>(n);
+  }
+
+  /** xorshift64*: deterministic for a seed, no host import needed. */
+  private nextRandom(): u64 {
+    let x = this.rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    this.rng = x;
+    return x * 0x2545f4914f6cdd1d;
+  }
+}

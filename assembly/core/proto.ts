@@ -1,0 +1,119 @@
+// Minimal protobuf wire-format reader and writer: just what the snapshot
+// stream needs. Malformed input sets `ok = false` instead of trapping.
+
+export const enum WireType { Varint = 0, Fixed64 = 1, Bytes = 2, Fixed32 = 5 }
+
+export class ProtoReader {
+  ok: bool = true;
+
+  constructor(private pos: usize, private end: usize) {}
+
+  static over(ptr: usize, len: i32): ProtoReader {
+    return new ProtoReader(ptr, ptr + <usize>len);
+  }
+
+  more(): bool {
+    return this.ok && this.pos < this.end;
+  }
+
+  varint(): u64 {
+    let result: u64 = 0;
+    for (let shift: u64 = 0; shift < 64; shift += 7) {
+      if (this.pos >= this.end) break;
+      const b = load<u8>(this.pos++);
+      result |= (<u64>(b & 0x7f)) << shift;
+      if ((b & 0x80) == 0) return result;
+    }
+    this.ok = false;
+    return 0;
+  }
+
+  float(): f32 {
+    if (this.pos + 4 > this.end) {
+      this.ok = false;
+      return 0;
+    }
+    const v = load<f32>(this.pos);
+    this.pos += 4;
+    return v;
+  }
+
+  /** Reads a length-delimited field and returns a reader over its bytes. */
+  message(): ProtoReader {
+    const len = this.varint();
+    if (!this.ok || len > <u64>(this.end - this.pos)) {
+      this.ok = false;
+      return new ProtoReader(0, 0);
+    }
+    const sub = new ProtoReader(this.pos, this.pos + <usize>len);
+    this.pos += <usize>len;
+    return sub;
+  }
+
+  string(): string {
+    const len = this.varint();
+    if (!this.ok || len > <u64>(this.end - this.pos)) {
+      this.ok = false;
+      return "";
+    }
+    const s = String.UTF8.decodeUnsafe(this.pos, <usize>len);
+    this.pos += <usize>len;
+    return s;
+  }
+
+  skip(wire: u32): void {
+    if (wire == WireType.Varint) {
+      this.varint();
+    } else if (wire == WireType.Fixed64) {
+      this.advance(8);
+    } else if (wire == WireType.Fixed32) {
+      this.advance(4);
+    } else if (wire == WireType.Bytes) {
+      const len = this.varint();
+      if (this.ok && len <= <u64>(this.end - this.pos)) this.pos += <usize>len;
+      else this.ok = false;
+    } else {
+      this.ok = false;
+    }
+  }
+
+  private advance(n: usize): void {
+    if (this.pos + n > this.end) this.ok = false;
+    else this.pos += n;
+  }
+}
+
+/** Appends protobuf fields to a growable byte array. */
+export class ProtoWriter {
+  private bytes: u8[] = [];
+
+  varintField(field: u32, value: u64): void {
+    this.varint((<u64>field << 3) | WireType.Varint);
+    this.varint(value);
+  }
+
+  stringField(field: u32, value: string): void {
+    this.bytesField(field, String.UTF8.encode(value));
+  }
+
+  bytesField(field: u32, value: ArrayBuffer): void {
+    const view = Uint8Array.wrap(value);
+    this.varint((<u64>field << 3) | WireType.Bytes);
+    this.varint(<u64>view.length);
+    for (let i = 0; i < view.length; i++) this.bytes.push(view[i]);
+  }
+
+  finish(): ArrayBuffer {
+    const out = new ArrayBuffer(this.bytes.length);
+    for (let i = 0; i < this.bytes.length; i++) store<u8>(changetype<usize>(out) + <usize>i, this.bytes[i]);
+    return out;
+  }
+
+  private varint(v: u64): void {
+    while (v >= 0x80) {
+      this.bytes.push(<u8>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    this.bytes.push(<u8>v);
+  }
+}

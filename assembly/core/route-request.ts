@@ -1,0 +1,9 @@
+// What the scorers may know about the request being routed.
+import { ModelRoute } from "./snapshot";
+
+export class RouteRequest {
+  model: ModelRoute = new ModelRoute();
+  /** The raw JSON bytes of `messages` / `prompt`, for prefix affinity. */
+  promptPtr: usize = 0;
+  promptLen: i32 = 0;
+}

@@ -1,0 +1,91 @@
+// The singleton WasmService's root: keeps one gRPC stream open to the
+// aggregator (SnapshotService.Watch), republishes every pushed snapshot into
+// shared data for the workers, and reconnects with exponential backoff.
+import { RootContext } from "../abi/context";
+import {
+  BufferType, getBufferBytes, grpcCancel, grpcSend, grpcStream, HostBytes, log, LogLevel, nowMillis, setTickPeriod, utf8,
+} from "../abi/hostcalls";
+import { ProtoWriter } from "../core/proto";
+import { LinkConfig } from "./config";
+import { publishSnapshot } from "./shared-snapshot";
+
+const SERVICE = utf8("llmgateway.v1.SnapshotService");
+const METHOD = utf8("Watch");
+const TICK_MS: u32 = 100;
+
+export class LinkRoot extends RootContext {
+  private config: LinkConfig = new LinkConfig();
+  private upstream: ArrayBuffer = new ArrayBuffer(0);
+  private token: u32 = 0;
+  private backoffMs: u64 = 0;
+  private nextAttemptMs: u64 = 0;
+  private published: u64 = 0;
+  private buffer: HostBytes = new HostBytes();
+
+  onConfigure(size: i32): bool {
+    if (getBufferBytes(BufferType.PluginConfig, 0, size, this.buffer)) {
+      this.config = LinkConfig.parse(this.buffer.ptr, this.buffer.len);
+      this.buffer.release();
+    }
+    if (this.config.error.length > 0) log(LogLevel.Error, "llm_gateway_link config: " + this.config.error);
+    this.upstream = grpcServiceFor(this.config.aggregatorCluster);
+    this.backoffMs = this.config.reconnectMinMs;
+    setTickPeriod(TICK_MS);
+    // Envoy may configure the singleton more than once; keep a single stream.
+    if (this.token == 0) this.connect();
+    return true;
+  }
+
+  onTick(): void {
+    if (this.token == 0 && nowMillis() >= this.nextAttemptMs) this.connect();
+  }
+
+  onGrpcReceive(token: u32, size: i32): void {
+    if (token != this.token) return;
+    if (!getBufferBytes(BufferType.GrpcReceive, 0, size, this.buffer)) return;
+    this.published++;
+    publishSnapshot(this.buffer.ptr, this.buffer.len, this.published);
+    this.buffer.release();
+    this.backoffMs = this.config.reconnectMinMs;
+  }
+
+  onGrpcClose(token: u32, status: u32): void {
+    if (token != this.token) return;
+    this.token = 0;
+    log(LogLevel.Warn, "aggregator stream closed (grpc status " + status.toString() + "); reconnecting in " + this.backoffMs.toString() + " ms");
+    this.scheduleRetry();
+  }
+
+  onDone(): bool {
+    if (this.token != 0) grpcCancel(this.token);
+    this.token = 0;
+    return true;
+  }
+
+  private connect(): void {
+    const token = grpcStream(this.upstream, SERVICE, METHOD);
+    if (token < 0) {
+      log(LogLevel.Warn, "cannot open aggregator stream on cluster " + this.config.aggregatorCluster + " (status " + (-token).toString() + ")");
+      this.scheduleRetry();
+      return;
+    }
+    this.token = <u32>token;
+    const hello = new ProtoWriter();
+    hello.stringField(1, "envoy");
+    grpcSend(this.token, hello.finish(), false);
+  }
+
+  private scheduleRetry(): void {
+    this.nextAttemptMs = nowMillis() + this.backoffMs;
+    this.backoffMs = min(this.backoffMs * 2, this.config.reconnectMaxMs);
+  }
+}
+
+/** A serialized envoy.config.core.v3.GrpcService { envoy_grpc { cluster_name } }. */
+function grpcServiceFor(cluster: string): ArrayBuffer {
+  const envoyGrpc = new ProtoWriter();
+  envoyGrpc.stringField(1, cluster);
+  const service = new ProtoWriter();
+  service.bytesField(1, envoyGrpc.finish());
+  return service.finish();
+}

@@ -1,0 +1,24 @@
+// Envoy stats the filter defines; Prometheus shows them without the
+// `wasmcustom.` prefix, dots mapped to underscores.
+import { defineMetric, incrementMetric, MetricType, recordMetric } from "../abi/hostcalls";
+
+export class FilterMetrics {
+  routed: u32 = defineMetric(MetricType.Counter, "llm_gateway.requests_routed");
+  rejected4xx: u32 = defineMetric(MetricType.Counter, "llm_gateway.requests_rejected_4xx");
+  unavailable: u32 = defineMetric(MetricType.Counter, "llm_gateway.requests_unavailable");
+  spoofedHeaders: u32 = defineMetric(MetricType.Counter, "llm_gateway.client_control_headers_removed");
+  snapshotUpdates: u32 = defineMetric(MetricType.Counter, "llm_gateway.snapshot_updates");
+  snapshotEndpoints: u32 = defineMetric(MetricType.Gauge, "llm_gateway.snapshot_endpoints");
+
+  rejected(status: i32): void {
+    incrementMetric(status >= 500 ? this.unavailable : this.rejected4xx, 1);
+  }
+
+  count(id: u32): void {
+    incrementMetric(id, 1);
+  }
+
+  set(id: u32, value: u64): void {
+    recordMetric(id, value);
+  }
+}

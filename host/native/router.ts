@@ -1,0 +1,48 @@
+// Loads build/native.wasm, the same routing core the Envoy filter runs, for
+// tests, the simulator and tools.
+import { readFile } from "node:fs/promises";
+import { pathToFileURL } from "node:url";
+import { nativeBindingsPath, nativeWasmPath } from "../paths.js";
+import { encodeSnapshot, SnapshotMsg } from "../proto.js";
+
+export type ApiKind = "chat" | "completions" | "other";
+const KIND_CODE: Record<ApiKind, number> = { chat: 0, completions: 1, other: 2 };
+
+export interface OpenAIErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+export type RouteResult =
+  | { endpoint: string; model: string; stream: boolean; prompt: [number, number] }
+  | { status: number; error: OpenAIErrorBody["error"] };
+
+interface Bindings {
+  reset(seed: bigint): void;
+  setSnapshot(bytes: Uint8Array): boolean;
+  route(body: Uint8Array, kind: number): string;
+}
+
+export class NativeRouter {
+  private constructor(private readonly wasm: Bindings) {}
+
+  static async load(): Promise<NativeRouter> {
+    const bindings = await import(pathToFileURL(nativeBindingsPath).href);
+    const module = await WebAssembly.compile(await readFile(nativeWasmPath));
+    return new NativeRouter(await bindings.instantiate(module, {}));
+  }
+
+  reset(seed: number): void {
+    this.wasm.reset(BigInt(seed));
+  }
+
+  /** Accepts a snapshot object or its serialized bytes. */
+  setSnapshot(snapshot: SnapshotMsg | Uint8Array): void {
+    const bytes = snapshot instanceof Uint8Array ? snapshot : encodeSnapshot(snapshot);
+    if (!this.wasm.setSnapshot(bytes)) throw new Error("native router rejected the snapshot bytes");
+  }
+
+  route(body: string | Uint8Array, kind: ApiKind = "chat"): RouteResult {
+    const bytes = typeof body === "string" ? Buffer.from(body) : body;
+    return JSON.parse(this.wasm.route(bytes, KIND_CODE[kind])) as RouteResult;
+  }
+}

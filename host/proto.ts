@@ -1,0 +1,40 @@
+// The snapshot protocol (proto/gateway.proto) for Node: the gRPC service
+// definition, plus the exact codec grpc-js uses on the wire, so tools and
+// tests can hand the native router the same bytes Envoy receives.
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { protoPath } from "./paths.js";
+
+export interface WeightsMsg { queue: number; kvCache: number; running: number; lora: number; prefix: number }
+export interface EndpointMsg {
+  address: string;
+  waiting: number;
+  running: number;
+  kvCacheUsage: number;
+  fresh: boolean;
+  maxLora: number;
+  runningAdapters: string[];
+  waitingAdapters: string[];
+}
+export interface PoolMsg { name: string; baseModel: string; weights: WeightsMsg; endpoints: EndpointMsg[] }
+export interface ModelMsg { name: string; pool: number; adapter: string }
+export interface SnapshotMsg { version: number; models: ModelMsg[]; pools: PoolMsg[]; generatedUnixMs: number }
+export interface HelloMsg { client: string; haveVersion: number }
+
+export const packageDefinition = protoLoader.loadSync(protoPath, {
+  longs: Number,
+  defaults: true,
+  arrays: true,
+});
+
+export const snapshotServiceDefinition = packageDefinition["llmgateway.v1.SnapshotService"] as grpc.ServiceDefinition;
+
+const watch = snapshotServiceDefinition.Watch;
+
+export function encodeSnapshot(snapshot: SnapshotMsg): Buffer {
+  return watch.responseSerialize(snapshot);
+}
+
+export function decodeSnapshot(bytes: Buffer): SnapshotMsg {
+  return watch.responseDeserialize(bytes) as SnapshotMsg;
+}
