@@ -10,14 +10,13 @@ import { afterAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { loadGatewayConfig, parseEndpoint } from "../host/config.js";
 import {
-  defaultWasmPath,
   envoyParamsFromGatewayConfig,
-  projectRoot,
   renderEnvoyConfig,
   validateEnvoyConfig,
 } from "../host/envoy/index.js";
+import { filterWasmPath, projectRoot } from "../host/paths.js";
 
-const root = projectRoot();
+const root = projectRoot;
 const composeFile = join(root, "docker-compose.yml");
 const gatewayConfigInContainer = "/app/config/compose.yaml";
 
@@ -124,8 +123,8 @@ describe("config/compose.yaml", () => {
     });
 
     it("passes envoy --mode validate (with the local build of the filter)", async () => {
-      expect(existsSync(defaultWasmPath()), `${defaultWasmPath()} missing: run npm run build`).toBe(true);
-      await validateEnvoyConfig(renderEnvoyConfig(envoyParamsFromGatewayConfig(cfg, { wasmPath: defaultWasmPath() })));
+      expect(existsSync(filterWasmPath), `${filterWasmPath} missing: run npm run build`).toBe(true);
+      await validateEnvoyConfig(renderEnvoyConfig(envoyParamsFromGatewayConfig(cfg, { wasmPath: filterWasmPath })));
     }, 30_000);
   });
 });

@@ -7,15 +7,14 @@ import { parse as parseYaml } from "yaml";
 import {
   allocateBaseId,
   BUFFER_SLACK_BYTES,
-  defaultWasmPath,
   findEnvoy,
-  projectRoot,
   renderEnvoyConfig,
   startEnvoy,
   validateEnvoyConfig,
   type EnvoyConfigParams,
   type EnvoyProcess,
 } from "../host/envoy/index.js";
+import { filterWasmPath, projectRoot } from "../host/paths.js";
 
 const params: EnvoyConfigParams = {
   gatewayHost: "127.0.0.1",
@@ -141,7 +140,7 @@ describe("findEnvoy", () => {
   });
 
   it("uses the project venv (npm run setup:envoy)", () => {
-    expect(findEnvoy({ PATH: "" })).toBe(join(projectRoot(), ".venv", "bin", "envoy"));
+    expect(findEnvoy({ PATH: "" })).toBe(join(projectRoot, ".venv", "bin", "envoy"));
   });
 
   it("falls back to PATH, and names all three places when nothing is found", () => {
@@ -266,7 +265,7 @@ describe("validateEnvoyConfig", () => {
   // Validate mode really loads the module into V8, so this also checks that
   // the filter's imports and exports suit Envoy.
   it("accepts the rendered gateway config with the built filter", async () => {
-    expect(existsSync(defaultWasmPath()), `${defaultWasmPath()} missing: run npm run build`).toBe(true);
-    await validateEnvoyConfig(renderEnvoyConfig({ ...params, wasmPath: defaultWasmPath() }));
+    expect(existsSync(filterWasmPath), `${filterWasmPath} missing: run npm run build`).toBe(true);
+    await validateEnvoyConfig(renderEnvoyConfig({ ...params, wasmPath: filterWasmPath }));
   }, 30_000);
 });

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import type { GatewayConfig } from "../config.js";
-import { projectRoot } from "./paths.js";
+import { filterWasmPath, projectRoot } from "../paths.js";
 
 /**
  * Extra room above max_body_bytes in Envoy's buffer limit, so an oversized
@@ -27,12 +27,7 @@ export interface EnvoyConfigParams {
 }
 
 export function gatewayTemplatePath(): string {
-  return join(projectRoot(), "envoy", "gateway.yaml");
-}
-
-/** The built filter, where `npm run build` puts it. */
-export function defaultWasmPath(): string {
-  return join(projectRoot(), "build", "filter.wasm");
+  return join(projectRoot, "envoy", "gateway.yaml");
 }
 
 /** Template parameters from a gateway config file's gateway and aggregator sections. */

@@ -1,7 +1,6 @@
-export { findEnvoy, projectRoot } from "./paths.js";
+export { findEnvoy } from "./paths.js";
 export {
   BUFFER_SLACK_BYTES,
-  defaultWasmPath,
   envoyParamsFromGatewayConfig,
   gatewayTemplatePath,
   renderEnvoyConfig,

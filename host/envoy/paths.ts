@@ -1,21 +1,6 @@
-import { accessSync, constants, existsSync } from "node:fs";
-import { delimiter, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-
-/**
- * The project root: the nearest directory above this module holding a
- * package.json. Works both from source (host/envoy/) and from the compiled
- * output (dist/host/envoy/), which has no package.json of its own.
- */
-export function projectRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    if (existsSync(join(dir, "package.json"))) return dir;
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error(`no package.json above ${fileURLToPath(import.meta.url)}`);
-    dir = parent;
-  }
-}
+import { accessSync, constants } from "node:fs";
+import { delimiter, join } from "node:path";
+import { projectRoot } from "../paths.js";
 
 function isExecutable(path: string): boolean {
   try {
@@ -30,7 +15,7 @@ function isExecutable(path: string): boolean {
  * The Envoy binary to run: $ENVOY_BIN, else the project's own
  * .venv/bin/envoy (npm run setup:envoy), else `envoy` on PATH.
  */
-export function findEnvoy(env: NodeJS.ProcessEnv = process.env, root: string = projectRoot()): string {
+export function findEnvoy(env: NodeJS.ProcessEnv = process.env, root: string = projectRoot): string {
   const fromEnv = env.ENVOY_BIN;
   if (fromEnv) {
     // An explicit choice that does not work is an error, not a reason to fall back.

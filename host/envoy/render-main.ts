@@ -5,7 +5,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { loadGatewayConfig } from "../config.js";
-import { defaultWasmPath, envoyParamsFromGatewayConfig, renderEnvoyConfig } from "./config.js";
+import { filterWasmPath } from "../paths.js";
+import { envoyParamsFromGatewayConfig, renderEnvoyConfig } from "./config.js";
 
 const USAGE = "usage: render-main --config FILE --out FILE [--wasm PATH]";
 
@@ -22,7 +23,7 @@ function main(): void {
   const yaml = renderEnvoyConfig(
     envoyParamsFromGatewayConfig(loadGatewayConfig(values.config), {
       // The path as Envoy will see it, which in a container differs from ours.
-      wasmPath: resolve(values.wasm ?? defaultWasmPath()),
+      wasmPath: resolve(values.wasm ?? filterWasmPath),
     }),
   );
   mkdirSync(dirname(resolve(values.out)), { recursive: true });

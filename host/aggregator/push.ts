@@ -1,0 +1,120 @@
+// gRPC server for llmgateway.v1.SnapshotService/Watch: each stream gets the
+// current snapshot at once, then every changed one.
+import * as grpc from "@grpc/grpc-js";
+import { formatHostPort } from "../config.js";
+import { snapshotServiceDefinition, type HelloMsg } from "../proto.js";
+import type { Snapshot } from "./snapshot.js";
+
+type WatchCall = grpc.ServerDuplexStream<HelloMsg, Snapshot>;
+
+/** Per stream: only the newest snapshot matters, so a slow reader gets at most one queued. */
+interface Subscriber {
+  call: WatchCall;
+  blocked: boolean;
+  pending: Snapshot | null;
+}
+
+export interface SnapshotServer {
+  readonly port: number;
+  /** Open Watch streams. */
+  streams(): number;
+  /** Messages written to streams so far. */
+  pushed(): number;
+  publish(snapshot: Snapshot): void;
+  /** Ends every stream with OK and stops the server. */
+  close(): Promise<void>;
+}
+
+export interface SnapshotServerOptions {
+  host: string;
+  port: number;
+  current: () => Snapshot;
+  log: (line: string) => void;
+}
+
+const SHUTDOWN_GRACE_MS = 1000;
+
+export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<SnapshotServer> {
+  const subscribers = new Set<Subscriber>();
+  let pushedCount = 0;
+  let nextStreamId = 1;
+
+  function send(sub: Subscriber, snapshot: Snapshot): void {
+    if (sub.blocked) {
+      sub.pending = snapshot;
+      return;
+    }
+    pushedCount++;
+    if (!sub.call.write(snapshot)) sub.blocked = true;
+  }
+
+  function watch(call: WatchCall): void {
+    const id = nextStreamId++;
+    const peer = call.getPeer();
+    const sub: Subscriber = { call, blocked: false, pending: null };
+    subscribers.add(sub);
+    opts.log(`stream ${id} opened from ${peer} (${subscribers.size} open)`);
+
+    let gone = false;
+    const forget = (why: string) => {
+      if (gone) return;
+      gone = true;
+      subscribers.delete(sub);
+      opts.log(`stream ${id} ${why} (${subscribers.size} open)`);
+    };
+    // Envoy may open duplicate streams and drop them: forget on every way out.
+    call.on("cancelled", () => forget("cancelled"));
+    call.on("error", (err: Error) => forget(`failed: ${err.message}`));
+    call.on("close", () => forget("closed"));
+    call.on("drain", () => {
+      sub.blocked = false;
+      const pending = sub.pending;
+      sub.pending = null;
+      if (pending) send(sub, pending);
+    });
+    call.on("data", (hello: HelloMsg) => {
+      opts.log(`stream ${id} hello client=${JSON.stringify(hello.client)} haveVersion=${hello.haveVersion}`);
+    });
+    // The client may half-close after its Hello (proxy_grpc_close does that);
+    // the stream stays open for pushes, so 'end' is deliberately not handled.
+
+    send(sub, opts.current());
+  }
+
+  const server = new grpc.Server({
+    // Notice peers that vanished without a FIN (a killed Envoy) so their
+    // streams are dropped instead of kept forever.
+    "grpc.keepalive_time_ms": 10_000,
+    "grpc.keepalive_timeout_ms": 5_000,
+  });
+  server.addService(snapshotServiceDefinition, { Watch: watch });
+
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(formatHostPort(opts.host, opts.port), grpc.ServerCredentials.createInsecure(), (err, bound) =>
+      err ? reject(err) : resolve(bound),
+    );
+  });
+
+  return {
+    port,
+    streams: () => subscribers.size,
+    pushed: () => pushedCount,
+    publish(snapshot) {
+      for (const sub of subscribers) send(sub, snapshot);
+    },
+    close() {
+      for (const sub of subscribers) sub.call.end();
+      subscribers.clear();
+      return new Promise<void>((resolve) => {
+        const force = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, SHUTDOWN_GRACE_MS);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      });
+    },
+  };
+}

@@ -1,0 +1,293 @@
+// The declarative gateway config (one YAML resource, kind InferenceGatewayConfig).
+// Parsed with `yaml`, validated with zod; every error names the offending field
+// path, e.g. `pools[1].weights.queue: expected a number >= 0`.
+import { readFileSync } from "node:fs";
+import { isIPv4, isIPv6 } from "node:net";
+import { parse as parseYaml } from "yaml";
+import * as z from "zod";
+
+export const ENGINES = ["vllm", "sglang", "tgi"] as const;
+export type Engine = (typeof ENGINES)[number];
+
+export interface GatewayListenerConfig {
+  host: string;
+  port: number;
+  adminPort: number;
+  maxBodyBytes: number;
+}
+
+export interface AggregatorConfig {
+  host: string;
+  /** gRPC port of SnapshotService. */
+  port: number;
+  /** The aggregator's own Prometheus /metrics; 0 = off. */
+  metricsPort: number;
+  scrapeIntervalMs: number;
+  scrapeTimeoutMs: number;
+  /** An endpoint is not fresh once its last good scrape is older than this. */
+  staleAfterMs: number;
+}
+
+export interface ScorerWeights {
+  queue: number;
+  kvCache: number;
+  running: number;
+  lora: number;
+  prefix: number;
+}
+
+export interface PoolConfig {
+  name: string;
+  baseModel: string;
+  engine: Engine;
+  adapters: string[];
+  weights: ScorerWeights;
+  /** `host:port` or `[v6]:port`; host may be a DNS name, resolved by the aggregator. */
+  endpoints: string[];
+}
+
+export interface LocalPodConfig {
+  name: string;
+  pool: string;
+  port: number;
+  speed: number;
+  /** Defaults to the pool's engine. */
+  engine: Engine;
+}
+
+export interface LocalFleetConfig {
+  pods: LocalPodConfig[];
+}
+
+export interface GatewayConfig {
+  apiVersion: "llm-gateway/v1";
+  kind: "InferenceGatewayConfig";
+  gateway: GatewayListenerConfig;
+  aggregator: AggregatorConfig;
+  pools: PoolConfig[];
+  /** Present only when the file has a localFleet block. */
+  localFleet?: LocalFleetConfig;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly source: string,
+    /** One `path: message` line per problem. */
+    readonly issues: string[],
+  ) {
+    super(`${source}: invalid gateway config:\n  ${issues.join("\n  ")}`);
+    this.name = "ConfigError";
+  }
+}
+
+export interface HostPort {
+  /** Hostname, IPv4 literal, or IPv6 literal without brackets. */
+  host: string;
+  port: number;
+}
+
+const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+/** Splits `host:port` / `[v6]:port`; returns null when the text is not one. */
+export function parseEndpoint(text: string): HostPort | null {
+  const m = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(text);
+  if (!m) return null;
+  const port = Number(m[3]);
+  if (port < 1 || port > 65535) return null;
+  if (m[1] !== undefined) return isIPv6(m[1]) ? { host: m[1], port } : null;
+  const host = m[2];
+  // All-numeric names would be taken for (bad) IPv4 literals by resolvers.
+  const ok = /^[\d.]+$/.test(host) ? isIPv4(host) : HOSTNAME.test(host);
+  return ok ? { host, port } : null;
+}
+
+/** Formats ip/port for an address string, bracketing IPv6. */
+export function formatHostPort(host: string, port: number): string {
+  return isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+// Schema-level messages; "is required" wins for a missing required field.
+const msg = (text: string) => (iss: { code: string; input?: unknown }) =>
+  iss.code === "invalid_type" && iss.input === undefined ? "is required" : text;
+
+const port = (allowZero: boolean) => {
+  const text = `expected an integer port ${allowZero ? 0 : 1}..65535`;
+  return z.number({ error: msg(text) }).int({ error: text }).min(allowZero ? 0 : 1, { error: text }).max(65535, { error: text });
+};
+const positiveInt = z.number({ error: msg("expected an integer > 0") }).int({ error: "expected an integer > 0" }).min(1, { error: "expected an integer > 0" });
+const weight = z.number({ error: msg("expected a number >= 0") }).min(0, { error: "expected a number >= 0" });
+const host = z.string({ error: msg("expected a host name or IP address") }).min(1, { error: "expected a host name or IP address" });
+// Model and pool names travel in JSON bodies, headers and metric labels: keep them plain.
+const NAME_TEXT = "expected a non-empty name of letters, digits and . _ - : / (no spaces)";
+const name = z.string({ error: msg(NAME_TEXT) }).regex(/^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,255}$/, { error: NAME_TEXT });
+const engine = z.enum(ENGINES, { error: msg(`expected one of ${ENGINES.join(", ")}`) });
+const ENDPOINT_TEXT = "expected host:port (e.g. 127.0.0.1:8000, vllm-0:8000, [::1]:8000)";
+const endpoint = z.string({ error: msg(ENDPOINT_TEXT) }).refine((s) => parseEndpoint(s) !== null, { error: ENDPOINT_TEXT });
+
+const weightsSchema = z.strictObject({
+  queue: weight.default(2),
+  kvCache: weight.default(2),
+  running: weight.default(1),
+  lora: weight.default(0),
+  prefix: weight.default(0),
+});
+
+const poolSchema = z.strictObject({
+  name,
+  baseModel: name,
+  engine,
+  adapters: z.array(name, { error: msg("expected a list of adapter names") }).default([]),
+  weights: weightsSchema.prefault({}),
+  endpoints: z.array(endpoint, { error: msg("expected a list of host:port") }).min(1, { error: "expected at least one endpoint" }),
+});
+
+const podSchema = z.strictObject({
+  name,
+  pool: name,
+  port: port(false),
+  speed: z.number({ error: msg("expected a number > 0") }).positive({ error: "expected a number > 0" }).default(1),
+  engine: engine.optional(),
+});
+
+const configSchema = z.strictObject({
+  apiVersion: z.literal("llm-gateway/v1", { error: 'expected "llm-gateway/v1"' }).default("llm-gateway/v1"),
+  kind: z.literal("InferenceGatewayConfig", { error: 'expected "InferenceGatewayConfig"' }).default("InferenceGatewayConfig"),
+  gateway: z
+    .strictObject({
+      host: host.default("127.0.0.1"),
+      port: port(true).default(8080),
+      adminPort: port(true).default(9901),
+      maxBodyBytes: positiveInt.default(4 * 1024 * 1024),
+    })
+    .prefault({}),
+  aggregator: z
+    .strictObject({
+      host: host.default("127.0.0.1"),
+      port: port(true).default(50051),
+      metricsPort: port(true).default(9464),
+      scrapeIntervalMs: positiveInt.default(50),
+      scrapeTimeoutMs: positiveInt.default(1000),
+      staleAfterMs: positiveInt.default(1000),
+    })
+    .prefault({}),
+  pools: z.array(poolSchema, { error: msg("expected a list of pools") }).min(1, { error: "expected at least one pool" }),
+  localFleet: z.strictObject({ pods: z.array(podSchema, { error: msg("expected a list of pods") }) }).optional(),
+});
+
+type RawConfig = z.output<typeof configSchema>;
+
+/** `pools[1].weights.queue` style path. */
+function formatPath(path: readonly PropertyKey[]): string {
+  let out = "";
+  for (const key of path) out += typeof key === "number" ? `[${key}]` : out ? `.${String(key)}` : String(key);
+  return out || "<root>";
+}
+
+// Fallback messages for issues the schema does not word itself.
+function parseErrorMap(iss: { code: string; input?: unknown; keys?: string[]; expected?: string }): string | undefined {
+  if (iss.code === "unrecognized_keys") {
+    const keys = iss.keys ?? [];
+    return `unknown field${keys.length > 1 ? "s" : ""} ${keys.map((k) => JSON.stringify(k)).join(", ")}`;
+  }
+  if (iss.code === "invalid_type") return iss.input === undefined ? "is required" : `expected ${iss.expected === "object" ? "a mapping" : iss.expected}`;
+  return undefined;
+}
+
+/** Checks that need the whole document: uniqueness and cross references. */
+function crossCheck(raw: RawConfig): string[] {
+  const issues: string[] = [];
+  const poolIndex = new Map<string, number>();
+  raw.pools.forEach((pool, i) => {
+    if (poolIndex.has(pool.name)) issues.push(`pools[${i}].name: duplicate pool name "${pool.name}" (also pools[${poolIndex.get(pool.name)}])`);
+    else poolIndex.set(pool.name, i);
+  });
+
+  // Clients address pools by model name, so a name must lead to exactly one place.
+  const modelOwner = new Map<string, string>();
+  raw.pools.forEach((pool, i) => {
+    const names: Array<[string, string]> = [[pool.baseModel, `pools[${i}].baseModel`]];
+    pool.adapters.forEach((a, j) => names.push([a, `pools[${i}].adapters[${j}]`]));
+    for (const [model, path] of names) {
+      const owner = modelOwner.get(model);
+      if (owner) issues.push(`${path}: model name "${model}" is already used by ${owner}`);
+      else modelOwner.set(model, path);
+    }
+    const seen = new Map<string, number>();
+    pool.endpoints.forEach((ep, j) => {
+      if (seen.has(ep)) issues.push(`pools[${i}].endpoints[${j}]: duplicate endpoint "${ep}" (also endpoints[${seen.get(ep)}])`);
+      else seen.set(ep, j);
+    });
+  });
+
+  const pods = raw.localFleet?.pods ?? [];
+  const podNames = new Map<string, number>();
+  const podPorts = new Map<number, number>();
+  pods.forEach((pod, k) => {
+    const path = `localFleet.pods[${k}]`;
+    if (podNames.has(pod.name)) issues.push(`${path}.name: duplicate pod name "${pod.name}" (also pods[${podNames.get(pod.name)}])`);
+    else podNames.set(pod.name, k);
+    // Local pods all listen on 127.0.0.1, so ports must differ.
+    if (podPorts.has(pod.port)) issues.push(`${path}.port: port ${pod.port} is already used by pods[${podPorts.get(pod.port)}]`);
+    else podPorts.set(pod.port, k);
+    const i = poolIndex.get(pod.pool);
+    if (i === undefined) {
+      issues.push(`${path}.pool: unknown pool "${pod.pool}" (pools: ${[...poolIndex.keys()].join(", ")})`);
+      return;
+    }
+    // A pod the gateway never routes to is almost certainly a typo.
+    if (!raw.pools[i].endpoints.some((ep) => parseEndpoint(ep)?.port === pod.port)) {
+      issues.push(`${path}.port: no endpoint of pool "${pod.pool}" (pools[${i}].endpoints) uses port ${pod.port}`);
+    }
+  });
+
+  const agg = raw.aggregator;
+  if (agg.staleAfterMs <= agg.scrapeIntervalMs) {
+    issues.push(`aggregator.staleAfterMs: must be greater than scrapeIntervalMs (${agg.scrapeIntervalMs}), or every endpoint flaps between fresh and stale`);
+  }
+  return issues;
+}
+
+/** Parses and validates config text; `sourceName` prefixes error messages. */
+export function parseGatewayConfig(text: string, sourceName = "<config>"): GatewayConfig {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new ConfigError(sourceName, [`YAML syntax error: ${(err as Error).message}`]);
+  }
+  const result = configSchema.safeParse(doc ?? {}, { error: parseErrorMap });
+  if (!result.success) {
+    throw new ConfigError(
+      sourceName,
+      result.error.issues.map((iss) => `${formatPath(iss.path)}: ${iss.message}`),
+    );
+  }
+  const raw = result.data;
+  const issues = crossCheck(raw);
+  if (issues.length > 0) throw new ConfigError(sourceName, issues);
+
+  const engineOf = new Map(raw.pools.map((p) => [p.name, p.engine]));
+  const config: GatewayConfig = {
+    apiVersion: raw.apiVersion,
+    kind: raw.kind,
+    gateway: raw.gateway,
+    aggregator: raw.aggregator,
+    pools: raw.pools,
+  };
+  if (raw.localFleet) {
+    config.localFleet = {
+      pods: raw.localFleet.pods.map((pod) => ({ ...pod, engine: pod.engine ?? engineOf.get(pod.pool)! })),
+    };
+  }
+  return config;
+}
+
+export function loadGatewayConfig(path: string): GatewayConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new ConfigError(path, [`cannot read file: ${(err as Error).message}`]);
+  }
+  return parseGatewayConfig(text, path);
+}

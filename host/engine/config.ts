@@ -1,0 +1,75 @@
+/**
+ * Engine configuration. Costs are expressed for an H100-class GPU serving an
+ * 8B model (speed 1.0) and divided by `speed` at step time, so one profile
+ * covers a mixed fleet (e.g. speed 0.35 for an A10G-class pod).
+ */
+export interface EngineConfig {
+  /** Served base model name; also seeds the prefix-cache block hashes. */
+  model: string;
+  /** Relative GPU speed; step compute time is divided by it. Mutable at run time. */
+  speed: number;
+  /** Fixed cost of one engine step (scheduling, kernel launches, sampling). */
+  stepOverheadMs: number;
+  /** Decode cost per running sequence per step (memory-bound KV reads). */
+  decodeMsPerSeq: number;
+  /** Prefill cost per uncached prompt token scheduled in a step. */
+  prefillMsPerToken: number;
+  /** Token budget of one step; prefill beyond it is chunked over later steps. */
+  maxNumBatchedTokens: number;
+  /** Maximum number of running sequences. */
+  maxNumSeqs: number;
+  /** Tokens per KV block. */
+  blockSize: number;
+  /** KV capacity in blocks. */
+  numGpuBlocks: number;
+  /** Longest prompt + output accepted (further capped by KV capacity). */
+  maxModelLen: number;
+  /** LoRA adapter slots on the GPU (vLLM --max-loras). */
+  maxLoras: number;
+  /** Time to load an adapter into a slot; stalls the step that needs it. Not scaled by speed (I/O bound). */
+  loraLoadMs: number;
+  /** Characters per token when a prompt is given as text. */
+  charsPerToken: number;
+}
+
+/**
+ * Defaults follow the published 8B-on-H100 simulator profile (TTFT ~100 ms,
+ * ITL ~12 ms, prefill ~250 us/token): a ~360-token prompt on an idle engine
+ * takes 10 + 360 * 0.25 = 100 ms to its first token, and a batch of 20
+ * decoding sequences steps every 10 + 20 * 0.1 = 12 ms. Scheduler limits are
+ * vLLM's defaults. KV capacity (8192 blocks = 131k tokens) is deliberately
+ * below a real H100's ~29k blocks for 8B so that KV pressure is reachable in
+ * benchmarks; override per pod.
+ */
+export const DEFAULT_ENGINE_CONFIG: Omit<EngineConfig, "model"> = {
+  speed: 1,
+  stepOverheadMs: 10,
+  decodeMsPerSeq: 0.1,
+  prefillMsPerToken: 0.25,
+  maxNumBatchedTokens: 2048,
+  maxNumSeqs: 256,
+  blockSize: 16,
+  numGpuBlocks: 8192,
+  maxModelLen: 8192,
+  maxLoras: 4,
+  loraLoadMs: 200,
+  charsPerToken: 4,
+};
+
+export type EngineConfigInput = Partial<EngineConfig> & { model: string };
+
+export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
+  const cfg: EngineConfig = { ...DEFAULT_ENGINE_CONFIG, ...input };
+  const positive: (keyof EngineConfig)[] = [
+    // stepOverheadMs > 0 guarantees every step advances virtual time.
+    "speed", "stepOverheadMs", "maxNumBatchedTokens", "maxNumSeqs", "blockSize", "numGpuBlocks", "maxModelLen", "charsPerToken",
+  ];
+  for (const key of positive) {
+    const v = cfg[key];
+    if (typeof v !== "number" || !(v > 0)) throw new RangeError(`engine config ${key} must be > 0, got ${String(v)}`);
+  }
+  for (const key of ["decodeMsPerSeq", "prefillMsPerToken", "maxLoras", "loraLoadMs"] as const) {
+    if (!(cfg[key] >= 0)) throw new RangeError(`engine config ${key} must be >= 0, got ${String(cfg[key])}`);
+  }
+  return cfg;
+}

@@ -1,0 +1,14 @@
+export { RealtimeDriver, type RequestListener } from "./driver.js";
+export {
+  parseFleetFile,
+  parsePodSpecs,
+  podSpecSchema,
+  startFleet,
+  type Fleet,
+  type FleetOptions,
+  type Pod,
+  type PodSpec,
+} from "./fleet.js";
+export { MetricsRenderer, pyFloat, type MetricsFormat } from "./metrics.js";
+export { ApiError, DEFAULT_MAX_TOKENS, renderChat } from "./openai.js";
+export { createPodServer, type LoadRequest, type PodContext } from "./server.js";

@@ -1,0 +1,168 @@
+/**
+ * Prometheus text exposition of an engine's state in the dialect of the
+ * server being imitated. vLLM and SGLang expose through the Python
+ * prometheus_client (floats like "3.0" and "1.7e+09", counters named
+ * *_total on the HELP/TYPE lines too); TGI through the Rust exporter (plain
+ * numbers, no model label).
+ */
+import type { EngineMetrics, HistogramSnapshot } from "../engine/index.js";
+
+export type MetricsFormat = "vllm" | "sglang" | "tgi";
+
+type Labels = Record<string, string>;
+type NumFmt = (v: number) => string;
+
+/** prometheus_client's floatToGoString: Python float repr, large values in Go's exponent form. */
+export function pyFloat(v: number): string {
+  if (v === Infinity) return "+Inf";
+  if (v === -Infinity) return "-Inf";
+  if (Number.isNaN(v)) return "NaN";
+  const s = Number.isInteger(v) && Math.abs(v) < 1e16 ? v.toFixed(1) : String(v);
+  const dot = s.indexOf(".");
+  if (v > 0 && dot > 6) {
+    const mantissa = `${s[0]}.${s.slice(1, dot)}${s.slice(dot + 1)}`.replace(/[0.]+$/, "");
+    return `${mantissa}e+0${dot - 1}`;
+  }
+  return s;
+}
+
+function labelText(labels: Labels): string {
+  const parts = Object.entries(labels).map(
+    ([k, v]) => `${k}="${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`,
+  );
+  return parts.length > 0 ? `{${parts.join(",")}}` : "";
+}
+
+class Exposition {
+  private lines: string[] = [];
+  constructor(private readonly fmt: NumFmt) {}
+
+  header(name: string, type: "gauge" | "counter" | "histogram", help?: string): this {
+    if (help !== undefined) this.lines.push(`# HELP ${name} ${help}`);
+    this.lines.push(`# TYPE ${name} ${type}`);
+    return this;
+  }
+
+  sample(name: string, labels: Labels, value: number): this {
+    this.lines.push(`${name}${labelText(labels)} ${this.fmt(value)}`);
+    return this;
+  }
+
+  metric(name: string, type: "gauge" | "counter", help: string | undefined, labels: Labels, value: number): this {
+    return this.header(name, type, help).sample(name, labels, value);
+  }
+
+  histogram(name: string, help: string, labels: Labels, h: HistogramSnapshot): this {
+    this.header(name, "histogram", help);
+    h.bounds.forEach((b, i) => this.sample(`${name}_bucket`, { ...labels, le: pyFloat(b) }, h.cumulative[i]));
+    this.sample(`${name}_bucket`, { ...labels, le: "+Inf" }, h.count);
+    this.sample(`${name}_count`, labels, h.count);
+    return this.sample(`${name}_sum`, labels, h.sum);
+  }
+
+  text(): string {
+    return this.lines.join("\n") + "\n";
+  }
+}
+
+/** Keeps at most this many stale lora_requests_info series (vLLM keeps them all). */
+const MAX_LORA_SERIES = 64;
+
+/** Renders one pod's /metrics; stateful only for vLLM's lingering lora_requests_info series. */
+export class MetricsRenderer {
+  /** Label set -> last timestamp it was current (seconds). */
+  private readonly loraSeries = new Map<string, { labels: Labels; ts: number }>();
+
+  constructor(
+    readonly format: MetricsFormat,
+    /** Whether the server runs with LoRA enabled (vLLM only exports lora_requests_info then). */
+    readonly loraEnabled: boolean,
+  ) {}
+
+  render(m: EngineMetrics, nowSeconds: number): string {
+    if (this.format === "sglang") return sglang(m);
+    if (this.format === "tgi") return tgi(m);
+    return this.vllm(m, nowSeconds);
+  }
+
+  private vllm(m: EngineMetrics, nowSeconds: number): string {
+    const l = { engine: "0", model_name: m.model };
+    const out = new Exposition(pyFloat)
+      .metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", l, m.numRunning)
+      .metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", l, m.numWaiting)
+      .metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", l, m.kvUsage);
+    if (this.loraEnabled) {
+      // vLLM sets the gauge on a new label set each time the adapter lists
+      // change, and old label sets linger with their old timestamps: readers
+      // must take the series with the largest value.
+      const labels = {
+        max_lora: String(m.maxLoras),
+        running_lora_adapters: m.runningAdapters.join(","),
+        waiting_lora_adapters: m.waitingAdapters.join(","),
+      };
+      const key = labelText(labels);
+      this.loraSeries.delete(key);
+      this.loraSeries.set(key, { labels, ts: nowSeconds });
+      for (const k of this.loraSeries.keys()) {
+        if (this.loraSeries.size <= MAX_LORA_SERIES) break;
+        this.loraSeries.delete(k);
+      }
+      out.header("vllm:lora_requests_info", "gauge", "Running stats on lora requests.");
+      for (const s of this.loraSeries.values()) out.sample("vllm:lora_requests_info", s.labels, s.ts);
+    }
+    const cacheInfo = {
+      block_size: String(m.blockSize),
+      cache_dtype: "auto",
+      enable_prefix_caching: "True",
+      engine: "0",
+      gpu_memory_utilization: "0.9",
+      num_cpu_blocks: "0",
+      num_gpu_blocks: String(m.numGpuBlocks),
+    };
+    const c = m.counters;
+    return out
+      .metric("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig", cacheInfo, 1)
+      .metric("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", l, c.preemptions)
+      .metric("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.", l, c.prefixCacheQueries)
+      .metric("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.", l, c.prefixCacheHits)
+      .metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", l, c.promptTokens)
+      .metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", l, c.generationTokens)
+      .header("vllm:request_success_total", "counter", "Count of successfully processed requests.")
+      .sample("vllm:request_success_total", { ...l, finished_reason: "length" }, c.finished)
+      .histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", l, m.ttft)
+      .histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", l, m.e2e)
+      .text();
+  }
+}
+
+function sglang(m: EngineMetrics): string {
+  const l = { model_name: m.model };
+  const c = m.counters;
+  const hitRate = c.prefixCacheQueries > 0 ? c.prefixCacheHits / c.prefixCacheQueries : 0;
+  return new Exposition(pyFloat)
+    .metric("sglang:num_running_reqs", "gauge", "The number of running requests.", l, m.numRunning)
+    .metric("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", l, m.numWaiting)
+    .metric("sglang:token_usage", "gauge", "The token usage.", l, m.kvUsage)
+    .metric("sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", l, hitRate)
+    .metric(
+      "sglang:cache_config_info",
+      "gauge",
+      "Information of the cache config.",
+      { ...l, page_size: String(m.blockSize), num_pages: String(m.numGpuBlocks) },
+      1,
+    )
+    .metric("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.", l, c.promptTokens)
+    .metric("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.", l, c.generationTokens)
+    .histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", l, m.ttft)
+    .text();
+}
+
+function tgi(m: EngineMetrics): string {
+  const plain: NumFmt = (v) => String(v);
+  return new Exposition(plain)
+    .metric("tgi_queue_size", "gauge", undefined, {}, m.numWaiting)
+    .metric("tgi_batch_current_size", "gauge", undefined, {}, m.numRunning)
+    .metric("tgi_batch_current_max_tokens", "gauge", undefined, {}, m.batchMaxTokens)
+    .metric("tgi_request_count", "counter", undefined, {}, m.counters.submitted)
+    .text();
+}

@@ -1,0 +1,375 @@
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import * as grpc from "@grpc/grpc-js";
+import { afterEach, describe, expect, it } from "vitest";
+import { parseGatewayConfig, type GatewayConfig } from "../host/config.js";
+import { startAggregator, type Aggregator, type Snapshot } from "../host/aggregator/index.js";
+import { normalise } from "../host/aggregator/normalise.js";
+import { parsePrometheusText } from "../host/aggregator/scrape.js";
+import { snapshotServiceDefinition } from "../host/proto.js";
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+// ---- fake pods: real HTTP servers serving metric text we control -----------
+
+interface Pod {
+  port: number;
+  body: string;
+  /** ok: 200 with body; hang: never answer (the scrape times out); error: HTTP 500. */
+  mode: "ok" | "hang" | "error";
+  hits: number;
+  /** Date.now() of the last 200 answer. */
+  lastOkAt: number;
+}
+
+async function startPod(body: string): Promise<Pod> {
+  const pod: Pod = { port: 0, body, mode: "ok", hits: 0, lastOkAt: 0 };
+  const server = http.createServer((req, res) => {
+    pod.hits++;
+    if (req.url !== "/metrics") res.writeHead(404).end();
+    else if (pod.mode === "ok") {
+      pod.lastOkAt = Date.now();
+      res.writeHead(200, { "content-type": "text/plain; version=0.0.4" }).end(pod.body);
+    }
+    else if (pod.mode === "error") res.writeHead(500).end("boom");
+    // hang: leave the request open
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  pod.port = (server.address() as AddressInfo).port;
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+  return pod;
+}
+
+interface VllmState {
+  waiting: number | number[]; // an array = one value per DP engine
+  running: number;
+  kv: number;
+  lora?: { max: number; running: string; waiting: string };
+}
+
+function vllmText(s: VllmState): string {
+  const waiting = Array.isArray(s.waiting) ? s.waiting : [s.waiting];
+  return [
+    "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
+    "# TYPE vllm:num_requests_waiting gauge",
+    ...waiting.map((w, i) => `vllm:num_requests_waiting{engine="${i}",model_name="llama-3.1-8b"} ${w.toFixed(1)}`),
+    `vllm:num_requests_running{engine="0",model_name="llama-3.1-8b"} ${s.running.toFixed(1)}`,
+    `vllm:kv_cache_usage_perc{engine="0",model_name="llama-3.1-8b"} ${s.kv}`,
+    // Noise the parser has to step over: histograms, escaped quotes, NaN/Inf.
+    `vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="llama-3.1-8b"} 42.0`,
+    `vllm:cache_config_info{block_size="16",note="say \\"hi\\"",num_gpu_blocks="2048"} 1.0`,
+    "process_open_fds NaN",
+    ...(s.lora
+      ? [
+          // An older series that must lose against the newest one.
+          `vllm:lora_requests_info{max_lora="2",running_lora_adapters="old-lora",waiting_lora_adapters=""} 1.7e+09`,
+          `vllm:lora_requests_info{max_lora="${s.lora.max}",running_lora_adapters="${s.lora.running}",waiting_lora_adapters="${s.lora.waiting}"} 1.7382173358407154e+09`,
+        ]
+      : []),
+    "",
+  ].join("\n");
+}
+
+const sglangText = (queue: number, running: number, usage: number) =>
+  `# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{model_name="qwen3-32b"} ${queue}\nsglang:num_running_reqs{model_name="qwen3-32b"} ${running}\nsglang:token_usage{model_name="qwen3-32b"} ${usage}\nsglang:cache_hit_rate{model_name="qwen3-32b"} 0.5\n`;
+
+const tgiText = (queue: number, batch: number) =>
+  `# TYPE tgi_queue_size gauge\ntgi_queue_size ${queue}\ntgi_batch_current_size ${batch}\ntgi_batch_current_max_tokens 4096\n`;
+
+// ---- gRPC client -----------------------------------------------------------
+
+interface Watcher {
+  messages: Snapshot[];
+  call: grpc.ClientDuplexStream<unknown, Snapshot>;
+}
+
+const SnapshotService = grpc.makeGenericClientConstructor(snapshotServiceDefinition, "SnapshotService");
+
+function watch(port: number, client = "test"): Watcher {
+  const conn = new SnapshotService(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  const call = conn["Watch"]() as grpc.ClientDuplexStream<unknown, Snapshot>;
+  const w: Watcher = { messages: [], call };
+  call.on("data", (s: Snapshot) => w.messages.push(s));
+  call.on("error", () => {}); // CANCELLED after our own cancel()
+  call.write({ client, haveVersion: 0 });
+  cleanups.push(() => {
+    call.cancel();
+    conn.close();
+  });
+  return w;
+}
+
+/** Polls until `probe` returns a value (not undefined/false) or the deadline passes. */
+async function waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 3000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const last = (w: Watcher) => w.messages[w.messages.length - 1];
+
+async function aggregatorMetrics(agg: Aggregator): Promise<string> {
+  const res = await fetch(`http://127.0.0.1:${agg.metricsPort}/metrics`);
+  expect(res.status).toBe(200);
+  return res.text();
+}
+
+// ---- the stack under test --------------------------------------------------
+
+interface Stack {
+  agg: Aggregator;
+  config: GatewayConfig;
+  llamaA: Pod;
+  llamaB: Pod;
+  qwen: Pod;
+  flan: Pod;
+}
+
+async function startStack(): Promise<Stack> {
+  const llamaA = await startPod(vllmText({ waiting: 3, running: 7, kv: 0.41, lora: { max: 4, running: "sql-lora,chat-lora", waiting: "" } }));
+  const llamaB = await startPod(vllmText({ waiting: [2, 3], running: 1, kv: 0.125, lora: { max: 4, running: "", waiting: "sql-lora" } }));
+  const qwen = await startPod(sglangText(4, 9, 0.875));
+  const flan = await startPod(tgiText(6, 2));
+  const config = parseGatewayConfig(
+    `
+aggregator: { host: 127.0.0.1, port: 0, metricsPort: 0, scrapeIntervalMs: 20, scrapeTimeoutMs: 150, staleAfterMs: 300 }
+pools:
+  - name: llama
+    baseModel: llama-3.1-8b
+    engine: vllm
+    adapters: [sql-lora, chat-lora]
+    weights: { lora: 1.5 }
+    endpoints: ["127.0.0.1:${llamaA.port}", "127.0.0.1:${llamaB.port}"]
+  - name: qwen
+    baseModel: qwen3-32b
+    engine: sglang
+    endpoints: ["127.0.0.1:${qwen.port}"]
+  - name: flan
+    baseModel: flan-t5
+    engine: tgi
+    endpoints: ["localhost:${flan.port}"]   # a DNS name: must reach the snapshot as an IP literal
+`,
+    "test.yaml",
+  );
+  const agg = await startAggregator(config, { port: 0, metricsPort: 0, log: () => {} });
+  cleanups.push(() => agg.close());
+  return { agg, config, llamaA, llamaB, qwen, flan };
+}
+
+const endpointOf = (s: Snapshot, pool: number, port: number) => s.pools[pool].endpoints.find((e) => e.address.endsWith(`:${port}`));
+
+describe("aggregator", () => {
+  it("sends the current snapshot at once, with normalised vLLM, SGLang and TGI values", async () => {
+    const { agg, llamaA, llamaB, qwen, flan } = await startStack();
+    const w = watch(agg.grpcPort);
+    const first = await waitFor("first snapshot", () => last(w), 1000);
+
+    expect(first.version).toBe(agg.current().version);
+    expect(first.generatedUnixMs).toBeGreaterThan(Date.now() - 60_000);
+    expect(first.models).toEqual([
+      { name: "llama-3.1-8b", pool: 0, adapter: "" },
+      { name: "sql-lora", pool: 0, adapter: "sql-lora" },
+      { name: "chat-lora", pool: 0, adapter: "chat-lora" },
+      { name: "qwen3-32b", pool: 1, adapter: "" },
+      { name: "flan-t5", pool: 2, adapter: "" },
+    ]);
+    expect(first.pools.map((p) => [p.name, p.baseModel])).toEqual([
+      ["llama", "llama-3.1-8b"],
+      ["qwen", "qwen3-32b"],
+      ["flan", "flan-t5"],
+    ]);
+    expect(first.pools[0].weights).toEqual({ queue: 2, kvCache: 2, running: 1, lora: 1.5, prefix: 0 });
+
+    const a = first.pools[0].endpoints[0];
+    expect(a).toMatchObject({ address: `127.0.0.1:${llamaA.port}`, waiting: 3, running: 7, fresh: true, maxLora: 4 });
+    expect(a.kvCacheUsage).toBeCloseTo(0.41, 5); // a proto float
+    expect(a.runningAdapters).toEqual(["chat-lora", "sql-lora"]);
+    expect(a.waitingAdapters).toEqual([]);
+
+    const b = first.pools[0].endpoints[1];
+    expect(b).toMatchObject({ address: `127.0.0.1:${llamaB.port}`, waiting: 5, running: 1, kvCacheUsage: 0.125, fresh: true });
+    expect(b.runningAdapters).toEqual([]);
+    expect(b.waitingAdapters).toEqual(["sql-lora"]);
+
+    const q = first.pools[1].endpoints[0];
+    expect(q).toMatchObject({ address: `127.0.0.1:${qwen.port}`, waiting: 4, running: 9, kvCacheUsage: 0.875, fresh: true, maxLora: 0 });
+
+    const f = first.pools[2].endpoints[0];
+    expect(f).toMatchObject({ address: `127.0.0.1:${flan.port}`, waiting: 6, running: 2, kvCacheUsage: 0, fresh: true });
+  });
+
+  it("pushes a higher version when metrics change, and nothing while they do not", async () => {
+    const { agg, llamaA, llamaB, qwen, flan } = await startStack();
+    const seen: number[] = [];
+    agg.onSnapshot((s) => seen.push(s.version));
+    const w = watch(agg.grpcPort);
+    const first = await waitFor("first snapshot", () => last(w), 1000);
+
+    // Several full scrape rounds of identical metrics: no new version.
+    const pods = [llamaA, llamaB, qwen, flan];
+    const before = pods.map((p) => p.hits);
+    await waitFor("5 more scrapes of every pod", () => pods.every((p, i) => p.hits >= before[i] + 5));
+    expect(w.messages).toHaveLength(1);
+    expect(agg.current().version).toBe(first.version);
+    expect(seen).toEqual([]);
+
+    qwen.body = sglangText(11, 9, 0.875);
+    const changed = await waitFor("snapshot with qwen waiting=11", () => w.messages.find((s) => s.pools[1].endpoints[0].waiting === 11), 2000);
+    expect(changed.version).toBeGreaterThan(first.version);
+    expect(seen).toContain(changed.version);
+    // Everything else is carried over unchanged.
+    expect(changed.pools[0]).toEqual(first.pools[0]);
+
+    llamaA.body = vllmText({ waiting: 3, running: 7, kv: 0.41, lora: { max: 4, running: "sql-lora", waiting: "chat-lora" } });
+    const lora = await waitFor("lora change", () => w.messages.find((s) => s.pools[0].endpoints[0].waitingAdapters.includes("chat-lora")), 2000);
+    expect(lora.version).toBeGreaterThan(changed.version);
+    expect(lora.pools[0].endpoints[0].runningAdapters).toEqual(["sql-lora"]);
+  });
+
+  it("marks a pod that stops answering not fresh after staleAfterMs, and fresh again when it answers", async () => {
+    const { agg, config, llamaB, qwen } = await startStack();
+    const w = watch(agg.grpcPort);
+    await waitFor("first snapshot", () => last(w), 1000);
+
+    llamaB.mode = "hang"; // scrapes time out
+    const stale = await waitFor("llama-b stale", () => w.messages.find((s) => endpointOf(s, 0, llamaB.port)?.fresh === false), 2000);
+    // Not before staleAfterMs has passed since the pod last answered.
+    expect(stale.generatedUnixMs - llamaB.lastOkAt).toBeGreaterThanOrEqual(config.aggregator.staleAfterMs);
+    expect(endpointOf(stale, 0, llamaB.port)?.waiting).toBe(5); // last known values stay visible
+    expect(stale.pools[0].endpoints[0].fresh).toBe(true);
+    expect(stale.pools[1].endpoints[0].fresh).toBe(true);
+
+    const text = await aggregatorMetrics(agg);
+    expect(text).toContain(`llm_gateway_endpoint_fresh{pool="llama",endpoint="127.0.0.1:${llamaB.port}"} 0`);
+    expect(text).toMatch(new RegExp(`llm_gateway_endpoint_scrape_errors_total\\{pool="llama",endpoint="127.0.0.1:${llamaB.port}"\\} [1-9]`));
+
+    llamaB.mode = "ok";
+    const back = await waitFor("llama-b fresh again", () => endpointOf(last(w), 0, llamaB.port)?.fresh === true && last(w), 2000);
+    expect(back.version).toBeGreaterThan(stale.version);
+
+    qwen.mode = "error"; // HTTP 500 counts as a failed scrape too
+    await waitFor("qwen stale", () => last(w).pools[1].endpoints[0].fresh === false, 2000);
+  });
+
+  it("keeps pushing to a half-closed stream and forgets cancelled ones", async () => {
+    const { agg, qwen } = await startStack();
+    const w1 = watch(agg.grpcPort, "envoy-1");
+    const w2 = watch(agg.grpcPort, "envoy-1-duplicate");
+    await waitFor("both first snapshots", () => w1.messages.length === 1 && w2.messages.length === 1, 1000);
+    const streams = async () => Number(/^llm_gateway_connected_streams (\d+)$/m.exec(await aggregatorMetrics(agg))?.[1]);
+    expect(await streams()).toBe(2);
+
+    w1.call.end(); // half-close after the Hello, as proxy_grpc_close does
+    w2.call.cancel(); // Envoy dropping a duplicate
+    await waitFor("the cancelled stream to be forgotten", async () => (await streams()) === 1);
+
+    qwen.body = sglangText(1, 1, 0.5);
+    const pushed = await waitFor("push to the half-closed stream", () => w1.messages.find((s) => s.pools[1].endpoints[0].waiting === 1), 2000);
+    expect(pushed.version).toBeGreaterThan(w1.messages[0].version);
+    expect(w2.messages).toHaveLength(1);
+
+    const text = await aggregatorMetrics(agg);
+    expect(text).toContain(`llm_gateway_endpoint_waiting{pool="qwen",endpoint="127.0.0.1:${qwen.port}"} 1`);
+    expect(text).toContain(`llm_gateway_endpoint_lora_adapter{pool="llama",endpoint=`);
+    expect(Number(/^llm_gateway_snapshots_pushed_total (\d+)$/m.exec(text)?.[1])).toBeGreaterThanOrEqual(3);
+  });
+
+  it("close() ends streams and frees the port", async () => {
+    const { agg } = await startStack();
+    const w = watch(agg.grpcPort);
+    await waitFor("first snapshot", () => last(w), 1000);
+    const ended = new Promise<grpc.StatusObject>((resolve) => w.call.on("status", resolve));
+    await agg.close();
+    expect((await ended).code).toBe(grpc.status.OK);
+    await expect(fetch(`http://127.0.0.1:${agg.metricsPort}/metrics`)).rejects.toThrow();
+  });
+});
+
+describe("Prometheus text parser", () => {
+  it("reads names, escaped labels, special values, exponents and timestamps; skips comments and junk", () => {
+    const samples = parsePrometheusText(
+      [
+        "# HELP x_total A counter.",
+        "# TYPE x_total counter",
+        "  ",
+        'x_total{path="/a\\"b\\\\c\\nd",code="200",} 1.5e+3 1700000000000\r',
+        "up 1",
+        "nan_metric NaN",
+        'inf_metric{le="+Inf"} +Inf',
+        "neg_inf -Inf",
+        "small 4.2E-2",
+        "broken{label=unquoted} 1",
+        "no_value",
+        'unterminated{a="x} 1',
+        "name_with:colons 7",
+      ].join("\n"),
+    );
+    expect(samples.map((s) => s.name)).toEqual(["x_total", "up", "nan_metric", "inf_metric", "neg_inf", "small", "name_with:colons"]);
+    expect(samples[0]).toEqual({ name: "x_total", labels: { path: '/a"b\\c\nd', code: "200" }, value: 1500 });
+    expect(samples[2].value).toBeNaN();
+    expect(samples[3]).toEqual({ name: "inf_metric", labels: { le: "+Inf" }, value: Infinity });
+    expect(samples[4].value).toBe(-Infinity);
+    expect(samples[5].value).toBe(0.042);
+  });
+
+  it("skips label parsing for unwanted names", () => {
+    const samples = parsePrometheusText('a{x="1"} 1\nb{y="2"} 2\n', (n) => n === "b");
+    expect(samples).toEqual([{ name: "b", labels: { y: "2" }, value: 2 }]);
+  });
+});
+
+describe("normalise", () => {
+  it("vLLM: sums counts over engines, takes the max KV, falls back to gpu_cache_usage_perc", () => {
+    const m = normalise(
+      "vllm",
+      parsePrometheusText(
+        [
+          'vllm:num_requests_waiting{engine="0"} 2',
+          'vllm:num_requests_waiting{engine="1"} 3',
+          'vllm:num_requests_running{engine="0"} 4',
+          'vllm:num_requests_running{engine="1"} 1',
+          'vllm:gpu_cache_usage_perc{engine="0"} 0.2',
+          'vllm:gpu_cache_usage_perc{engine="1"} 0.7',
+        ].join("\n"),
+      ),
+    );
+    expect(m).toEqual({ waiting: 5, running: 5, kvCacheUsage: 0.7, maxLora: 0, runningAdapters: [], waitingAdapters: [] });
+  });
+
+  it("vLLM: takes LoRA info from the newest series", () => {
+    const m = normalise(
+      "vllm",
+      parsePrometheusText(
+        [
+          "vllm:num_requests_waiting 0",
+          "vllm:num_requests_running 0",
+          'vllm:lora_requests_info{max_lora="8",running_lora_adapters="b, a,a",waiting_lora_adapters="c"} 1.7382173358407154e+09',
+          'vllm:lora_requests_info{max_lora="1",running_lora_adapters="z",waiting_lora_adapters=""} 1.6e+09',
+        ].join("\n"),
+      ),
+    );
+    expect(m).toMatchObject({ maxLora: 8, runningAdapters: ["a", "b"], waitingAdapters: ["c"], kvCacheUsage: 0 });
+  });
+
+  it("SGLang and TGI map their own names; TGI has no KV gauge", () => {
+    expect(normalise("sglang", parsePrometheusText(sglangText(3, 4, 0.5)))).toMatchObject({ waiting: 3, running: 4, kvCacheUsage: 0.5 });
+    expect(normalise("tgi", parsePrometheusText(tgiText(2, 8)))).toMatchObject({ waiting: 2, running: 8, kvCacheUsage: 0 });
+  });
+
+  it("rejects a scrape without the engine's queue/running gauges", () => {
+    expect(() => normalise("sglang", parsePrometheusText(tgiText(1, 1)))).toThrow(/sglang:num_queue_reqs/);
+  });
+});
