@@ -135,7 +135,7 @@ const weightsSchema = z.strictObject({
 const poolSchema = z.strictObject({
   name,
   baseModel: name,
-  engine,
+  engine: engine.default("vllm"),
   adapters: z.array(name, { error: msg("expected a list of adapter names") }).default([]),
   weights: weightsSchema.prefault({}),
   endpoints: z.array(endpoint, { error: msg("expected a list of host:port") }).min(1, { error: "expected at least one endpoint" }),

@@ -177,9 +177,10 @@ export class Engine {
   }
 
   /**
-   * Queue a request arriving at `now` (>= engine time). Throws
-   * RequestRejectedError for requests vLLM would refuse up front.
-   * Returns the prompt length in tokens.
+   * Queue a request arriving at `now` (>= engine time), after settling steps
+   * that end strictly before `now`; it joins the first step starting at or
+   * after `now`. Throws RequestRejectedError for requests vLLM would refuse
+   * up front. Returns the prompt length in tokens.
    */
   submit(input: EngineRequestInput, now: number): number {
     this.process(now, false);

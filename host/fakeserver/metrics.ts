@@ -72,6 +72,7 @@ const MAX_LORA_SERIES = 64;
 export class MetricsRenderer {
   /** Label set -> last timestamp it was current (seconds). */
   private readonly loraSeries = new Map<string, { labels: Labels; ts: number }>();
+  private lastLoraTs = 0;
 
   constructor(
     readonly format: MetricsFormat,
@@ -101,8 +102,10 @@ export class MetricsRenderer {
         waiting_lora_adapters: m.waitingAdapters.join(","),
       };
       const key = labelText(labels);
+      // Strictly increasing, so the current series wins even within one clock tick.
+      this.lastLoraTs = Math.max(nowSeconds, this.lastLoraTs + 1e-6);
       this.loraSeries.delete(key);
-      this.loraSeries.set(key, { labels, ts: nowSeconds });
+      this.loraSeries.set(key, { labels, ts: this.lastLoraTs });
       for (const k of this.loraSeries.keys()) {
         if (this.loraSeries.size <= MAX_LORA_SERIES) break;
         this.loraSeries.delete(k);

@@ -64,35 +64,35 @@ export function createPodServer(ctx: PodContext): Server {
 async function route(ctx: PodContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const path = new URL(req.url ?? "/", "http://pod").pathname;
   const method = req.method ?? "GET";
-  const expect = (m: string): void => {
+  const allow = (m: string): void => {
     if (method !== m) throw invalidRequest(`Method ${method} not allowed on ${path}`, null, "method_not_allowed", 405);
   };
   switch (path) {
     case "/v1/chat/completions":
-      expect("POST");
+      allow("POST");
       return completion(ctx, "chat", req, res);
     case "/v1/completions":
-      expect("POST");
+      allow("POST");
       return completion(ctx, "completion", req, res);
     case "/v1/models":
-      expect("GET");
+      allow("GET");
       return sendJson(res, 200, models(ctx));
     case "/health":
-      expect("GET");
+      allow("GET");
       res.writeHead(200).end();
       return;
     case "/metrics":
-      expect("GET");
+      allow("GET");
       res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
       res.end(ctx.metrics.render(ctx.driver.engine.metrics(), Date.now() / 1000));
       return;
   }
   if (ctx.admin && path === "/admin/state") {
-    expect("GET");
+    allow("GET");
     return sendJson(res, 200, ctx.driver.engine.metrics());
   }
   if (ctx.admin && path === "/admin/load") {
-    expect("POST");
+    allow("POST");
     return adminLoad(ctx, await readJson(req), res);
   }
   throw new ApiError(404, `No route for ${method} ${path}`, "invalid_request_error", null, "not_found");
