@@ -4,7 +4,7 @@
 import type { GatewayConfig } from "./config.js";
 import { startAggregator, type Aggregator } from "./aggregator/index.js";
 import { envoyParamsFromGatewayConfig, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "./envoy/index.js";
-import { startFleet, type Fleet, type PodSpec } from "./fakeserver/index.js";
+import { localFleetSpecs, startFleet, type Fleet } from "./fakeserver/index.js";
 import { filterWasmPath } from "./paths.js";
 
 export interface StackOptions {
@@ -29,21 +29,6 @@ export interface Stack {
   /** The fake pods, when the config asked for them. */
   readonly fleet: Fleet | null;
   close(): Promise<void>;
-}
-
-/** Fake-pod specs for a config's localFleet block. */
-export function localFleetSpecs(config: GatewayConfig): PodSpec[] {
-  return (config.localFleet?.pods ?? []).map((pod) => {
-    const pool = config.pools.find((p) => p.name === pod.pool)!;
-    return {
-      name: pod.name,
-      port: pod.port,
-      model: pool.baseModel,
-      adapters: pool.adapters,
-      metricsFormat: pod.engine,
-      engineConfig: { speed: pod.speed },
-    };
-  });
 }
 
 export async function startStack(config: GatewayConfig, opts: StackOptions = {}): Promise<Stack> {

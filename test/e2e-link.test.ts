@@ -42,3 +42,11 @@ it("serves from the last snapshot while the aggregator is down, then reconnects"
   const err = await client.chat.completions.create({ model: "qwen3-32b", messages: [], max_tokens: 1 }).catch((e) => e);
   expect(err.status).toBe(404);
 });
+
+it("shuts down without a Wasm trap in plugin teardown", async () => {
+  await stack.envoy.stop();
+  const failures = stack.envoy.recentLogs().filter((line) => /wasm abort|unreachable|Function: proxy_on_\w+ failed|RuntimeError/i.test(line));
+  expect(failures).toEqual([]);
+  // Logs were captured at all (the warning about the dropped stream is there).
+  expect(stack.envoy.recentLogs().some((line) => line.includes("aggregator stream closed"))).toBe(true);
+});

@@ -52,6 +52,8 @@ export type PodSpec = z.input<typeof podSpecSchema>;
 export interface FleetOptions {
   /** Serve GET /admin/state and POST /admin/load on every pod (off by default). */
   admin?: boolean;
+  /** Interface to listen on; loopback unless a container must be reachable from others. */
+  host?: string;
 }
 
 export interface Pod {
@@ -138,7 +140,7 @@ export async function startFleet(specs: PodSpec[], opts: FleetOptions = {}): Pro
         injectLoad,
       });
       servers.push(server);
-      const port = await listen(server, spec.port);
+      const port = await listen(server, spec.port, opts.host ?? "127.0.0.1");
       pods.push({
         name: spec.name,
         model: spec.model,
@@ -168,10 +170,10 @@ export async function startFleet(specs: PodSpec[], opts: FleetOptions = {}): Pro
   };
 }
 
-function listen(server: Server, port: number): Promise<number> {
+function listen(server: Server, port: number, host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
-    server.listen(port, "127.0.0.1", () => {
+    server.listen(port, host, () => {
       server.off("error", reject);
       resolve((server.address() as AddressInfo).port);
     });

@@ -1,29 +1,38 @@
 /**
  * CLI: start a fleet of fake model servers.
  *
- *   node dist/host/fakeserver/main.js --config pods.yaml [--admin]
- *   node dist/host/fakeserver/main.js --pods '[{"name":"a","model":"llama"}]'
+ *   node dist/host/fakeserver/main.js --config gateway.yaml [--host 0.0.0.0] [--admin]
+ *   node dist/host/fakeserver/main.js --pods pods.yaml [--admin]
+ *
+ * --config takes a gateway config and starts its localFleet block; --pods
+ * takes a YAML/JSON list of pod specs (or `{ pods: [...] }`).
  *
  * Prints `pod <name> <model> http://127.0.0.1:<port>` per pod, then
  * `fleet ready`; stops cleanly on SIGINT / SIGTERM.
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { parseFleetFile, startFleet } from "./fleet.js";
+import { loadGatewayConfig } from "../config.js";
+import { parseFleetFile, startFleet, type PodSpec } from "./fleet.js";
+import { localFleetSpecs } from "./local-fleet.js";
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       config: { type: "string" },
       pods: { type: "string" },
+      host: { type: "string", default: "127.0.0.1" },
       admin: { type: "boolean", default: false },
     },
   });
   if ((values.config === undefined) === (values.pods === undefined)) {
-    throw new Error("usage: main.js (--config FILE | --pods JSON) [--admin]");
+    throw new Error("usage: main.js (--config GATEWAY_CONFIG | --pods FILE) [--host ADDR] [--admin]");
   }
-  const specs = parseFleetFile(values.config !== undefined ? readFileSync(values.config, "utf8") : (values.pods as string));
-  const fleet = await startFleet(specs, { admin: values.admin });
+  const specs: PodSpec[] = values.config !== undefined
+    ? localFleetSpecs(loadGatewayConfig(values.config))
+    : parseFleetFile(readFileSync(values.pods!, "utf8"));
+  if (specs.length === 0) throw new Error("no pods to start: the config has no localFleet block");
+  const fleet = await startFleet(specs, { admin: values.admin, host: values.host });
   for (const p of fleet.pods) console.log(`pod ${p.name} ${p.model} ${p.url}`);
   console.log("fleet ready");
 
