@@ -3,6 +3,7 @@
 // path, e.g. `pools[1].weights.queue: expected a number >= 0`.
 import { readFileSync } from "node:fs";
 import { isIPv4, isIPv6 } from "node:net";
+import { dirname, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import * as z from "zod";
 
@@ -14,6 +15,16 @@ export interface GatewayListenerConfig {
   port: number;
   adminPort: number;
   maxBodyBytes: number;
+  /** When set, every request needs a valid JWT (Envoy's jwt_authn). */
+  jwt?: JwtConfig;
+}
+
+export interface JwtConfig {
+  issuer: string;
+  /** Accepted `aud` values; empty accepts any audience. */
+  audiences: string[];
+  /** A JWKS file; a relative path is resolved against the config file's folder. */
+  jwksFile: string;
 }
 
 export interface AggregatorConfig {
@@ -158,6 +169,13 @@ const configSchema = z.strictObject({
       port: port(true).default(8080),
       adminPort: port(true).default(9901),
       maxBodyBytes: positiveInt.default(4 * 1024 * 1024),
+      jwt: z
+        .strictObject({
+          issuer: z.string({ error: msg("expected the token issuer (iss)") }).min(1, { error: "expected the token issuer (iss)" }),
+          audiences: z.array(z.string().min(1), { error: msg("expected a list of audiences") }).default([]),
+          jwksFile: z.string({ error: msg("expected the path of a JWKS file") }).min(1, { error: "expected the path of a JWKS file" }),
+        })
+        .optional(),
     })
     .prefault({}),
   aggregator: z
@@ -289,5 +307,8 @@ export function loadGatewayConfig(path: string): GatewayConfig {
   } catch (err) {
     throw new ConfigError(path, [`cannot read file: ${(err as Error).message}`]);
   }
-  return parseGatewayConfig(text, path);
+  const config = parseGatewayConfig(text, path);
+  const jwt = config.gateway.jwt;
+  if (jwt) jwt.jwksFile = resolve(dirname(path), jwt.jwksFile);
+  return config;
 }

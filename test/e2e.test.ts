@@ -173,6 +173,11 @@ describe("load-aware routing", () => {
       const ep = stack.aggregator.current().pools[0].endpoints.find((e) => e.address === busy.address);
       return (ep?.waiting ?? 0) > 0;
     });
+    const version = stack.aggregator.current().version;
+    await waitFor("Envoy to load that snapshot", async () =>
+      ((await stack.envoy.stats("llm_gateway"))["wasmcustom.llm_gateway.snapshot_version"] ?? 0) >= version);
+    // Every worker refreshes on its own 20 ms tick: give the slowest a few.
+    await new Promise((r) => setTimeout(r, 100));
     const served = [];
     for (let i = 0; i < 12; i++) served.push((await chat("llama-3.1-8b")).servedBy);
     expect(served).toEqual(Array(12).fill("llama-b"));

@@ -75,6 +75,7 @@ export class GatewayRoot extends RootContext {
     let endpoints = 0;
     for (let i = 0; i < snap.pools.length; i++) endpoints += snap.pools[i].endpoints.length;
     m.set(m.snapshotEndpoints, <u64>endpoints);
+    m.set(m.snapshotVersion, snap.version);
   }
 }
 

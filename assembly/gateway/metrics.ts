@@ -9,6 +9,8 @@ export class FilterMetrics {
   spoofedHeaders: u32 = defineMetric(MetricType.Counter, "llm_gateway.client_control_headers_removed");
   snapshotUpdates: u32 = defineMetric(MetricType.Counter, "llm_gateway.snapshot_updates");
   snapshotEndpoints: u32 = defineMetric(MetricType.Gauge, "llm_gateway.snapshot_endpoints");
+  /** The aggregator's version of the newest snapshot a worker loaded. */
+  snapshotVersion: u32 = defineMetric(MetricType.Gauge, "llm_gateway.snapshot_version");
 
   rejected(status: i32): void {
     incrementMetric(status >= 500 ? this.unavailable : this.rejected4xx, 1);

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
-import type { GatewayConfig } from "../config.js";
+import { parseDocument } from "yaml";
+import type { GatewayConfig, JwtConfig } from "../config.js";
 import { filterWasmPath, projectRoot } from "../paths.js";
 
 /**
@@ -24,6 +25,8 @@ export interface EnvoyConfigParams {
   wasmPath: string;
   /** Largest request body the filter accepts. */
   maxBodyBytes: number;
+  /** Require a JWT on every request (Envoy's jwt_authn filter, ahead of ours). */
+  jwt?: JwtConfig;
 }
 
 export function gatewayTemplatePath(): string {
@@ -43,6 +46,7 @@ export function envoyParamsFromGatewayConfig(
     aggregatorPort: cfg.aggregator.port,
     wasmPath: opts.wasmPath,
     maxBodyBytes: cfg.gateway.maxBodyBytes,
+    jwt: cfg.gateway.jwt,
   };
 }
 
@@ -84,5 +88,34 @@ export function renderEnvoyConfig(
   const rendered = template.replace(/\$\{([A-Za-z0-9_]+)\}/g, (whole, name: string) => values[name] ?? whole);
   const left = [...new Set(rendered.match(/\$\{[^}]*\}/g) ?? [])];
   if (left.length > 0) throw new Error(`unreplaced placeholders in Envoy config template: ${left.join(", ")}`);
-  return rendered;
+  return params.jwt ? withJwtAuthn(rendered, params.jwt) : rendered;
+}
+
+const HCM_FILTERS = ["static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters"];
+
+/**
+ * Puts Envoy's own jwt_authn filter first in the chain, so unauthenticated
+ * requests are refused before the body is buffered; its 401 is rewritten into
+ * the OpenAI error format by the template's local_reply_config.
+ */
+function withJwtAuthn(rendered: string, jwt: JwtConfig): string {
+  if (!isAbsolute(jwt.jwksFile)) throw new Error(`jwt.jwksFile must be absolute, got ${jwt.jwksFile}`);
+  const doc = parseDocument(rendered);
+  const filters = doc.getIn(HCM_FILTERS) as { items: unknown[] } | undefined;
+  if (!filters) throw new Error("the Envoy template has no http_filters list");
+  filters.items.unshift(doc.createNode({
+    name: "envoy.filters.http.jwt_authn",
+    typed_config: {
+      "@type": "type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication",
+      providers: {
+        gateway: {
+          issuer: jwt.issuer,
+          ...(jwt.audiences.length > 0 ? { audiences: jwt.audiences } : {}),
+          local_jwks: { filename: jwt.jwksFile },
+        },
+      },
+      rules: [{ match: { prefix: "/" }, requires: { provider_name: "gateway" } }],
+    },
+  }));
+  return doc.toString();
 }

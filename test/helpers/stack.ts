@@ -11,13 +11,16 @@ export interface TestPool {
   adapters?: string[];
   weights?: Partial<GatewayConfig["pools"][number]["weights"]>;
   pods: Array<Omit<PodSpec, "model" | "adapters">>;
+  /** Addresses that are no fake pod (e.g. a closed port). */
+  extraEndpoints?: string[];
 }
 
 export interface TestStack extends Stack {
   fleet: Fleet;
 }
 
-export async function startTestStack(pools: TestPool[], gateway: { maxBodyBytes?: number } = {}): Promise<TestStack> {
+/** `gateway` is merged into the config's gateway block (maxBodyBytes, jwt...). */
+export async function startTestStack(pools: TestPool[], gateway: Record<string, unknown> = {}): Promise<TestStack> {
   const fleet = await startFleet(
     pools.flatMap((p) => p.pods.map((pod) => ({ ...pod, model: p.baseModel, adapters: p.adapters ?? [] }))),
   );
@@ -31,7 +34,7 @@ export async function startTestStack(pools: TestPool[], gateway: { maxBodyBytes?
           baseModel: p.baseModel,
           adapters: p.adapters ?? [],
           weights: { queue: 2, kvCache: 2, running: 1, ...p.weights },
-          endpoints: p.pods.map((pod) => fleet.pod(pod.name).address),
+          endpoints: [...p.pods.map((pod) => fleet.pod(pod.name).address), ...(p.extraEndpoints ?? [])],
         })),
       }),
       "test stack",
