@@ -1,0 +1,90 @@
+// Replays a trace against a gateway in real time, open loop: every request
+// leaves at its arrival time whether or not earlier ones finished. Requests
+// stream (SSE), so TTFT is measured where a client sees it: the first token.
+import type { RequestRecord } from "../types.js";
+import { requestBody, type Trace } from "../sim/workload.js";
+import { POOL_HEADER } from "../baseline-envoy.js";
+
+export interface ReplayTarget {
+  url: string;
+  /** Pool name per scenario model index, sent in POOL_HEADER (only baselines route on it). */
+  poolNames: string[];
+  /** Pod index by the name in a response's x-served-by header. */
+  podIndex: Map<string, number>;
+}
+
+export interface ReplayOptions {
+  /** Requests still running this long after the last arrival are abandoned as timeouts. */
+  drainLimitMs: number;
+  onProgress?: (fraction: number) => void;
+}
+
+export async function replay(trace: Trace, target: ReplayTarget, opts: ReplayOptions): Promise<RequestRecord[]> {
+  const requests = trace.requests;
+  const lastArrival = requests.length > 0 ? requests[requests.length - 1].arrivalMs : 0;
+  const start = performance.now();
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(), lastArrival + opts.drainLimitMs);
+  const pending: Array<Promise<RequestRecord>> = [];
+  try {
+    for (const r of requests) {
+      const wait = start + r.arrivalMs - performance.now();
+      if (wait > 1) await new Promise((res) => setTimeout(res, wait));
+      opts.onProgress?.(lastArrival > 0 ? r.arrivalMs / lastArrival : 1);
+      // Usage in the last chunk tells how much of the prompt the pod had cached.
+      const body = requestBody(trace, r).replace(/}$/, ',"stream_options":{"include_usage":true}}');
+      pending.push(send(target, body, target.poolNames[r.pool], r.arrivalMs, deadline.signal));
+    }
+    return await Promise.all(pending);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function send(target: ReplayTarget, body: string, pool: string, arrivalMs: number, signal: AbortSignal): Promise<RequestRecord> {
+  const record: RequestRecord = { arrivalMs, pod: -1, error: undefined, promptTokens: 0, cachedTokens: 0, outputTokens: 0, preemptions: 0 };
+  const sent = performance.now();
+  try {
+    const res = await fetch(`${target.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", [POOL_HEADER]: pool },
+      body,
+      signal,
+    });
+    record.pod = target.podIndex.get(res.headers.get("x-served-by") ?? "") ?? -1;
+    if (res.status !== 200) {
+      const text = await res.text();
+      const code = /"code":"([^"]+)"/.exec(text)?.[1];
+      record.error = code ? `${res.status} ${code}` : String(res.status);
+      return record;
+    }
+    const decoder = new TextDecoder();
+    let buffered = "";
+    for await (const chunk of res.body!) {
+      if (record.ttftMs === undefined) record.ttftMs = performance.now() - sent;
+      buffered += decoder.decode(chunk, { stream: true });
+      let end: number;
+      while ((end = buffered.indexOf("\n\n")) >= 0) {
+        readEvent(buffered.slice(0, end), record);
+        buffered = buffered.slice(end + 2);
+      }
+    }
+    record.e2eMs = performance.now() - sent;
+  } catch (err) {
+    record.error = signal.aborted ? "timeout" : `client ${(err as Error).message}`;
+    record.ttftMs = undefined;
+  }
+  return record;
+}
+
+/** Takes the usage chunk's counts; the other chunks carry one token each. */
+function readEvent(event: string, record: RequestRecord): void {
+  if (!event.startsWith("data: {")) return;
+  const data = JSON.parse(event.slice(6)) as {
+    usage?: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } };
+  };
+  if (!data.usage) return;
+  record.promptTokens = data.usage.prompt_tokens;
+  record.outputTokens = data.usage.completion_tokens;
+  record.cachedTokens = data.usage.prompt_tokens_details?.cached_tokens ?? 0;
+}

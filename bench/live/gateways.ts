@@ -1,0 +1,47 @@
+// The gateways a live run compares, each in front of the same kind of fleet:
+// our stack (aggregator + Envoy with the filter) and plain Envoy with its own
+// ROUND_ROBIN or LEAST_REQUEST load balancer.
+import { stringify } from "yaml";
+import { parseGatewayConfig, type GatewayConfig, type ScorerWeights } from "../../host/config.js";
+import { envoyParamsFromGatewayConfig, renderEnvoyConfig, startEnvoy } from "../../host/envoy/index.js";
+import { filterWasmPath } from "../../host/paths.js";
+import { startStack } from "../../host/stack.js";
+import { baselineEnvoyConfig, type EnvoyLbPolicy } from "../baseline-envoy.js";
+import type { Scenario } from "../scenario.js";
+
+export interface LivePool {
+  name: string;
+  adapters: string[];
+  endpoints: string[];
+}
+
+export interface Gateway {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** The gateway config our stack runs for a scenario: one pool per model. */
+export function liveGatewayConfig(scenario: Scenario, pools: LivePool[], weights: ScorerWeights): GatewayConfig {
+  const g = scenario.gateway;
+  return parseGatewayConfig(
+    stringify({
+      gateway: { host: "127.0.0.1", port: 0, adminPort: 0 },
+      aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: g.scrapeIntervalMs, staleAfterMs: g.staleAfterMs },
+      pools: pools.map((p) => ({ name: p.name, baseModel: p.name, adapters: p.adapters, weights, endpoints: p.endpoints })),
+    }),
+    `live gateway for ${scenario.name}`,
+  );
+}
+
+export async function startOurs(config: GatewayConfig, workers: number): Promise<Gateway> {
+  const stack = await startStack(config, { metricsPort: false, concurrency: workers });
+  return { url: stack.gatewayUrl, stop: () => stack.close() };
+}
+
+export async function startBaseline(config: GatewayConfig, workers: number, lbPolicy: EnvoyLbPolicy): Promise<Gateway> {
+  // The aggregator port only fills the template; the baseline drops the link that would use it.
+  const params = { ...envoyParamsFromGatewayConfig(config, { wasmPath: filterWasmPath }), aggregatorPort: 1 };
+  const pools = config.pools.map((p) => ({ name: p.name, endpoints: p.endpoints }));
+  const envoy = await startEnvoy({ configYaml: baselineEnvoyConfig(renderEnvoyConfig(params), pools, lbPolicy), concurrency: workers });
+  return { url: `http://${envoy.listenerAddresses.llm_gateway}`, stop: () => envoy.stop() };
+}

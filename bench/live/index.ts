@@ -1,0 +1,106 @@
+// Live mode: a scenario, shortened, replayed in real time through real Envoys
+// against a real fake fleet. Each policy gets a fresh fleet and the same trace.
+import type { PodSpec } from "../../host/fakeserver/index.js";
+import { PROFILES } from "../policies/profiles.js";
+import type { Scenario } from "../scenario.js";
+import { generateTrace } from "../sim/workload.js";
+import { effectiveScenario } from "../sim/simulator.js";
+import { policyResult } from "../stats.js";
+import type { PolicyResult, RunOptions, ScenarioResult } from "../types.js";
+import { replay } from "./client.js";
+import { startFleetProcess } from "./fleet-process.js";
+import { liveGatewayConfig, startBaseline, startOurs, type Gateway, type LivePool } from "./gateways.js";
+import type { GatewayConfig } from "../../host/config.js";
+
+/** Real time is expensive: unless --duration says otherwise, replay this much of the trace. */
+export const LIVE_DEFAULT_DURATION_S = 30;
+/** Live runs stop waiting for stragglers sooner than simulated ones. */
+const LIVE_DRAIN_LIMIT_S = 60;
+
+interface LivePolicy {
+  name: string;
+  description: string;
+  start(config: GatewayConfig, workers: number): Promise<Gateway>;
+}
+
+const defaultProfile = PROFILES[0];
+
+export const LIVE_POLICIES: readonly LivePolicy[] = [
+  { name: "round-robin", description: "Envoy's ROUND_ROBIN cluster, one per model", start: (c, w) => startBaseline(c, w, "ROUND_ROBIN") },
+  { name: "least-request", description: "Envoy's LEAST_REQUEST cluster, one per model", start: (c, w) => startBaseline(c, w, "LEAST_REQUEST") },
+  {
+    name: `ours:${defaultProfile.name}`,
+    description: `Envoy + our Wasm filter fed by the aggregator; ${defaultProfile.description}`,
+    start: (c, w) => startOurs(c, w),
+  },
+];
+
+/** Pod specs in the simulator's order and names, so per-pod counts line up with sim results. */
+function podSpecs(scenario: Scenario, adapters: string[][]): PodSpec[] {
+  return scenario.fleet.flatMap((group) => {
+    const pool = scenario.models.findIndex((m) => m.name === group.model);
+    return Array.from({ length: group.count }, (_, i) => ({
+      name: `${group.name}-${i}`,
+      model: group.model,
+      adapters: adapters[pool],
+      engineConfig: { ...scenario.engine, ...group.engine, speed: group.speed },
+    }));
+  });
+}
+
+export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<ScenarioResult> {
+  const scenario = effectiveScenario(
+    { ...base, durationS: Math.min(base.durationS, LIVE_DEFAULT_DURATION_S), drainLimitS: Math.min(base.drainLimitS, LIVE_DRAIN_LIMIT_S) },
+    opts,
+  );
+  const trace = generateTrace(scenario, scenario.seed);
+  const specs = podSpecs(scenario, trace.adapters);
+  const podNames = specs.map((s) => s.name);
+  const selected = opts.policies?.length ? LIVE_POLICIES.filter((p) => opts.policies!.includes(p.name)) : LIVE_POLICIES;
+  if (selected.length === 0) throw new Error(`no live policy among ${opts.policies!.join(", ")} (live: ${LIVE_POLICIES.map((p) => p.name).join(", ")})`);
+
+  const policies: PolicyResult[] = [];
+  for (const policy of selected) {
+    const fleet = await startFleetProcess(specs);
+    let gateway: Gateway | undefined;
+    try {
+      const pools: LivePool[] = scenario.models.map((m, i) => ({
+        name: m.name,
+        adapters: trace.adapters[i],
+        endpoints: specs.filter((s) => s.model === m.name).map((s) => fleet.addresses.get(s.name)!),
+      }));
+      const config = liveGatewayConfig(scenario, pools, defaultProfile.weights);
+      gateway = await policy.start(config, scenario.gateway.workers);
+      const records = await replay(trace, {
+        url: gateway.url,
+        poolNames: scenario.models.map((m) => m.name),
+        podIndex: new Map(podNames.map((n, i) => [n, i])),
+      }, {
+        drainLimitMs: scenario.drainLimitS * 1000,
+        onProgress: (f) => opts.onProgress?.(policy.name, f),
+      });
+      policies.push(policyResult({ policy: policy.name, description: policy.description, podNames, durationS: scenario.durationS }, records));
+    } finally {
+      await gateway?.stop();
+      await fleet.stop();
+    }
+  }
+
+  const n = trace.requests.length;
+  const mean = (f: (r: (typeof trace.requests)[number]) => number) => (n > 0 ? Math.round(trace.requests.reduce((s, r) => s + f(r), 0) / n) : 0);
+  return {
+    scenario: scenario.name,
+    description: scenario.description,
+    mode: "live",
+    seed: scenario.seed,
+    durationS: scenario.durationS,
+    offered: {
+      requests: n,
+      ratePerS: Math.round((n / scenario.durationS) * 1000) / 1000,
+      meanPromptTokens: mean((r) => r.userTokens + (r.prefixGroup >= 0 ? scenario.sharedPrefix!.tokens : 0)),
+      meanOutputTokens: mean((r) => r.maxTokens),
+    },
+    fleet: specs.map((s) => ({ pod: s.name, model: s.model, speed: s.engineConfig?.speed ?? 1 })),
+    policies,
+  };
+}
