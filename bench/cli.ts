@@ -1,0 +1,4 @@
+// Entry point of `npm run bench` (scripts/bench.mjs imports the compiled file).
+import { runBench } from "./command.js";
+
+process.exitCode = await runBench(process.argv.slice(2));

@@ -1,0 +1,228 @@
+// `npm run bench -- ...`: runs scenarios (sim or live mode) and the filter
+// overhead benchmark, prints the tables, writes results and charts, and with
+// --all refreshes the committed charts and BENCHMARKS.md.
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { parseArgs } from "node:util";
+import { projectRoot } from "../host/paths.js";
+import { replaceBlock, scenarioBlock, scenarioKey } from "./report/benchmarks-md.js";
+import { publishCharts, writeJson, writeScenarioOutputs } from "./report/outputs.js";
+import { consoleTable, resultsTable } from "./report/table.js";
+import { listScenarios, loadScenario, ScenarioError, type Scenario } from "./scenario.js";
+import { selectPolicies } from "./policies/index.js";
+import { runSim } from "./sim/simulator.js";
+import type { LiveModule, Mode, RunOptions, ScenarioResult } from "./types.js";
+
+const USAGE = `usage: npm run bench -- [options]
+  --scenario NAME|PATH  run one scenario (a name from bench/scenarios/, or a file); repeatable
+  --all                 run every scenario in bench/scenarios/; refreshes bench/charts/ and BENCHMARKS.md
+  --mode sim|live       sim: discrete-event simulation in virtual time (default); live: real Envoy and fake fleet
+  --seed N              override the scenario's seed
+  --duration S          override the scenario's duration (seconds of arrivals)
+  --policies A,B        run only these policies
+  --json FILE           also write the result(s) to FILE
+  --out DIR             results folder (default bench/results); each scenario writes DIR/<scenario>/
+  --overhead            run the filter-overhead benchmark too (alone if no scenario is given)
+  --smoke               a short run for CI: every scenario (or the given ones) for a few seconds; no BENCHMARKS.md update
+  --help`;
+
+/** Seconds of arrivals per scenario in a smoke run. */
+export const SMOKE_DURATION_S = 10;
+
+export interface Io {
+  out: (text: string) => void;
+  err: (text: string) => void;
+  /** Whether `err` is a terminal (progress is then redrawn in place). */
+  errIsTty: boolean;
+}
+
+const defaultIo: Io = {
+  out: (t) => process.stdout.write(t),
+  err: (t) => process.stderr.write(t),
+  errIsTty: process.stderr.isTTY === true,
+};
+
+class UsageError extends Error {}
+
+interface Args {
+  scenarios: string[];
+  mode: Mode;
+  seed?: number;
+  durationS?: number;
+  policies?: string[];
+  json?: string;
+  outDir: string;
+  overhead: boolean;
+  smoke: boolean;
+  all: boolean;
+}
+
+function parse(argv: string[]): Args | "help" {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      scenario: { type: "string", multiple: true },
+      all: { type: "boolean" },
+      mode: { type: "string" },
+      seed: { type: "string" },
+      duration: { type: "string" },
+      policies: { type: "string" },
+      json: { type: "string" },
+      out: { type: "string" },
+      overhead: { type: "boolean" },
+      smoke: { type: "boolean" },
+      help: { type: "boolean" },
+    },
+    strict: true,
+  });
+  if (values.help) return "help";
+  const mode = values.mode ?? "sim";
+  if (mode !== "sim" && mode !== "live") throw new UsageError(`--mode: expected sim or live, got ${JSON.stringify(mode)}`);
+  let seed: number | undefined;
+  if (values.seed !== undefined) {
+    seed = Number(values.seed);
+    if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new UsageError(`--seed: expected an integer 0..4294967295, got ${JSON.stringify(values.seed)}`);
+  }
+  let durationS: number | undefined;
+  if (values.duration !== undefined) {
+    durationS = Number(values.duration);
+    if (!(durationS > 0)) throw new UsageError(`--duration: expected seconds > 0, got ${JSON.stringify(values.duration)}`);
+  }
+  const all = values.all ?? false;
+  const smoke = values.smoke ?? false;
+  const overhead = values.overhead ?? false;
+  let scenarios = values.scenario ?? [];
+  if (all && scenarios.length > 0) throw new UsageError("--all and --scenario exclude each other");
+  if (all || (smoke && scenarios.length === 0 && !overhead)) scenarios = listScenarios();
+  if (scenarios.length === 0 && !overhead) throw new UsageError("nothing to run: give --scenario NAME, --all, --smoke or --overhead");
+  const policies = values.policies?.split(",").map((p) => p.trim()).filter((p) => p !== "");
+  try {
+    selectPolicies(policies);
+  } catch (err) {
+    throw new UsageError(`--policies: ${(err as Error).message}`);
+  }
+  return {
+    scenarios,
+    mode,
+    seed,
+    durationS: durationS ?? (smoke ? SMOKE_DURATION_S : undefined),
+    policies,
+    json: values.json,
+    outDir: values.out ?? join(projectRoot, "bench", "results"),
+    overhead,
+    smoke,
+    all,
+  };
+}
+
+/** Percent of virtual time per policy: redrawn in place on a terminal, every 25% otherwise. */
+function progressReporter(io: Io, scenario: string): (policy: string, fraction: number) => void {
+  let lastQuarter = -1;
+  let started = Date.now();
+  return (policy, fraction) => {
+    const pct = Math.floor(fraction * 100);
+    const label = `[${scenario}] ${policy.padEnd(14)} ${String(pct).padStart(3)}%`;
+    if (fraction >= 1) {
+      io.err(`${io.errIsTty ? "\r\x1b[K" : ""}${label} in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+      started = Date.now();
+      lastQuarter = -1;
+    } else if (io.errIsTty) {
+      io.err(`\r\x1b[K${label}`);
+    } else if (Math.floor(pct / 25) > lastQuarter) {
+      lastQuarter = Math.floor(pct / 25);
+      io.err(`${label}\n`);
+    }
+  };
+}
+
+async function runLiveMode(scenario: Scenario, opts: RunOptions): Promise<ScenarioResult> {
+  let live: LiveModule;
+  try {
+    // Not a literal specifier: the live mode is a later addition and may be absent from this build.
+    live = (await import(new URL("./live/index.js", import.meta.url).href)) as LiveModule;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ERR_MODULE_NOT_FOUND" && String((err as Error).message).includes("live/index.js")) {
+      throw new UsageError("live mode not available: this build has no bench/live (real Envoy + fake fleet); use --mode sim");
+    }
+    throw err;
+  }
+  return live.runLive(scenario, opts);
+}
+
+/** The command line as a user would type it, for the record in BENCHMARKS.md. */
+function commandLine(argv: string[]): string {
+  return ["npm run bench --", ...argv.map((a) => (/^[\w./:=,-]+$/.test(a) ? a : JSON.stringify(a)))].join(" ");
+}
+
+async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
+  const results: ScenarioResult[] = [];
+  const benchmarksPath = join(projectRoot, "BENCHMARKS.md");
+  const chartDir = join(projectRoot, "bench", "charts");
+  const updateDocs = args.all && !args.smoke;
+  let doc = updateDocs ? readFileSync(benchmarksPath, "utf8") : "";
+
+  for (const name of args.scenarios) {
+    const scenario = loadScenario(name);
+    const opts: RunOptions = { seed: args.seed, durationS: args.durationS, policies: args.policies, onProgress: progressReporter(io, scenario.name) };
+    const result = args.mode === "live" ? await runLiveMode(scenario, opts) : await runSim(scenario, opts);
+    results.push(result);
+    const dir = join(args.outDir, result.scenario);
+    const charts = await writeScenarioOutputs(result, dir);
+    io.out(`\n${result.scenario} (${result.mode}, seed ${result.seed}, ${result.durationS} s, ${result.offered.requests} requests)\n`);
+    io.out(`${consoleTable(resultsTable(result))}\n`);
+    io.out(`results: ${relative(process.cwd(), dir) || "."}/\n`);
+    if (updateDocs) {
+      const names = publishCharts(result.scenario, charts, chartDir);
+      const rel = (f: string) => relative(projectRoot, join(chartDir, f));
+      doc = replaceBlock(doc, scenarioKey(result.scenario), scenarioBlock(result, { cdf: rel(names.cdf), timeline: rel(names.timeline) }, commandLine(argv)), `### ${result.scenario}`);
+    }
+  }
+  if (args.json) writeJson(args.json, results.length === 1 ? results[0] : { results });
+  if (updateDocs) {
+    writeFileSync(benchmarksPath, doc);
+    io.out(`updated ${relative(process.cwd(), benchmarksPath)} and ${relative(process.cwd(), chartDir)}/\n`);
+  }
+}
+
+async function runOverheadBench(args: Args, argv: string[], io: Io): Promise<void> {
+  const { runOverhead, overheadMarkdown } = await import("./overhead/index.js");
+  const report = await runOverhead({
+    onProgress: (line) => io.err(`[overhead] ${line}\n`),
+    // A smoke run only proves the pipeline works end to end.
+    ...(args.smoke ? { durationS: 1, bodySizes: [4096], endpointCounts: [8] } : {}),
+  });
+  const markdown = overheadMarkdown(report);
+  const dir = join(args.outDir, "overhead");
+  mkdirSync(dir, { recursive: true });
+  writeJson(join(dir, "overhead.json"), report);
+  io.out(`\n${markdown}\n`);
+  if (!args.smoke) {
+    const path = join(projectRoot, "BENCHMARKS.md");
+    writeFileSync(path, replaceBlock(readFileSync(path, "utf8"), "overhead", markdown));
+    io.out(`updated ${relative(process.cwd(), path)} (overhead section; ${commandLine(argv)})\n`);
+  }
+}
+
+/** Runs the command; returns the exit code. */
+export async function runBench(argv: string[], io: Io = defaultIo): Promise<number> {
+  try {
+    const args = parse(argv);
+    if (args === "help") {
+      io.out(`${USAGE}\n`);
+      return 0;
+    }
+    if (args.scenarios.length > 0) await runScenarios(args, argv, io);
+    if (args.overhead) await runOverheadBench(args, argv, io);
+    return 0;
+  } catch (err) {
+    if (err instanceof ScenarioError) {
+      io.err(`${err.message}\n`);
+      return 1;
+    }
+    if (err instanceof UsageError || (err as NodeJS.ErrnoException).code?.startsWith("ERR_PARSE_ARGS")) {
+      io.err(`${(err as Error).message}\n${err instanceof UsageError ? "" : `${USAGE}\n`}`);
+      return 2;
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,24 @@
+// Every policy the benchmark compares, in report order.
+import { leastRequest } from "./least-request.js";
+import { oracle } from "./oracle.js";
+import { ours } from "./ours.js";
+import { PROFILES } from "./profiles.js";
+import { random } from "./random.js";
+import { reference } from "./reference.js";
+import { roundRobin } from "./round-robin.js";
+import type { PolicySpec } from "./types.js";
+
+export type { Decision, Policy, PolicyEnv, PolicySpec, RouteRequest } from "./types.js";
+
+/** The baseline every ratio is taken against. */
+export const BASELINE = roundRobin.name;
+
+export const POLICIES: readonly PolicySpec[] = [roundRobin, random, leastRequest, ...PROFILES.map(ours), reference, oracle];
+
+/** The named policies, in report order; throws naming the unknown ones. */
+export function selectPolicies(names?: readonly string[]): PolicySpec[] {
+  if (!names || names.length === 0) return [...POLICIES];
+  const unknown = names.filter((n) => !POLICIES.some((p) => p.name === n));
+  if (unknown.length > 0) throw new Error(`unknown polic${unknown.length > 1 ? "ies" : "y"} ${unknown.join(", ")} (known: ${POLICIES.map((p) => p.name).join(", ")})`);
+  return POLICIES.filter((p) => names.includes(p.name));
+}

@@ -1,0 +1,38 @@
+// The interface every routing policy implements for the simulator.
+import type { Scenario } from "../scenario.js";
+import type { EventQueue } from "../sim/events.js";
+import type { SimFleet } from "../sim/fleet.js";
+import type { Trace, TraceRequest } from "../sim/workload.js";
+
+/** One request as a policy may look at it; the texts are built only if asked for. */
+export interface RouteRequest {
+  request: TraceRequest;
+  /** Prompt text as the engine sees it. */
+  readonly prompt: string;
+  /** The JSON body the client sent. */
+  readonly body: string;
+}
+
+export type Decision = { pod: number } | { status: number; message: string };
+
+/** What a policy can see and use. Metric feeds schedule themselves on `queue`. */
+export interface PolicyEnv {
+  scenario: Scenario;
+  trace: Trace;
+  fleet: SimFleet;
+  queue: EventQueue;
+  /** The run's seed; a policy derives its own random streams from it. */
+  seed: number;
+}
+
+export interface Policy {
+  /** Time the decision adds between the request's arrival and its reaching the pod. */
+  readonly decisionDelayMs: number;
+  route(req: RouteRequest, now: number): Decision;
+}
+
+export interface PolicySpec {
+  name: string;
+  description: string;
+  create(env: PolicyEnv): Policy | Promise<Policy>;
+}

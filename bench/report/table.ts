@@ -1,0 +1,70 @@
+// The per-policy results table of one scenario, with each policy's change
+// against the baseline (round-robin), as Markdown or aligned console text.
+import { BASELINE } from "../policies/index.js";
+import { formatChange, relativeChange } from "../stats.js";
+import type { PolicyResult, ScenarioResult } from "../types.js";
+
+export interface Table {
+  headers: string[];
+  /** Right-align these columns. */
+  numeric: boolean[];
+  rows: string[][];
+}
+
+/** 232 ms, 1.41 s, 177.6 s. */
+export function formatMs(ms: number | undefined): string {
+  if (ms === undefined) return "n/a";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 10_000) return `${(ms / 1000).toFixed(2)} s`;
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+function errorsCell(p: PolicyResult): string {
+  if (p.errors === 0) return "0";
+  const reasons = Object.entries(p.errorsByReason).map(([r, n]) => `${n} ${r}`);
+  return `${p.errors} (${reasons.join(", ")})`;
+}
+
+export function resultsTable(result: ScenarioResult): Table {
+  const base = result.policies.find((p) => p.policy === BASELINE);
+  const vs = (f: (p: PolicyResult) => number | undefined) => (p: PolicyResult) =>
+    base === undefined || p === base ? "-" : formatChange(relativeChange(f(p), f(base)));
+  const columns: Array<[string, boolean, (p: PolicyResult) => string]> = [
+    ["policy", false, (p) => p.policy],
+    ["TTFT p50", true, (p) => formatMs(p.ttftMs?.p50)],
+    ["TTFT p95", true, (p) => formatMs(p.ttftMs?.p95)],
+    ["TTFT p99", true, (p) => formatMs(p.ttftMs?.p99)],
+    ["E2E p50", true, (p) => formatMs(p.e2eMs?.p50)],
+    ["E2E p95", true, (p) => formatMs(p.e2eMs?.p95)],
+    ["E2E p99", true, (p) => formatMs(p.e2eMs?.p99)],
+    ["req/s", true, (p) => p.throughput.requestsPerS.toFixed(2)],
+    ["out tok/s", true, (p) => p.throughput.outputTokensPerS.toFixed(0)],
+    ["prefix hits", true, (p) => `${(p.prefixHitRate * 100).toFixed(0)}%`],
+    ["errors", true, errorsCell],
+  ];
+  if (base) {
+    columns.push(
+      ["p95 TTFT vs RR", true, vs((p) => p.ttftMs?.p95)],
+      ["p99 TTFT vs RR", true, vs((p) => p.ttftMs?.p99)],
+      ["p95 E2E vs RR", true, vs((p) => p.e2eMs?.p95)],
+      ["req/s vs RR", true, vs((p) => p.throughput.requestsPerS)],
+    );
+  }
+  return {
+    headers: columns.map((c) => c[0]),
+    numeric: columns.map((c) => c[1]),
+    rows: result.policies.map((p) => columns.map((c) => c[2](p))),
+  };
+}
+
+export function markdownTable(t: Table): string {
+  const line = (cells: string[]) => `| ${cells.join(" | ")} |`;
+  const rule = t.numeric.map((n) => (n ? "---:" : "---"));
+  return [line(t.headers), line(rule), ...t.rows.map(line)].join("\n");
+}
+
+export function consoleTable(t: Table): string {
+  const widths = t.headers.map((h, i) => Math.max(h.length, ...t.rows.map((r) => r[i].length)));
+  const pad = (cells: string[]) => cells.map((c, i) => (t.numeric[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ");
+  return [pad(t.headers), widths.map((w) => "-".repeat(w)).join("  "), ...t.rows.map(pad)].join("\n");
+}

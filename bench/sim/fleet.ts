@@ -1,0 +1,145 @@
+/**
+ * The simulated fleet: one engine model per pod, all on the simulator's
+ * clock, plus what a proxy in front of them can count (requests in flight)
+ * and each request's outcome.
+ */
+import { Engine, RequestRejectedError, type EngineEvent } from "../../host/engine/index.js";
+import type { Scenario } from "../scenario.js";
+import type { RequestRecord } from "../types.js";
+import type { TraceRequest } from "./workload.js";
+
+export interface SimPod {
+  index: number;
+  name: string;
+  /** ip:port as the gateway addresses it (a label: nothing is sent anywhere). */
+  address: string;
+  /** Index into scenario.models. */
+  pool: number;
+  engine: Engine;
+  /** Whether the server runs with LoRA enabled (vLLM exports lora_requests_info only then). */
+  loraEnabled: boolean;
+}
+
+/** A request on a pod, as the simulator sees it with no delay. */
+export interface Outstanding {
+  request: TraceRequest;
+  pod: number;
+  promptTokens: number;
+  firstTokenMs: number | undefined;
+  tokensOut: number;
+}
+
+function podAddress(index: number): string {
+  return `127.1.${index >> 8}.${(index & 255) + 1}:8000`;
+}
+
+export class SimFleet {
+  readonly pods: SimPod[] = [];
+  /** Pod indices per pool (scenario model). */
+  readonly pools: number[][];
+  readonly records: RequestRecord[];
+  private readonly inFlightCount: number[];
+  private readonly outstandingByPod: Map<string, Outstanding>[];
+  private readonly byId = new Map<string, Outstanding>();
+  /** Pods whose engine may hold events not yet collected (a submit settles steps too). */
+  private readonly dirty: boolean[];
+
+  constructor(scenario: Scenario, requests: readonly TraceRequest[]) {
+    this.pools = scenario.models.map(() => []);
+    for (const group of scenario.fleet) {
+      const pool = scenario.models.findIndex((m) => m.name === group.model);
+      for (let i = 0; i < group.count; i++) {
+        const index = this.pods.length;
+        this.pods.push({
+          index,
+          name: `${group.name}-${i}`,
+          address: podAddress(index),
+          pool,
+          engine: new Engine({ ...scenario.engine, ...group.engine, model: group.model, speed: group.speed }, 0),
+          loraEnabled: scenario.models[pool].adapters !== undefined,
+        });
+        this.pools[pool].push(index);
+      }
+    }
+    this.inFlightCount = this.pods.map(() => 0);
+    this.outstandingByPod = this.pods.map(() => new Map());
+    this.dirty = this.pods.map(() => false);
+    this.records = requests.map((r) => ({
+      arrivalMs: r.arrivalMs,
+      pod: -1,
+      error: "not routed",
+      promptTokens: 0,
+      cachedTokens: 0,
+      outputTokens: 0,
+      preemptions: 0,
+    }));
+  }
+
+  /** Requests the proxy has sent to `pod` and not yet seen complete (Envoy's active requests). */
+  inFlight(pod: number): number {
+    return this.inFlightCount[pod];
+  }
+
+  outstanding(pod: number): Iterable<Outstanding> {
+    return this.outstandingByPod[pod].values();
+  }
+
+  /** Runs every engine up to t and books the results. */
+  advanceTo(t: number): void {
+    for (const pod of this.pods) {
+      if (!this.dirty[pod.index] && pod.engine.nextEventTime() > t) continue;
+      this.dirty[pod.index] = false;
+      for (const ev of pod.engine.advanceTo(t)) this.book(ev);
+    }
+  }
+
+  /** Sends the request to the pod at time t; an up-front rejection is booked as the pod's 400. */
+  submit(request: TraceRequest, pod: number, prompt: string, t: number): void {
+    const record = this.records[request.index];
+    record.pod = pod;
+    const id = String(request.index);
+    try {
+      const promptTokens = this.pods[pod].engine.submit({ id, prompt, maxTokens: request.maxTokens, adapter: request.adapter }, t);
+      this.dirty[pod] = true;
+      const o: Outstanding = { request, pod, promptTokens, firstTokenMs: undefined, tokensOut: 0 };
+      this.byId.set(id, o);
+      this.outstandingByPod[pod].set(id, o);
+      this.inFlightCount[pod]++;
+      record.error = undefined;
+    } catch (err) {
+      if (!(err instanceof RequestRejectedError)) throw err;
+      record.error = `400 ${err.code}`;
+    }
+  }
+
+  /** The gateway answered the request itself (no endpoint). */
+  reject(request: TraceRequest, reason: string): void {
+    this.records[request.index].error = reason;
+  }
+
+  /** Marks what is still running at the end of the run as timed out. */
+  timeOutRemaining(): void {
+    for (const o of this.byId.values()) this.records[o.request.index].error = "timeout";
+  }
+
+  private book(ev: EngineEvent): void {
+    const o = this.byId.get(ev.id);
+    if (!o) return;
+    if (ev.type === "token") {
+      if (ev.index === 0) o.firstTokenMs = ev.time;
+      o.tokensOut++;
+    } else if (ev.type === "finished") {
+      const record = this.records[o.request.index];
+      const s = ev.stats;
+      record.ttftMs = s.tokenTimes.length > 0 ? s.tokenTimes[0] - o.request.arrivalMs : undefined;
+      record.e2eMs = ev.time - o.request.arrivalMs;
+      record.promptTokens = s.promptTokens;
+      record.cachedTokens = s.cachedTokens;
+      record.outputTokens = s.outputTokens;
+      record.preemptions = s.preemptions;
+      this.byId.delete(ev.id);
+      this.outstandingByPod[o.pod].delete(ev.id);
+      this.inFlightCount[o.pod]--;
+    }
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * The discrete-event simulator: replays a scenario's trace against a fleet of
+ * engine models, once per policy, in virtual time. Every policy sees the same
+ * requests at the same moments and the same scrape and tick phases; only its
+ * own decisions differ. A run is a pure function of (scenario, seed, policy).
+ */
+import { selectPolicies, type PolicySpec, type RouteRequest } from "../policies/index.js";
+import type { Scenario } from "../scenario.js";
+import { policyResult } from "../stats.js";
+import type { PolicyResult, RunOptions, ScenarioResult } from "../types.js";
+import { EventQueue } from "./events.js";
+import { SimFleet } from "./fleet.js";
+import { enginePrompt, generateTrace, requestBody, type Trace, type TraceRequest } from "./workload.js";
+
+/** How often (in processed events) to report progress. */
+const PROGRESS_EVERY = 4096;
+
+function routeRequest(trace: Trace, request: TraceRequest): RouteRequest {
+  let prompt: string | undefined;
+  let body: string | undefined;
+  return {
+    request,
+    get prompt() {
+      return (prompt ??= enginePrompt(trace, request));
+    },
+    get body() {
+      return (body ??= requestBody(trace, request));
+    },
+  };
+}
+
+export async function simulatePolicy(
+  scenario: Scenario,
+  trace: Trace,
+  spec: PolicySpec,
+  seed: number,
+  onProgress?: (fraction: number) => void,
+): Promise<PolicyResult> {
+  const queue = new EventQueue();
+  const fleet = new SimFleet(scenario, trace.requests);
+  const policy = await spec.create({ scenario, trace, fleet, queue, seed });
+  const requests = trace.requests;
+  const windowMs = scenario.durationS * 1000;
+
+  // One arrival in the queue at a time keeps the heap small.
+  let next = 0;
+  let awaitingSubmit = 0;
+  const arrive = (t: number): void => {
+    const request = requests[next++];
+    if (next < requests.length) queue.at(requests[next].arrivalMs, arrive);
+    const req = routeRequest(trace, request);
+    const decision = policy.route(req, t);
+    if ("status" in decision) {
+      fleet.reject(request, String(decision.status));
+    } else if (policy.decisionDelayMs > 0) {
+      awaitingSubmit++;
+      queue.at(t + policy.decisionDelayMs, (at) => {
+        awaitingSubmit--;
+        fleet.submit(request, decision.pod, req.prompt, at);
+      });
+    } else {
+      fleet.submit(request, decision.pod, req.prompt, t);
+    }
+  };
+  if (requests.length > 0) queue.at(requests[0].arrivalMs, arrive);
+
+  // Once the last request is on its pod, the policies' views no longer matter: stop the feeds.
+  let processed = 0;
+  while (next < requests.length || awaitingSubmit > 0) {
+    const t = queue.peekTime();
+    fleet.advanceTo(t);
+    queue.pop()!.fn(t);
+    if (onProgress && ++processed % PROGRESS_EVERY === 0) onProgress(Math.min(1, t / windowMs));
+  }
+  const lastArrival = requests.length > 0 ? requests[requests.length - 1].arrivalMs : 0;
+  fleet.advanceTo(lastArrival + scenario.drainLimitS * 1000);
+  fleet.timeOutRemaining();
+  onProgress?.(1);
+
+  return policyResult(
+    { policy: spec.name, description: spec.description, podNames: fleet.pods.map((p) => p.name), durationS: scenario.durationS },
+    fleet.records,
+  );
+}
+
+/** The scenario with the run options applied. */
+export function effectiveScenario(scenario: Scenario, opts: RunOptions): Scenario {
+  return { ...scenario, seed: opts.seed ?? scenario.seed, durationS: opts.durationS ?? scenario.durationS };
+}
+
+export async function runSim(base: Scenario, opts: RunOptions = {}): Promise<ScenarioResult> {
+  const scenario = effectiveScenario(base, opts);
+  const specs = selectPolicies(opts.policies);
+  const trace = generateTrace(scenario, scenario.seed);
+  const policies: PolicyResult[] = [];
+  for (const spec of specs) {
+    policies.push(await simulatePolicy(scenario, trace, spec, scenario.seed, (f) => opts.onProgress?.(spec.name, f)));
+  }
+  const n = trace.requests.length;
+  const fleet = scenario.fleet.flatMap((g) => Array.from({ length: g.count }, (_, i) => ({ pod: `${g.name}-${i}`, model: g.model, speed: g.speed })));
+  return {
+    scenario: scenario.name,
+    description: scenario.description,
+    mode: "sim",
+    seed: scenario.seed,
+    durationS: scenario.durationS,
+    offered: {
+      requests: n,
+      ratePerS: Math.round((n / scenario.durationS) * 1000) / 1000,
+      meanPromptTokens: mean(trace.requests, (r) => r.userTokens + (r.prefixGroup >= 0 ? scenario.sharedPrefix!.tokens : 0)),
+      meanOutputTokens: mean(trace.requests, (r) => r.maxTokens),
+    },
+    fleet,
+    policies,
+  };
+}
+
+function mean(requests: readonly TraceRequest[], f: (r: TraceRequest) => number): number {
+  return requests.length > 0 ? Math.round(requests.reduce((s, r) => s + f(r), 0) / requests.length) : 0;
+}

@@ -1,0 +1,124 @@
+// Summaries of request records: percentiles, throughput, CDF and timeline
+// points, and relative changes between policies.
+import type { LatencySummary, PolicyResult, RequestRecord, TimelinePoint } from "./types.js";
+
+/** Linear interpolation between closest ranks (numpy's default); `sorted` ascending, non-empty. */
+export function percentile(sorted: readonly number[], p: number): number {
+  const pos = (sorted.length - 1) * p;
+  const lo = Math.floor(pos);
+  const hi = Math.min(lo + 1, sorted.length - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
+}
+
+/** Rounds to microseconds so results are compact and print the same everywhere. */
+const round3 = (x: number) => Math.round(x * 1000) / 1000;
+
+export function latencySummary(values: readonly number[]): LatencySummary | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mean = sorted.reduce((s, v) => s + v, 0) / sorted.length;
+  return {
+    p50: round3(percentile(sorted, 0.5)),
+    p95: round3(percentile(sorted, 0.95)),
+    p99: round3(percentile(sorted, 0.99)),
+    mean: round3(mean),
+    max: round3(sorted[sorted.length - 1]),
+  };
+}
+
+/** `points` evenly spaced quantiles plus the extremes; enough for a chart, small in JSON. */
+export function cdf(values: readonly number[], points = 200): Array<[number, number]> {
+  if (values.length === 0) return [];
+  const sorted = [...values].sort((a, b) => a - b);
+  const out: Array<[number, number]> = [];
+  for (let i = 0; i <= points; i++) {
+    const q = i / points;
+    out.push([round3(percentile(sorted, q)), q]);
+  }
+  return out;
+}
+
+/** TTFT percentiles per arrival window of `windowS` seconds. */
+export function timeline(records: readonly RequestRecord[], windowS: number): TimelinePoint[] {
+  const buckets = new Map<number, number[]>();
+  for (const r of records) {
+    if (r.error !== undefined || r.ttftMs === undefined) continue;
+    const w = Math.floor(r.arrivalMs / 1000 / windowS);
+    let b = buckets.get(w);
+    if (!b) buckets.set(w, (b = []));
+    b.push(r.ttftMs);
+  }
+  return [...buckets.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .map(([w, values]) => {
+      values.sort((a, b) => a - b);
+      return { t: round3(w * windowS), n: values.length, p50: round3(percentile(values, 0.5)), p95: round3(percentile(values, 0.95)) };
+    });
+}
+
+/** About 120 windows over the run, at least 5 s each. */
+function timelineWindowS(durationS: number): number {
+  return Math.max(5, Math.ceil(durationS / 120));
+}
+
+export interface PolicyMeta {
+  policy: string;
+  description: string;
+  podNames: readonly string[];
+  durationS: number;
+}
+
+export function policyResult(meta: PolicyMeta, records: readonly RequestRecord[]): PolicyResult {
+  const ok = records.filter((r) => r.error === undefined);
+  const ttft = ok.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));
+  const e2e = ok.flatMap((r) => (r.e2eMs === undefined ? [] : [r.e2eMs]));
+  const errorsByReason: Record<string, number> = {};
+  for (const r of records) if (r.error !== undefined) errorsByReason[r.error] = (errorsByReason[r.error] ?? 0) + 1;
+
+  let first = Infinity;
+  let last = 0;
+  for (const r of records) first = Math.min(first, r.arrivalMs);
+  for (const r of ok) last = Math.max(last, r.arrivalMs + (r.e2eMs ?? 0));
+  const makespanS = ok.length > 0 ? (last - first) / 1000 : 0;
+  const outputTokens = ok.reduce((s, r) => s + r.outputTokens, 0);
+  const promptTokens = ok.reduce((s, r) => s + r.promptTokens, 0);
+
+  const perPod: Record<string, number> = {};
+  for (const name of meta.podNames) perPod[name] = 0;
+  for (const r of records) if (r.pod >= 0) perPod[meta.podNames[r.pod]]++;
+
+  return {
+    policy: meta.policy,
+    description: meta.description,
+    requests: records.length,
+    completed: ok.length,
+    errors: records.length - ok.length,
+    errorsByReason,
+    ttftMs: latencySummary(ttft),
+    e2eMs: latencySummary(e2e),
+    throughput: {
+      requestsPerS: makespanS > 0 ? round3(ok.length / makespanS) : 0,
+      outputTokensPerS: makespanS > 0 ? round3(outputTokens / makespanS) : 0,
+    },
+    perPod,
+    prefixHitRate: promptTokens > 0 ? round3(ok.reduce((s, r) => s + r.cachedTokens, 0) / promptTokens) : 0,
+    preemptions: records.reduce((s, r) => s + r.preemptions, 0),
+    ttftCdf: cdf(ttft),
+    ttftTimeline: timeline(records, timelineWindowS(meta.durationS)),
+  };
+}
+
+/** Relative change of `value` against `base`, e.g. -0.93; null when undefined. */
+export function relativeChange(value: number | undefined, base: number | undefined): number | null {
+  if (value === undefined || base === undefined || !(base > 0)) return null;
+  return value / base - 1;
+}
+
+/** "-93%", "+8.0%", "-99.7%", "~0%" (under half a percent): a decimal where whole percents would hide the difference. */
+export function formatChange(change: number | null): string {
+  if (change === null) return "n/a";
+  const pct = change * 100;
+  if (Math.abs(pct) < 0.5) return "~0%";
+  const digits = Math.abs(pct) < 10 || (pct <= -95 && pct > -100) ? 1 : 0;
+  return `${pct > 0 ? "+" : ""}${pct.toFixed(digits)}%`;
+}

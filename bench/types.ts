@@ -1,0 +1,90 @@
+// Result types shared by the simulator, the live mode and the reports. A
+// mode produces one RequestRecord per request and summarises them with
+// bench/stats.ts, so sim and live results have the same shape.
+import type { Scenario } from "./scenario.js";
+
+export type Mode = "sim" | "live";
+
+/** One client request, times relative to its arrival at the gateway. */
+export interface RequestRecord {
+  arrivalMs: number;
+  /** Index of the pod it went to; -1 if the gateway answered itself. */
+  pod: number;
+  /** Why it failed (e.g. "503", "400 context_length_exceeded", "timeout"); undefined on success. */
+  error: string | undefined;
+  ttftMs?: number;
+  e2eMs?: number;
+  promptTokens: number;
+  /** Prompt tokens served from the pod's prefix cache. */
+  cachedTokens: number;
+  outputTokens: number;
+  preemptions: number;
+}
+
+/** Milliseconds. */
+export interface LatencySummary {
+  p50: number;
+  p95: number;
+  p99: number;
+  mean: number;
+  max: number;
+}
+
+export interface TimelinePoint {
+  /** Start of the arrival window, seconds. */
+  t: number;
+  /** Requests that arrived in the window and completed. */
+  n: number;
+  p50: number;
+  p95: number;
+}
+
+export interface PolicyResult {
+  policy: string;
+  description: string;
+  requests: number;
+  completed: number;
+  errors: number;
+  errorsByReason: Record<string, number>;
+  /** Null when nothing completed. */
+  ttftMs: LatencySummary | null;
+  e2eMs: LatencySummary | null;
+  /** Completed requests and their output tokens over the makespan (first arrival to last completion). */
+  throughput: { requestsPerS: number; outputTokensPerS: number };
+  /** Requests sent to each pod, by pod name. */
+  perPod: Record<string, number>;
+  /** Cached prompt tokens / prompt tokens over completed requests. */
+  prefixHitRate: number;
+  preemptions: number;
+  /** [TTFT ms, fraction of completed requests at or below it], ascending. */
+  ttftCdf: Array<[number, number]>;
+  /** TTFT by arrival time. */
+  ttftTimeline: TimelinePoint[];
+}
+
+export interface ScenarioResult {
+  scenario: string;
+  description: string;
+  mode: Mode;
+  seed: number;
+  durationS: number;
+  offered: { requests: number; ratePerS: number; meanPromptTokens: number; meanOutputTokens: number };
+  fleet: Array<{ pod: string; model: string; speed: number }>;
+  policies: PolicyResult[];
+}
+
+export interface RunOptions {
+  /** Overrides the scenario's seed. */
+  seed?: number;
+  /** Overrides the scenario's duration (seconds of arrivals). */
+  durationS?: number;
+  /** Policy names to run (default: all). */
+  policies?: string[];
+  /** Progress of one policy's run, fraction 0..1 of the arrival window. */
+  onProgress?: (policy: string, fraction: number) => void;
+}
+
+/** What `bench/live/index.ts` exports (added by the live mode). */
+export interface LiveModule {
+  runLive(scenario: Scenario, opts: RunOptions): Promise<ScenarioResult>;
+}

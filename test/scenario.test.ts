@@ -1,0 +1,78 @@
+// Benchmark scenario files: every shipped one validates, and a bad one is
+// refused with the file and the field named.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { listScenarios, loadScenario, parseScenario, ScenarioError } from "../bench/scenario.js";
+
+const VALID = `
+durationS: 30
+models: [{ name: m }]
+fleet: [{ name: gpu, model: m, count: 2 }]
+arrivals: { pattern: poisson, rate: 4 }
+prompt: { dist: lognormal, median: 300, sigma: 0.5, min: 16, max: 1000 }
+output: { dist: fixed, value: 20 }
+`;
+
+function issues(text: string, source = "bench/scenarios/x.yaml"): string[] {
+  try {
+    parseScenario(text, source);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ScenarioError);
+    return (err as Error).message.split("\n");
+  }
+  throw new Error("the scenario was accepted");
+}
+
+describe("scenario files", () => {
+  it("ships the required scenarios, and every file validates", () => {
+    const names = listScenarios();
+    expect(names).toEqual(expect.arrayContaining(["heterogeneous", "bursty", "shared-prefix", "multi-lora", "uniform-steady", "long-context"]));
+    for (const name of names) {
+      const s = loadScenario(name);
+      expect(s.name).toBe(name);
+      expect(s.description).not.toBe("");
+    }
+  });
+
+  it("loads any file by path, named after the file", () => {
+    const dir = mkdtempSync(join(tmpdir(), "scenario-"));
+    const path = join(dir, "mine.yaml");
+    writeFileSync(path, VALID);
+    const s = loadScenario(path);
+    expect(s.name).toBe("mine");
+    expect(s.gateway).toMatchObject({ scrapeIntervalMs: 50, refreshMs: 20, workers: 2 });
+    expect(loadScenario("bench/scenarios/bursty.yaml").arrivals.pattern).toBe("phases");
+  });
+
+  it("names the file and the bad field", () => {
+    expect(issues(VALID.replace("rate: 4", "rate: -1"))).toEqual(["bench/scenarios/x.yaml: arrivals.rate: expected a number > 0"]);
+    expect(issues(VALID.replace("count: 2", "count: 1.5"))).toEqual(["bench/scenarios/x.yaml: fleet[0].count: expected an integer > 0"]);
+    expect(issues(VALID.replace("durationS: 30", ""))).toEqual(["bench/scenarios/x.yaml: durationS: is required"]);
+    expect(issues(`${VALID}colour: blue\n`)).toEqual(['bench/scenarios/x.yaml: <root>: unknown field "colour"']);
+    expect(issues(VALID.replace("pattern: poisson", "pattern: sometimes"))).toEqual([
+      'bench/scenarios/x.yaml: arrivals.pattern: expected pattern: "poisson", "phases" or "ramp"',
+    ]);
+    expect(issues(VALID.replace("dist: fixed, value: 20", "dist: gaussian, value: 20"))).toEqual([
+      'bench/scenarios/x.yaml: output.dist: expected dist: "fixed", "uniform", "lognormal" or "mixture"',
+    ]);
+    expect(issues(VALID.replace("dist: fixed, value: 20", "dist: mixture, parts: [{ dist: fixed, value: 3 }]"))).toEqual([
+      "bench/scenarios/x.yaml: output.parts[0].weight: is required",
+    ]);
+    expect(issues(VALID.replace("min: 16, max: 1000", "min: 500, max: 100"))).toEqual(["bench/scenarios/x.yaml: prompt.max: must be >= min (500)"]);
+  });
+
+  it("checks references and limits across fields", () => {
+    expect(issues(VALID.replace("model: m,", "model: other,"))).toContain('bench/scenarios/x.yaml: fleet[0].model: unknown model "other" (models: m)');
+    const tooLong = issues(VALID.replace("max: 1000", "max: 9000"));
+    expect(tooLong[0]).toMatch(/^bench\/scenarios\/x\.yaml: fleet\[0\]\.engine\.maxModelLen: the longest request/);
+    const lora = VALID.replace("[{ name: m }]", "[{ name: m, adapters: { tiers: [{ count: 2, share: 1 }] } }]") + "engine: { maxLoras: 0 }\n";
+    expect(issues(lora)).toContain("bench/scenarios/x.yaml: models[0].adapters: a pod group serving \"m\" has maxLoras 0");
+  });
+
+  it("reports an unreadable file and a YAML syntax error", () => {
+    expect(() => loadScenario("no-such-scenario")).toThrow(/no-such-scenario\.yaml: cannot read file: .*shipped scenarios: .*heterogeneous/);
+    expect(issues("durationS: [1,")[0]).toMatch(/^bench\/scenarios\/x\.yaml: YAML syntax error/);
+  });
+});
