@@ -4,7 +4,7 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startAggregator, type Aggregator } from "../host/aggregator/index.js";
-import { startTestStack, waitFor, type TestStack } from "./helpers/stack.js";
+import { stablePort, startTestStack, waitFor, type TestStack } from "./helpers/stack.js";
 
 let stack: TestStack;
 let replacement: Aggregator | null = null;
@@ -13,7 +13,7 @@ beforeAll(async () => {
   stack = await startTestStack([
     { name: "llama", baseModel: "llama-3.1-8b", pods: [{ name: "llama-a" }] },
     { name: "qwen", baseModel: "qwen3-32b", pods: [{ name: "qwen-a" }] },
-  ]);
+  ], {}, { aggregatorPort: await stablePort() });
 });
 
 afterAll(async () => {

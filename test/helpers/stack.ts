@@ -3,7 +3,8 @@
 import { stringify } from "yaml";
 import { parseGatewayConfig, type GatewayConfig } from "../../host/config.js";
 import { startFleet, type Fleet, type PodSpec } from "../../host/fakeserver/index.js";
-import { startStack, type Stack } from "../../host/stack.js";
+import net from "node:net";
+import { startStack, type Stack, type StackOptions } from "../../host/stack.js";
 
 export interface TestPool {
   name: string;
@@ -20,7 +21,7 @@ export interface TestStack extends Stack {
 }
 
 /** `gateway` is merged into the config's gateway block (maxBodyBytes, jwt...). */
-export async function startTestStack(pools: TestPool[], gateway: Record<string, unknown> = {}): Promise<TestStack> {
+export async function startTestStack(pools: TestPool[], gateway: Record<string, unknown> = {}, options: StackOptions = {}): Promise<TestStack> {
   const fleet = await startFleet(
     pools.flatMap((p) => p.pods.map((pod) => ({ ...pod, model: p.baseModel, adapters: p.adapters ?? [] }))),
   );
@@ -39,7 +40,7 @@ export async function startTestStack(pools: TestPool[], gateway: Record<string, 
       }),
       "test stack",
     );
-    const stack = await startStack(config, { metricsPort: false, concurrency: 2 });
+    const stack = await startStack(config, { metricsPort: false, concurrency: 2, ...options });
     return {
       ...stack,
       fleet,
@@ -62,4 +63,21 @@ export async function waitFor(what: string, check: () => boolean | Promise<boole
     await new Promise((r) => setTimeout(r, 25));
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+/**
+ * A free port below Linux's ephemeral range (32768+), for a server that must
+ * come back on the same port: a port-0 bind elsewhere cannot take it meanwhile.
+ */
+export async function stablePort(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 10_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const probe = net.createServer();
+      probe.once("error", () => resolve(false));
+      probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+  throw new Error("no free port in 20000-29999");
 }

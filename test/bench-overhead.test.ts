@@ -1,0 +1,104 @@
+// The filter-overhead benchmark's harness: configs, bodies, and a tiny real run
+// (Envoy with and without the filter, autocannon, the upstream child). Checks
+// correctness only, never speed. The upstream child runs from dist/, so this
+// needs `npm run build` (which `npm test` runs first).
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { withoutFilterConfig } from "../bench/overhead/envoy-configs.js";
+import { overheadMarkdown, runOverhead } from "../bench/overhead/index.js";
+import { BENCH_MODEL, chatBody } from "../bench/overhead/workload.js";
+import { renderEnvoyConfig, validateEnvoyConfig } from "../host/envoy/index.js";
+import { filterWasmPath } from "../host/paths.js";
+
+const rendered = renderEnvoyConfig({
+  gatewayHost: "127.0.0.1",
+  gatewayPort: 0,
+  adminPort: 0,
+  aggregatorHost: "127.0.0.1",
+  aggregatorPort: 9999,
+  wasmPath: filterWasmPath,
+  maxBodyBytes: 4 * 1024 * 1024,
+});
+
+describe("overhead bench: the Envoy without the filter", () => {
+  const upstreams = ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003"];
+  const yaml = withoutFilterConfig(rendered, upstreams);
+
+  it("drops the Wasm service and filter and round-robins over the upstreams, keeping the rest", () => {
+    expect(yaml).not.toMatch(/wasm/i);
+    const withFilter = parse(rendered);
+    const without = parse(yaml);
+    const hcm = (cfg: any) => cfg.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+    expect(hcm(without).http_filters.map((f: { name: string }) => f.name)).toEqual(["envoy.filters.http.router"]);
+    const { http_filters: _a, ...restWith } = hcm(withFilter);
+    const { http_filters: _b, ...restWithout } = hcm(without);
+    expect(restWithout).toEqual(restWith);
+    expect(without.static_resources.listeners[0].per_connection_buffer_limit_bytes).toBe(
+      withFilter.static_resources.listeners[0].per_connection_buffer_limit_bytes,
+    );
+    const pods = without.static_resources.clusters.find((c: { name: string }) => c.name === "llm_gateway_pods");
+    expect(pods.type).toBe("STATIC");
+    expect(pods.lb_policy).toBe("ROUND_ROBIN");
+    expect(pods.circuit_breakers).toEqual(
+      withFilter.static_resources.clusters.find((c: { name: string }) => c.name === "llm_gateway_pods").circuit_breakers,
+    );
+    const ports = pods.load_assignment.endpoints[0].lb_endpoints.map((e: any) => e.endpoint.address.socket_address.port_value);
+    expect(ports).toEqual([9001, 9002, 9003]);
+  });
+
+  it("is accepted by envoy --mode validate", async () => {
+    await validateEnvoyConfig(yaml);
+  });
+
+  it("fails loudly if the template no longer has what it removes", () => {
+    expect(() => withoutFilterConfig(yaml, upstreams)).toThrow(/envoy.bootstrap.wasm/);
+  });
+});
+
+describe("overhead bench: the request body", () => {
+  it.each([4096, 65536])("is a chat request of exactly %i bytes", (size) => {
+    const body = chatBody(size);
+    expect(Buffer.byteLength(body)).toBe(size);
+    const json = JSON.parse(body);
+    expect(json.model).toBe(BENCH_MODEL);
+    expect(json.messages.at(-1).role).toBe("user");
+  });
+});
+
+describe("overhead bench: a tiny run", () => {
+  it("answers every request with 200 in both modes, spreads the filter's picks, and reports every cell", async () => {
+    const lines: string[] = [];
+    const report = await runOverhead({ durationS: 1, bodySizes: [4096], endpointCounts: [8], onProgress: (l) => lines.push(l) });
+
+    expect(report.cells).toHaveLength(1);
+    const cell = report.cells[0];
+    expect([cell.bodyBytes, cell.endpoints]).toEqual([4096, 8]);
+    for (const mode of [cell.withFilter, cell.withoutFilter]) {
+      for (const run of [mode.latency, mode.saturation]) {
+        expect(run.segments).toBe(2);
+        expect(run.requests).toBeGreaterThan(0);
+        expect(run.ok).toBe(run.requests);
+        expect(run.non2xx).toBe(0);
+        expect(run.errors).toBe(0);
+        expect(run.latencyMs.samples).toBe(run.ok);
+        // Requests still in flight when autocannon stops reach the upstream but are not counted by it.
+        expect(run.spread.totalHits).toBeGreaterThanOrEqual(run.ok);
+        expect(run.spread.endpointsHit).toBe(8);
+      }
+    }
+    expect(cell.withFilter.latency.connections).toBe(1);
+    expect(cell.withFilter.saturation.connections).toBe(16);
+    expect(Number.isFinite(cell.throughputRatio)).toBe(true);
+    expect(Number.isFinite(cell.addedLatencyMs.p50)).toBe(true);
+
+    expect(report.native.map((n) => n.endpoints)).toEqual([1, 8]);
+    for (const n of report.native) expect(n.p50Us).toBeGreaterThan(0);
+
+    expect(JSON.parse(JSON.stringify(report))).toEqual(report);
+    const md = overheadMarkdown(report);
+    expect(md).toContain("npm run bench -- --overhead");
+    expect(md).toContain("| 4 KiB | 8 |");
+    expect(md).not.toContain("Failed requests");
+    expect(lines.some((l) => l.includes("saturation"))).toBe(true);
+  }, 40_000);
+});
