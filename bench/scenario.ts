@@ -4,14 +4,11 @@ import { readdirSync, readFileSync } from "node:fs";
 import { basename, extname, join, relative } from "node:path";
 import { parse as parseYaml } from "yaml";
 import * as z from "zod";
+import { errorMap, issueLines, msg } from "../host/validation.js";
 import { resolveEngineConfig } from "../host/engine/index.js";
 import { projectRoot } from "../host/paths.js";
 
 export const SCENARIO_DIR = join(projectRoot, "bench", "scenarios");
-
-// "is required" wins for a missing field; otherwise the schema's own text.
-const msg = (text: string) => (iss: { code: string; input?: unknown }) =>
-  iss.code === "invalid_type" && iss.input === undefined ? "is required" : text;
 
 const positive = (text = "expected a number > 0") => z.number({ error: msg(text) }).positive({ error: text });
 const nonNegative = (text = "expected a number >= 0") => z.number({ error: msg(text) }).min(0, { error: text });
@@ -171,21 +168,6 @@ export class ScenarioError extends Error {
   }
 }
 
-/** `fleet[1].engine.maxLoras` style. */
-function formatPath(path: readonly PropertyKey[]): string {
-  let out = "";
-  for (const key of path) out += typeof key === "number" ? `[${key}]` : out ? `.${String(key)}` : String(key);
-  return out || "<root>";
-}
-
-function errorMap(iss: { code: string; input?: unknown; keys?: string[]; expected?: string }): string | undefined {
-  if (iss.code === "unrecognized_keys") {
-    const keys = iss.keys ?? [];
-    return `unknown field${keys.length > 1 ? "s" : ""} ${keys.map((k) => JSON.stringify(k)).join(", ")}`;
-  }
-  if (iss.code === "invalid_type") return iss.input === undefined ? "is required" : `expected ${iss.expected === "object" ? "a mapping" : iss.expected}`;
-  return undefined;
-}
 
 /** The largest value a distribution can draw. */
 export function distMax(d: LengthDist): number {
@@ -248,7 +230,7 @@ export function parseScenario(text: string, source: string, fallbackName = "scen
     throw new ScenarioError(source, [`YAML syntax error: ${(err as Error).message}`]);
   }
   const result = scenarioSchema.safeParse(doc ?? {}, { error: errorMap });
-  if (!result.success) throw new ScenarioError(source, result.error.issues.map((iss) => `${formatPath(iss.path)}: ${iss.message}`));
+  if (!result.success) throw new ScenarioError(source, issueLines(result.error));
   const issues = crossCheck(result.data);
   if (issues.length > 0) throw new ScenarioError(source, issues);
   return { ...result.data, name: result.data.name ?? fallbackName, source };

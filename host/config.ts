@@ -6,6 +6,7 @@ import { isIPv4, isIPv6 } from "node:net";
 import { dirname, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import * as z from "zod";
+import { errorMap, issueLines, msg } from "./validation.js";
 
 export const ENGINES = ["vllm", "sglang", "tgi"] as const;
 export type Engine = (typeof ENGINES)[number];
@@ -117,10 +118,6 @@ export function formatHostPort(host: string, port: number): string {
   return isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
-// Schema-level messages; "is required" wins for a missing required field.
-const msg = (text: string) => (iss: { code: string; input?: unknown }) =>
-  iss.code === "invalid_type" && iss.input === undefined ? "is required" : text;
-
 const port = (allowZero: boolean) => {
   const text = `expected an integer port ${allowZero ? 0 : 1}..65535`;
   return z.number({ error: msg(text) }).int({ error: text }).min(allowZero ? 0 : 1, { error: text }).max(65535, { error: text });
@@ -194,23 +191,6 @@ const configSchema = z.strictObject({
 
 type RawConfig = z.output<typeof configSchema>;
 
-/** `pools[1].weights.queue` style path. */
-function formatPath(path: readonly PropertyKey[]): string {
-  let out = "";
-  for (const key of path) out += typeof key === "number" ? `[${key}]` : out ? `.${String(key)}` : String(key);
-  return out || "<root>";
-}
-
-// Fallback messages for issues the schema does not word itself.
-function parseErrorMap(iss: { code: string; input?: unknown; keys?: string[]; expected?: string }): string | undefined {
-  if (iss.code === "unrecognized_keys") {
-    const keys = iss.keys ?? [];
-    return `unknown field${keys.length > 1 ? "s" : ""} ${keys.map((k) => JSON.stringify(k)).join(", ")}`;
-  }
-  if (iss.code === "invalid_type") return iss.input === undefined ? "is required" : `expected ${iss.expected === "object" ? "a mapping" : iss.expected}`;
-  return undefined;
-}
-
 /** Checks that need the whole document: uniqueness and cross references. */
 function crossCheck(raw: RawConfig): string[] {
   const issues: string[] = [];
@@ -273,11 +253,11 @@ export function parseGatewayConfig(text: string, sourceName = "<config>"): Gatew
   } catch (err) {
     throw new ConfigError(sourceName, [`YAML syntax error: ${(err as Error).message}`]);
   }
-  const result = configSchema.safeParse(doc ?? {}, { error: parseErrorMap });
+  const result = configSchema.safeParse(doc ?? {}, { error: errorMap });
   if (!result.success) {
     throw new ConfigError(
       sourceName,
-      result.error.issues.map((iss) => `${formatPath(iss.path)}: ${iss.message}`),
+      issueLines(result.error),
     );
   }
   const raw = result.data;

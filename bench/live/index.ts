@@ -4,7 +4,7 @@ import type { PodSpec } from "../../host/fakeserver/index.js";
 import { PROFILES } from "../policies/profiles.js";
 import type { Scenario } from "../scenario.js";
 import { generateTrace } from "../sim/workload.js";
-import { effectiveScenario } from "../sim/simulator.js";
+import { effectiveScenario, resultHeader } from "../sim/simulator.js";
 import { policyResult } from "../stats.js";
 import type { PolicyResult, RunOptions, ScenarioResult } from "../types.js";
 import { replay } from "./client.js";
@@ -86,21 +86,6 @@ export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<Sc
     }
   }
 
-  const n = trace.requests.length;
-  const mean = (f: (r: (typeof trace.requests)[number]) => number) => (n > 0 ? Math.round(trace.requests.reduce((s, r) => s + f(r), 0) / n) : 0);
-  return {
-    scenario: scenario.name,
-    description: scenario.description,
-    mode: "live",
-    seed: scenario.seed,
-    durationS: scenario.durationS,
-    offered: {
-      requests: n,
-      ratePerS: Math.round((n / scenario.durationS) * 1000) / 1000,
-      meanPromptTokens: mean((r) => r.userTokens + (r.prefixGroup >= 0 ? scenario.sharedPrefix!.tokens : 0)),
-      meanOutputTokens: mean((r) => r.maxTokens),
-    },
-    fleet: specs.map((s) => ({ pod: s.name, model: s.model, speed: s.engineConfig?.speed ?? 1 })),
-    policies,
-  };
+  // Same header as a simulated run; the fleet's speeds are the scenario's.
+  return { ...resultHeader(scenario, trace, "live"), policies };
 }

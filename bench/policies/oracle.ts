@@ -14,13 +14,6 @@ interface Candidate {
   adapter: string | undefined;
 }
 
-/** Blocks of the prompt cached on the pod now; peeks at the engine's block pool, which only an oracle may. */
-function cachedTokens(pod: SimPod, hashes: readonly number[], promptTokens: number): number {
-  const bs = pod.engine.config.blockSize;
-  // vLLM recomputes at least the last prompt token (as the engine's admission does).
-  return pod.engine["pool"].match(hashes, Math.floor((promptTokens - 1) / bs)).length * bs;
-}
-
 /**
  * Predicted TTFT (ms) on `pod`: the step in flight, then the prefill work
  * queued ahead plus this prompt's uncached part in chunks of
@@ -101,7 +94,7 @@ export const oracle: PolicySpec = {
           const cfg = pod.engine.config;
           let hashes = hashesFor.get(cfg.blockSize);
           if (!hashes) hashesFor.set(cfg.blockSize, (hashes = blockHashes(req.prompt, r.adapter ?? cfg.model, cfg.blockSize, cfg.charsPerToken)));
-          const hitTokens = cachedTokens(pod, hashes, promptTokens);
+          const hitTokens = pod.engine.cachedTokens(hashes, promptTokens);
           const ms = predictTtftMs(pod, [...fleet.outstanding(p)], cachedAt, { promptTokens, hitTokens, adapter: r.adapter }, now);
           if (ms < bestMs - 1e-9) {
             best = p;

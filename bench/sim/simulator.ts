@@ -7,7 +7,7 @@
 import { selectPolicies, type PolicySpec, type RouteRequest } from "../policies/index.js";
 import type { Scenario } from "../scenario.js";
 import { policyResult } from "../stats.js";
-import type { PolicyResult, RunOptions, ScenarioResult } from "../types.js";
+import type { Mode, PolicyResult, RunOptions, ScenarioResult } from "../types.js";
 import { EventQueue } from "./events.js";
 import { SimFleet } from "./fleet.js";
 import { enginePrompt, generateTrace, requestBody, type Trace, type TraceRequest } from "./workload.js";
@@ -96,12 +96,16 @@ export async function runSim(base: Scenario, opts: RunOptions = {}): Promise<Sce
   for (const spec of specs) {
     policies.push(await simulatePolicy(scenario, trace, spec, scenario.seed, (f) => opts.onProgress?.(spec.name, f)));
   }
+  return { ...resultHeader(scenario, trace, "sim"), policies };
+}
+
+/** The parts of a result that depend only on the scenario and its trace, whatever the mode. */
+export function resultHeader(scenario: Scenario, trace: Trace, mode: Mode): Omit<ScenarioResult, "policies"> {
   const n = trace.requests.length;
-  const fleet = scenario.fleet.flatMap((g) => Array.from({ length: g.count }, (_, i) => ({ pod: `${g.name}-${i}`, model: g.model, speed: g.speed })));
   return {
     scenario: scenario.name,
     description: scenario.description,
-    mode: "sim",
+    mode,
     seed: scenario.seed,
     durationS: scenario.durationS,
     offered: {
@@ -110,8 +114,7 @@ export async function runSim(base: Scenario, opts: RunOptions = {}): Promise<Sce
       meanPromptTokens: mean(trace.requests, (r) => r.userTokens + (r.prefixGroup >= 0 ? scenario.sharedPrefix!.tokens : 0)),
       meanOutputTokens: mean(trace.requests, (r) => r.maxTokens),
     },
-    fleet,
-    policies,
+    fleet: scenario.fleet.flatMap((g) => Array.from({ length: g.count }, (_, i) => ({ pod: `${g.name}-${i}`, model: g.model, speed: g.speed }))),
   };
 }
 

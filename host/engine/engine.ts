@@ -247,6 +247,16 @@ export class Engine {
     return out;
   }
 
+  /** Prompt tokens of a prompt (by its block hashes) that this engine's prefix cache would serve now. */
+  cachedTokens(hashes: readonly number[], promptTokens: number): number {
+    return this.cachedPrefix(hashes, promptTokens).length * this.config.blockSize;
+  }
+
+  /** vLLM always recomputes at least the last prompt token, so a hit stops one short. */
+  private cachedPrefix(hashes: readonly number[], promptTokens: number) {
+    return this.pool.match(hashes, Math.floor((promptTokens - 1) / this.config.blockSize));
+  }
+
   requestState(id: string): "waiting" | "running" | undefined {
     const s = this.requests.get(id)?.state;
     return s === "done" ? undefined : s;
@@ -348,8 +358,7 @@ export class Engine {
           skipped.push(this.waiting.popFront() as Req);
           continue;
         }
-        // vLLM always recomputes at least the last token, so a hit stops one short.
-        const hit = this.pool.match(req.hashes, Math.floor((req.numTokens - 1) / bs));
+        const hit = this.cachedPrefix(req.hashes, req.numTokens);
         const computed = hit.length * bs;
         const n = Math.min(req.numTokens - computed, budget);
         const fresh = Math.ceil((computed + n) / bs) - hit.length;

@@ -1,0 +1,29 @@
+// Shared pieces of the zod schemas for declarative files (the gateway config,
+// benchmark scenarios): messages that name the offending field by its path.
+import type * as z from "zod";
+
+/** A schema-level message; "is required" wins for a missing field. */
+export const msg = (text: string) => (iss: { code: string; input?: unknown }) =>
+  iss.code === "invalid_type" && iss.input === undefined ? "is required" : text;
+
+/** `pools[1].weights.queue` style path. */
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = "";
+  for (const key of path) out += typeof key === "number" ? `[${key}]` : out ? `.${String(key)}` : String(key);
+  return out || "<root>";
+}
+
+/** Fallback messages for issues a schema does not word itself. */
+export function errorMap(iss: { code: string; input?: unknown; keys?: string[]; expected?: string }): string | undefined {
+  if (iss.code === "unrecognized_keys") {
+    const keys = iss.keys ?? [];
+    return `unknown field${keys.length > 1 ? "s" : ""} ${keys.map((k) => JSON.stringify(k)).join(", ")}`;
+  }
+  if (iss.code === "invalid_type") return iss.input === undefined ? "is required" : `expected ${iss.expected === "object" ? "a mapping" : iss.expected}`;
+  return undefined;
+}
+
+/** One `path: message` line per issue. */
+export function issueLines(error: z.ZodError): string[] {
+  return error.issues.map((iss) => `${formatPath(iss.path)}: ${iss.message}`);
+}
