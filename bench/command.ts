@@ -10,8 +10,9 @@ import { publishCharts, writeJson, writeScenarioOutputs } from "./report/outputs
 import { consoleTable, resultsTable } from "./report/table.js";
 import { listScenarios, loadScenario, ScenarioError, type Scenario } from "./scenario.js";
 import { selectPolicies } from "./policies/index.js";
+import { runLive } from "./live/index.js";
 import { runSim } from "./sim/simulator.js";
-import type { LiveModule, Mode, RunOptions, ScenarioResult } from "./types.js";
+import type { Mode, RunOptions, ScenarioResult } from "./types.js";
 
 const USAGE = `usage: npm run bench -- [options]
   --scenario NAME|PATH  run one scenario (a name from bench/scenarios/, or a file); repeatable
@@ -135,18 +136,9 @@ function progressReporter(io: Io, scenario: string): (policy: string, fraction: 
   };
 }
 
-async function runLiveMode(scenario: Scenario, opts: RunOptions): Promise<ScenarioResult> {
-  let live: LiveModule;
-  try {
-    // Not a literal specifier: the live mode is a later addition and may be absent from this build.
-    live = (await import(new URL("./live/index.js", import.meta.url).href)) as LiveModule;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ERR_MODULE_NOT_FOUND" && String((err as Error).message).includes("live/index.js")) {
-      throw new UsageError("live mode not available: this build has no bench/live (real Envoy + fake fleet); use --mode sim");
-    }
-    throw err;
-  }
-  return live.runLive(scenario, opts);
+/** Live results are kept apart from simulated ones: `heterogeneous-live`. */
+function resultName(r: ScenarioResult): string {
+  return r.mode === "live" ? `${r.scenario}-live` : r.scenario;
 }
 
 /** The command line as a user would type it, for the record in BENCHMARKS.md. */
@@ -164,17 +156,18 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
   for (const name of args.scenarios) {
     const scenario = loadScenario(name);
     const opts: RunOptions = { seed: args.seed, durationS: args.durationS, policies: args.policies, onProgress: progressReporter(io, scenario.name) };
-    const result = args.mode === "live" ? await runLiveMode(scenario, opts) : await runSim(scenario, opts);
+    const result = args.mode === "live" ? await runLive(scenario, opts) : await runSim(scenario, opts);
     results.push(result);
-    const dir = join(args.outDir, result.scenario);
+    const dir = join(args.outDir, resultName(result));
     const charts = await writeScenarioOutputs(result, dir);
     io.out(`\n${result.scenario} (${result.mode}, seed ${result.seed}, ${result.durationS} s, ${result.offered.requests} requests)\n`);
     io.out(`${consoleTable(resultsTable(result))}\n`);
     io.out(`results: ${relative(process.cwd(), dir) || "."}/\n`);
     if (updateDocs) {
-      const names = publishCharts(result.scenario, charts, chartDir);
+      const names = publishCharts(resultName(result), charts, chartDir);
       const rel = (f: string) => relative(projectRoot, join(chartDir, f));
-      doc = replaceBlock(doc, scenarioKey(result.scenario), scenarioBlock(result, { cdf: rel(names.cdf), timeline: rel(names.timeline) }, commandLine(argv)), `### ${result.scenario}`);
+      const heading = `### ${result.scenario}${result.mode === "live" ? " (live)" : ""}`;
+      doc = replaceBlock(doc, scenarioKey(result), scenarioBlock(result, { cdf: rel(names.cdf), timeline: rel(names.timeline) }, commandLine(argv)), heading);
     }
   }
   if (args.json) writeJson(args.json, results.length === 1 ? results[0] : { results });

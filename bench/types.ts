@@ -83,8 +83,3 @@ export interface RunOptions {
   /** Progress of one policy's run, fraction 0..1 of the arrival window. */
   onProgress?: (policy: string, fraction: number) => void;
 }
-
-/** What `bench/live/index.ts` exports (added by the live mode). */
-export interface LiveModule {
-  runLive(scenario: Scenario, opts: RunOptions): Promise<ScenarioResult>;
-}

@@ -16,7 +16,8 @@ export function replaceBlock(doc: string, key: string, content: string, heading?
   return `${doc.trimEnd()}\n\n${heading ? `${heading}\n\n` : ""}${block}\n`;
 }
 
-export const scenarioKey = (name: string) => `scenario:${name}`;
+/** `scenario:NAME` for simulated results, `live:NAME` for live ones. */
+export const scenarioKey = (r: Pick<ScenarioResult, "scenario" | "mode">) => `${r.mode === "live" ? "live" : "scenario"}:${r.scenario}`;
 
 function fleetText(r: ScenarioResult): string {
   const groups = new Map<string, number>();
@@ -45,6 +46,6 @@ export function scenarioBlock(r: ScenarioResult, charts: { cdf: string; timeline
     `![${r.scenario}: TTFT distribution](${charts.cdf})`,
     `![${r.scenario}: p95 TTFT over time](${charts.timeline})`,
     "",
-    `Produced by \`${command}\`; this scenario alone: \`npm run bench -- --scenario ${r.scenario}\`.`,
+    `Produced by \`${command}\`; this scenario alone: \`npm run bench -- --scenario ${r.scenario}${r.mode === "live" ? " --mode live" : ""}\`.`,
   ].join("\n");
 }
