@@ -1,0 +1,233 @@
+// `npm run bench -- --overhead`: what our Wasm filter costs on top of the same
+// Envoy without it, against an instant upstream, plus the time of one routing
+// decision in the native build. Envoy, the upstream and the load generator
+// (autocannon, in this process) all run on this machine.
+import { spawnSync } from "node:child_process";
+import { cpus, platform, release, totalmem } from "node:os";
+import { join } from "node:path";
+import { readFileSync } from "node:fs";
+import { findEnvoy, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "../../host/envoy/index.js";
+import { filterWasmPath, projectRoot } from "../../host/paths.js";
+import { withoutFilterConfig } from "./envoy-configs.js";
+import { runLoad, type LoadTarget } from "./load.js";
+import { timeNativeDecisions } from "./native.js";
+import {
+  compareModes, FILTER_HOT_PATH, overheadMarkdown, Tally, type OverheadCell, type OverheadReport, type RunStats,
+} from "./report.js";
+import { startUpstream, type Upstream } from "./upstream.js";
+import { CHAT_PATH, chatBody, MIN_CHAT_BODY_BYTES } from "./workload.js";
+
+export { overheadMarkdown };
+export type { OverheadCell, OverheadReport, RunStats, ModeStats, NativeTiming } from "./report.js";
+
+export interface OverheadOptions {
+  /** Measured seconds per mode (with / without filter) and measurement; default 5. */
+  durationS?: number;
+  /** Connections for the saturation measurement; default 16. */
+  connections?: number;
+  /** Request body sizes in bytes; default 4 KiB and 64 KiB. */
+  bodySizes?: number[];
+  /** Endpoints in the snapshot (and upstream ports); default 8, 64, 1000. */
+  endpointCounts?: number[];
+  /** Progress lines, without a prefix; default: stderr, prefixed "[overhead] ". */
+  onProgress?: (line: string) => void;
+}
+
+type Mode = "with" | "without";
+
+const COMMAND = "npm run bench -- --overhead";
+// One connection, closed loop: each request crosses an otherwise idle proxy.
+const LATENCY_CONNECTIONS = 1;
+// On two cores, one Envoy worker leaves the other core to autocannon and the upstream.
+const ENVOY_CONCURRENCY = 1;
+// A-B-B-A: a linear drift over a measurement weighs on both modes alike.
+const ORDER: Mode[] = ["with", "without", "without", "with"];
+const MAX_ENDPOINTS = 5_000; // one listening socket each, in one child process
+const ROUTABLE_TIMEOUT_MS = 15_000;
+// The gateway's default body limit, raised if a bench body is larger.
+const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+function checkList(name: string, values: number[], min: number, max: number): number[] {
+  if (values.length === 0 || values.some((v) => !Number.isInteger(v) || v < min || v > max)) {
+    throw new Error(`${name} must be a non-empty list of integers in [${min}, ${max}], got ${JSON.stringify(values)}`);
+  }
+  return [...new Set(values)];
+}
+
+function envoyVersion(bin: string): string {
+  const out = spawnSync(bin, ["--version"], { encoding: "utf8", timeout: 20_000 }).stdout ?? "";
+  return /\/(\d+\.\d+\.\d+[^/\s]*)\//.exec(out)?.[1] ?? (out.trim() || "unknown");
+}
+
+function autocannonVersion(): string {
+  const pkg = JSON.parse(readFileSync(join(projectRoot, "node_modules", "autocannon", "package.json"), "utf8")) as { version: string };
+  return `autocannon ${pkg.version}`;
+}
+
+/** Posts the bench body until Envoy answers 200: the filter has its snapshot, the upstream is reachable. */
+async function waitRoutable(url: string, body: string, what: string): Promise<void> {
+  const deadline = Date.now() + ROUTABLE_TIMEOUT_MS;
+  let last = "no answer";
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body });
+      const text = await res.text();
+      if (res.status === 200) return;
+      last = `${res.status} ${text.slice(0, 200)}`;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${what} did not route a request within ${ROUTABLE_TIMEOUT_MS} ms (last: ${last})`);
+}
+
+interface Bench {
+  upstream: Upstream;
+  targets: Record<Mode, LoadTarget>;
+  durationS: number;
+  startupWarmupS: number;
+  warmupS: number;
+  connections: number;
+  progress: (line: string) => void;
+}
+
+async function measureCell(b: Bench, bodyBytes: number): Promise<OverheadCell> {
+  const body = chatBody(bodyBytes);
+  const endpoints = b.upstream.addresses.length;
+  const label = `${bodyBytes} B × ${endpoints} endpoints`;
+
+  const measure = async (what: string, connections: number): Promise<Record<Mode, RunStats>> => {
+    const tallies: Record<Mode, Tally> = { with: new Tally(endpoints), without: new Tally(endpoints) };
+    const segmentS = b.durationS / ORDER.filter((m) => m === "with").length;
+    for (const mode of ORDER) {
+      const target = b.targets[mode];
+      await runLoad(target, { body, connections, durationS: b.warmupS });
+      await b.upstream.take(); // forget the warm-up's hits
+      const run = await runLoad(target, { body, connections, durationS: segmentS });
+      tallies[mode].add(run, await b.upstream.take());
+      const sorted = [...run.latenciesMs].sort((x, y) => x - y);
+      b.progress(
+        `${label}, ${what} (${connections} conn), ${mode} filter: ` +
+          `${(run.requests / run.durationS).toFixed(0)} req/s, p50 ${(sorted[sorted.length >> 1] ?? NaN).toFixed(3)} ms, ` +
+          `${run.non2xx} non-2xx, ${run.errors} errors`,
+      );
+    }
+    return { with: tallies.with.summary(connections), without: tallies.without.summary(connections) };
+  };
+
+  const latency = await measure("latency", LATENCY_CONNECTIONS);
+  const saturation = await measure("saturation", b.connections);
+  return compareModes(
+    bodyBytes,
+    endpoints,
+    { latency: latency.with, saturation: saturation.with },
+    { latency: latency.without, saturation: saturation.without },
+  );
+}
+
+async function measureEndpointCount(
+  endpoints: number,
+  bodySizes: number[],
+  settings: Omit<Bench, "upstream" | "targets">,
+  envoyBin: string,
+): Promise<OverheadCell[]> {
+  const { progress } = settings;
+  const cleanups: Array<() => Promise<void>> = [];
+  try {
+    progress(`${endpoints} endpoints: starting the upstream (${endpoints} ports + snapshot server) and both Envoys`);
+    const upstream = await startUpstream(endpoints);
+    cleanups.push(() => upstream.stop());
+
+    const withYaml = renderEnvoyConfig({
+      gatewayHost: "127.0.0.1",
+      gatewayPort: 0,
+      adminPort: 0,
+      aggregatorHost: "127.0.0.1",
+      aggregatorPort: upstream.grpcPort,
+      wasmPath: filterWasmPath,
+      maxBodyBytes: Math.max(DEFAULT_MAX_BODY_BYTES, ...bodySizes),
+    });
+    const configs: Record<Mode, string> = { with: withYaml, without: withoutFilterConfig(withYaml, upstream.addresses) };
+    const started = await Promise.allSettled(
+      (["with", "without"] as const).map((mode) =>
+        startEnvoy({ configYaml: configs[mode], concurrency: ENVOY_CONCURRENCY, envoyBin }),
+      ),
+    );
+    for (const s of started) if (s.status === "fulfilled") cleanups.push(() => s.value.stop());
+    for (const s of started) if (s.status === "rejected") throw s.reason;
+    const [withEnvoy, withoutEnvoy] = started.map((s) => (s as PromiseFulfilledResult<EnvoyProcess>).value);
+
+    const target = (envoy: EnvoyProcess): LoadTarget => ({
+      url: `http://${envoy.listenerAddresses.llm_gateway}${CHAT_PATH}`,
+      envoyPid: envoy.pid,
+      upstreamPid: upstream.pid,
+    });
+    const targets: Record<Mode, LoadTarget> = { with: target(withEnvoy), without: target(withoutEnvoy) };
+    const probe = chatBody(bodySizes[0]);
+    await waitRoutable(targets.with.url, probe, "Envoy with the filter");
+    await waitRoutable(targets.without.url, probe, "Envoy without the filter");
+    // V8 tiers the filter's Wasm (and Node autocannon's JS) up only once it is hot;
+    // until then both modes show millisecond outliers that have nothing to do with the filter.
+    for (const mode of ["with", "without"] as const) {
+      progress(`${endpoints} endpoints: ${settings.startupWarmupS} s start-up warm-up, ${mode} filter`);
+      await runLoad(targets[mode], { body: probe, connections: settings.connections, durationS: settings.startupWarmupS });
+    }
+
+    const cells: OverheadCell[] = [];
+    for (const bodyBytes of bodySizes) cells.push(await measureCell({ ...settings, upstream, targets }, bodyBytes));
+    return cells;
+  } finally {
+    for (const stop of cleanups.reverse()) await stop().catch(() => {});
+  }
+}
+
+export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadReport> {
+  const started = Date.now();
+  const progress = opts.onProgress ?? ((line: string) => process.stderr.write(`[overhead] ${line}\n`));
+  const durationS = opts.durationS ?? 5;
+  if (!(durationS > 0 && durationS <= 3600)) throw new Error(`durationS must be in (0, 3600], got ${durationS}`);
+  const [connections] = checkList("connections", [opts.connections ?? 16], 1, 10_000);
+  const bodySizes = checkList("bodySizes", opts.bodySizes ?? [4 * 1024, 64 * 1024], MIN_CHAT_BODY_BYTES, 64 * 1024 * 1024);
+  const endpointCounts = checkList("endpointCounts", opts.endpointCounts ?? [8, 64, 1000], 1, MAX_ENDPOINTS);
+  const startupWarmupS = Math.min(3, durationS);
+  // Long enough for new client connections and, with 1000 endpoints, every upstream pool to open.
+  const warmupS = Math.min(0.5, durationS / 4);
+  const envoyBin = findEnvoy();
+
+  const cells: OverheadCell[] = [];
+  for (const endpoints of endpointCounts) {
+    cells.push(...(await measureEndpointCount(endpoints, bodySizes, { durationS, startupWarmupS, warmupS, connections, progress }, envoyBin)));
+  }
+  const native = await timeNativeDecisions(bodySizes, endpointCounts, progress);
+
+  const cpuList = cpus();
+  return {
+    command: COMMAND,
+    startedAt: new Date(started).toISOString(),
+    elapsedS: (Date.now() - started) / 1000,
+    machine: {
+      cpus: cpuList.length,
+      cpuModel: cpuList[0]?.model.trim() ?? "unknown",
+      memoryGiB: totalmem() / 2 ** 30,
+      platform: `${platform()} ${release()}`,
+      node: process.version,
+      envoy: envoyVersion(envoyBin),
+    },
+    settings: {
+      durationS,
+      startupWarmupS,
+      warmupS,
+      order: ORDER,
+      latencyConnections: LATENCY_CONNECTIONS,
+      saturationConnections: connections,
+      envoyConcurrency: ENVOY_CONCURRENCY,
+      loadGenerator: autocannonVersion(),
+      bodySizes,
+      endpointCounts,
+    },
+    cells,
+    native,
+    filterHotPath: FILTER_HOT_PATH,
+  };
+}

@@ -1,0 +1,330 @@
+// The overhead report's shape, how runs are summed into it, and its markdown.
+import type { RunResult } from "./load.js";
+import type { NativeTiming } from "./native.js";
+import { CHAT_PATH } from "./workload.js";
+
+export type { NativeTiming } from "./native.js";
+
+export interface LatencySummary {
+  p50: number;
+  p99: number;
+  mean: number;
+  samples: number;
+}
+
+export interface CpuPerRequest {
+  /** Envoy's CPU time (all its threads) per request; null without /proc. */
+  envoyUs: number | null;
+  /** The upstream + snapshot-server child. */
+  upstreamUs: number | null;
+  /** autocannon, i.e. the benchmark process itself. */
+  loadgenUs: number;
+  /** Average busy cores of the whole machine during the runs. */
+  machineBusyCores: number | null;
+  /** Of those, cores busy outside Envoy, the upstream and the load generator: disturbance from elsewhere. */
+  otherBusyCores: number | null;
+}
+
+/** How the upstream ports shared the measured requests. */
+export interface Spread {
+  endpoints: number;
+  endpointsHit: number;
+  minHits: number;
+  maxHits: number;
+  totalHits: number;
+}
+
+/** One mode of one measurement, summed over its alternating segments. */
+export interface RunStats {
+  connections: number;
+  segments: number;
+  durationS: number;
+  requests: number;
+  ok: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  requestsPerS: number;
+  latencyMs: LatencySummary;
+  cpu: CpuPerRequest;
+  spread: Spread;
+}
+
+export interface ModeStats {
+  /** Few connections, closed loop: the latency one request sees on an idle proxy. */
+  latency: RunStats;
+  /** Many connections: throughput at saturation. */
+  saturation: RunStats;
+}
+
+export interface OverheadCell {
+  bodyBytes: number;
+  endpoints: number;
+  withFilter: ModeStats;
+  withoutFilter: ModeStats;
+  /** with - without, from the latency measurement. */
+  addedLatencyMs: { p50: number; p99: number; mean: number };
+  /** with / without requests per second at saturation. */
+  throughputRatio: number;
+  /** with - without Envoy CPU per request at saturation. */
+  addedEnvoyCpuUsPerRequest: number | null;
+}
+
+export interface OverheadReport {
+  command: string;
+  startedAt: string;
+  elapsedS: number;
+  machine: { cpus: number; cpuModel: string; memoryGiB: number; platform: string; node: string; envoy: string };
+  settings: {
+    /** Measured seconds per mode and measurement, split over the segments of that mode. */
+    durationS: number;
+    /** Discarded load on each freshly started Envoy, before any measurement. */
+    startupWarmupS: number;
+    /** Discarded run before every measured segment. */
+    warmupS: number;
+    /** Segment order per measurement, e.g. with, without, without, with. */
+    order: Array<"with" | "without">;
+    latencyConnections: number;
+    saturationConnections: number;
+    envoyConcurrency: number;
+    loadGenerator: string;
+    bodySizes: number[];
+    endpointCounts: number[];
+  };
+  cells: OverheadCell[];
+  native: NativeTiming[];
+  /** Facts read from assembly/gateway/filter.ts, not measured. */
+  filterHotPath: string[];
+}
+
+export const FILTER_HOT_PATH: string[] = [
+  "Wasm → host calls per routed request: 4 — `proxy_get_header_map_pairs` (all request headers, once), " +
+    "`proxy_get_buffer_bytes` (the whole buffered body, once, at end of stream), " +
+    "`proxy_replace_header_map_value` (x-gateway-destination-endpoint) and `proxy_increment_metric` " +
+    "(llm_gateway.requests_routed). A client-sent x-gateway-* header adds a remove and a counter bump each (none here).",
+  "Host → Wasm calls per request: `proxy_on_context_create`, `proxy_on_request_headers`, `proxy_on_request_body` " +
+    "once per received body chunk (StopIterationAndBuffer until end of stream), `proxy_on_done`, `proxy_on_delete`, " +
+    "and the module's `malloc` twice (for the header pairs and the body the host hands over). " +
+    "No response or log callbacks are exported, so Envoy skips them.",
+  "Copies: the header map is serialised once and the body copied once into Wasm memory; both are scanned in place. " +
+    "The model name is the only value decoded to a string.",
+  "Off the request path: every worker's root context polls an 8-byte snapshot version in shared data every 20 ms.",
+];
+
+function quantile(sorted: Float64Array, q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+}
+
+const perRequestUs = (seconds: number | null, requests: number) =>
+  seconds === null || requests === 0 ? null : (seconds * 1e6) / requests;
+
+/** Sums the segments of one mode of one measurement. */
+export class Tally {
+  private readonly runs: RunResult[] = [];
+  private readonly hits: number[];
+
+  constructor(endpoints: number) {
+    this.hits = new Array<number>(endpoints).fill(0);
+  }
+
+  add(run: RunResult, hits: number[]): void {
+    this.runs.push(run);
+    hits.forEach((h, i) => (this.hits[i] += h));
+  }
+
+  summary(connections: number): RunStats {
+    const sum = (f: (r: RunResult) => number) => this.runs.reduce((a, r) => a + f(r), 0);
+    const sumCpu = (f: (r: RunResult) => number | null) =>
+      this.runs.some((r) => f(r) === null) ? null : sum((r) => f(r)!);
+    const requests = sum((r) => r.requests);
+    const durationS = sum((r) => r.durationS);
+    const sorted = Float64Array.from(this.runs.flatMap((r) => r.latenciesMs)).sort();
+    const machine = sumCpu((r) => r.cpu.machine);
+    const envoy = sumCpu((r) => r.cpu.envoy);
+    const upstream = sumCpu((r) => r.cpu.upstream);
+    const loadgen = sum((r) => r.cpu.loadgen);
+    const busy = (seconds: number | null) => (seconds === null || durationS === 0 ? null : seconds / durationS);
+    return {
+      connections,
+      segments: this.runs.length,
+      durationS,
+      requests,
+      ok: sum((r) => r.ok),
+      non2xx: sum((r) => r.non2xx),
+      errors: sum((r) => r.errors),
+      timeouts: sum((r) => r.timeouts),
+      requestsPerS: durationS > 0 ? requests / durationS : 0,
+      latencyMs: {
+        p50: quantile(sorted, 0.5),
+        p99: quantile(sorted, 0.99),
+        mean: sorted.length ? sorted.reduce((a, b) => a + b, 0) / sorted.length : NaN,
+        samples: sorted.length,
+      },
+      cpu: {
+        envoyUs: perRequestUs(envoy, requests),
+        upstreamUs: perRequestUs(upstream, requests),
+        loadgenUs: perRequestUs(loadgen, requests) ?? 0,
+        machineBusyCores: busy(machine),
+        // Clamped: the separate /proc reads can make the difference dip a little below zero.
+        otherBusyCores: busy(
+          machine === null || envoy === null || upstream === null ? null : Math.max(0, machine - envoy - upstream - loadgen),
+        ),
+      },
+      spread: {
+        endpoints: this.hits.length,
+        endpointsHit: this.hits.filter((h) => h > 0).length,
+        minHits: Math.min(...this.hits),
+        maxHits: Math.max(...this.hits),
+        totalHits: this.hits.reduce((a, b) => a + b, 0),
+      },
+    };
+  }
+}
+
+export function compareModes(bodyBytes: number, endpoints: number, withFilter: ModeStats, withoutFilter: ModeStats): OverheadCell {
+  const w = withFilter;
+  const wo = withoutFilter;
+  return {
+    bodyBytes,
+    endpoints,
+    withFilter,
+    withoutFilter,
+    addedLatencyMs: {
+      p50: w.latency.latencyMs.p50 - wo.latency.latencyMs.p50,
+      p99: w.latency.latencyMs.p99 - wo.latency.latencyMs.p99,
+      mean: w.latency.latencyMs.mean - wo.latency.latencyMs.mean,
+    },
+    throughputRatio: w.saturation.requestsPerS / wo.saturation.requestsPerS,
+    addedEnvoyCpuUsPerRequest:
+      w.saturation.cpu.envoyUs === null || wo.saturation.cpu.envoyUs === null
+        ? null
+        : w.saturation.cpu.envoyUs - wo.saturation.cpu.envoyUs,
+  };
+}
+
+// Below this, "other" CPU is Envoy's idle twin, kernel threads and /proc sampling noise.
+const DISTURBED_CORES = 0.1;
+
+const kib = (bytes: number) => (bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} B`);
+const ms = (v: number) => v.toFixed(3);
+const signed = (v: number, digits: number) => (v >= 0 ? "+" : "") + v.toFixed(digits);
+const us = (v: number | null) => (v === null ? "n/a" : v.toFixed(1));
+
+function failures(cells: OverheadCell[]): string[] {
+  const out: string[] = [];
+  for (const c of cells) {
+    for (const [mode, stats] of [["with", c.withFilter], ["without", c.withoutFilter]] as const) {
+      for (const run of [stats.latency, stats.saturation]) {
+        if (run.non2xx + run.errors > 0) {
+          out.push(`${kib(c.bodyBytes)} × ${c.endpoints} endpoints, ${mode} filter, ${run.connections} connection(s): ` +
+            `${run.non2xx} non-2xx, ${run.errors} errors (${run.timeouts} timeouts)`);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+export function overheadMarkdown(r: OverheadReport): string {
+  const s = r.settings;
+  const lines: string[] = [];
+  lines.push("## Filter overhead", "");
+  lines.push(`Command: \`${r.command}\` (${r.startedAt}, ${r.elapsedS.toFixed(0)} s in all)`, "");
+  lines.push(
+    `Envoy with the gateway filter (rendered envoy/gateway.yaml, snapshot pushed by the real gRPC push server) vs the ` +
+      `same bootstrap without the Wasm service and filter, routing ROUND_ROBIN over the same upstream ports. ` +
+      `Instant upstream: node:http on one loopback port per endpoint. Load: ${s.loadGenerator}, POST ${CHAT_PATH} ` +
+      `with a chat body padded to size. Each measurement alternates ${s.order.join(", ")} ` +
+      `(${s.durationS} s measured per mode, each segment after a ${s.warmupS} s warm-up; every Envoy first gets ` +
+      `${s.startupWarmupS} s of load so V8 has tiered its code up).`,
+    "",
+  );
+
+  lines.push(`### Added latency (${s.latencyConnections} connection, closed loop)`, "");
+  lines.push("| Body | Endpoints | p50 without (ms) | p50 with (ms) | added p50 (ms) | p99 without (ms) | p99 with (ms) | added p99 (ms) |");
+  lines.push("|---|---:|---:|---:|---:|---:|---:|---:|");
+  for (const c of r.cells) {
+    const wo = c.withoutFilter.latency.latencyMs;
+    const w = c.withFilter.latency.latencyMs;
+    lines.push(
+      `| ${kib(c.bodyBytes)} | ${c.endpoints} | ${ms(wo.p50)} | ${ms(w.p50)} | ${signed(c.addedLatencyMs.p50, 3)} | ` +
+        `${ms(wo.p99)} | ${ms(w.p99)} | ${signed(c.addedLatencyMs.p99, 3)} |`,
+    );
+  }
+  lines.push("");
+
+  lines.push(`### Throughput at saturation (${s.saturationConnections} connections)`, "");
+  lines.push(
+    "| Body | Endpoints | req/s without | req/s with | ratio | Envoy CPU µs/req without | with | added | " +
+      "Envoy cores busy (without / with) | machine cores busy (without / with) | ports hit with filter (min–max req/port) |",
+  );
+  lines.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  const cores = (v: number | null) => (v === null ? "n/a" : v.toFixed(2));
+  const envoyCores = (run: RunStats) => (run.cpu.envoyUs === null ? null : (run.cpu.envoyUs * run.requestsPerS) / 1e6);
+  for (const c of r.cells) {
+    const wo = c.withoutFilter.saturation;
+    const w = c.withFilter.saturation;
+    lines.push(
+      `| ${kib(c.bodyBytes)} | ${c.endpoints} | ${wo.requestsPerS.toFixed(0)} | ${w.requestsPerS.toFixed(0)} | ` +
+        `${c.throughputRatio.toFixed(2)} | ${us(wo.cpu.envoyUs)} | ${us(w.cpu.envoyUs)} | ` +
+        `${c.addedEnvoyCpuUsPerRequest === null ? "n/a" : signed(c.addedEnvoyCpuUsPerRequest, 1)} | ` +
+        `${cores(envoyCores(wo))} / ${cores(envoyCores(w))} | ` +
+        `${cores(wo.cpu.machineBusyCores)} / ${cores(w.cpu.machineBusyCores)} | ` +
+        `${w.spread.endpointsHit}/${w.spread.endpoints} (${w.spread.minHits}–${w.spread.maxHits}) |`,
+    );
+  }
+  lines.push(
+    "",
+    `Envoy runs one worker: when its busy cores are near 1, that worker was the bottleneck and the ratio is the ` +
+      `filter's cost on a proxy core; well below 1, the load generator or the upstream (same machine) limited ` +
+      `throughput and the ratio understates it. Envoy CPU µs per request does not depend on that.`,
+    "",
+  );
+
+  lines.push("### Routing decision in the native build (build/native.wasm in Node)", "");
+  lines.push("| Body | Endpoints | p50 (µs) | p99 (µs) | mean (µs) | decisions timed |");
+  lines.push("|---|---:|---:|---:|---:|---:|");
+  for (const n of r.native) {
+    const label = n.endpoints === 1 ? "1 (no scoring)" : String(n.endpoints);
+    lines.push(`| ${kib(n.bodyBytes)} | ${label} | ${n.p50Us.toFixed(2)} | ${n.p99Us.toFixed(2)} | ${n.meanUs.toFixed(2)} | ${n.decisions} |`);
+  }
+  lines.push(
+    "",
+    "Each decision scans the body, looks up the model and scores every endpoint; the time also includes the native " +
+      "build's JS↔Wasm boundary (body copied in, a JSON result string out and parsed) and a hrtime call.",
+    "",
+  );
+
+  lines.push("### The filter's per-request work (read from assembly/gateway/filter.ts)", "");
+  for (const fact of r.filterHotPath) lines.push(`- ${fact}`);
+  lines.push("");
+
+  const others = r.cells.flatMap((c) =>
+    [c.withFilter, c.withoutFilter].flatMap((m) => [m.latency.cpu.otherBusyCores, m.saturation.cpu.otherBusyCores]),
+  );
+  const worstOther = Math.max(...others.map((o) => o ?? 0));
+  if (worstOther > DISTURBED_CORES) {
+    lines.push(
+      `**Disturbed:** other processes on the machine kept up to ${worstOther.toFixed(2)} cores busy during a ` +
+        `measured run; treat these figures with suspicion.`,
+      "",
+    );
+  }
+
+  const bad = failures(r.cells);
+  if (bad.length > 0) {
+    lines.push("### Failed requests", "");
+    for (const b of bad) lines.push(`- ${b}`);
+    lines.push("");
+  }
+
+  const m = r.machine;
+  lines.push(
+    `Machine: ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB.toFixed(0)} GiB, ${m.platform}, Node ${m.node}, Envoy ${m.envoy} ` +
+      `(--concurrency ${s.envoyConcurrency}). The load generator (this process), the upstream + snapshot server (one ` +
+      `child process) and Envoy all share these ${m.cpus} cores over loopback, so they compete for CPU at saturation; ` +
+      `numbers move a few percent between runs, and p99 at one connection by more.`,
+  );
+  return lines.join("\n") + "\n";
+}

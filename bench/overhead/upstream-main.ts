@@ -1,0 +1,78 @@
+// Child process of the overhead benchmark: the instant upstream (one node:http
+// server per endpoint port, each counting its requests) and the real snapshot
+// push server. It runs apart from the parent so the load generator does not
+// share an event loop with the server it measures. Usage (via fork only):
+//   upstream-main.js <endpoint count>
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { startSnapshotServer } from "../../host/aggregator/push.js";
+import type { ChildMessage, ParentMessage } from "./upstream.js";
+import { benchSnapshot, BENCH_MODEL } from "./workload.js";
+
+const RESPONSE = JSON.stringify({
+  id: "chatcmpl-bench",
+  object: "chat.completion",
+  created: 0,
+  model: BENCH_MODEL,
+  choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+});
+const RESPONSE_HEADERS = { "content-type": "application/json", "content-length": Buffer.byteLength(RESPONSE) };
+
+function send(msg: ChildMessage): void {
+  process.send!(msg);
+}
+
+async function main(): Promise<void> {
+  const count = Number(process.argv[2]);
+  if (!Number.isInteger(count) || count < 1) throw new Error(`usage: upstream-main <endpoint count>, got ${process.argv[2]}`);
+
+  const hits = new Array<number>(count).fill(0);
+  const servers: Server[] = [];
+  for (let i = 0; i < count; i++) {
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        hits[i]++;
+        res.writeHead(200, RESPONSE_HEADERS).end(RESPONSE);
+      });
+    });
+    // No idle timeout: Envoy keeps pooled connections between runs, and Node
+    // closing one just as Envoy reuses it would show up as a spurious 503.
+    server.keepAliveTimeout = 0;
+    servers.push(server);
+  }
+  await Promise.all(servers.map((s) => once(s.listen(0, "127.0.0.1"), "listening")));
+  const addresses = servers.map((s) => `127.0.0.1:${(s.address() as AddressInfo).port}`);
+
+  const snapshot = benchSnapshot(addresses);
+  const snapshots = await startSnapshotServer({ host: "127.0.0.1", port: 0, current: () => snapshot, log: () => {} });
+
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    await snapshots.close();
+    for (const s of servers) {
+      s.closeAllConnections();
+      s.close();
+    }
+    process.exit(0);
+  };
+  process.on("disconnect", stop);
+  process.on("message", (msg: ParentMessage) => {
+    if (msg.type === "take") {
+      send({ type: "hits", hits: hits.slice() });
+      hits.fill(0);
+    } else if (msg.type === "stop") {
+      void stop();
+    }
+  });
+  send({ type: "ready", addresses, grpcPort: snapshots.port });
+}
+
+main().catch((err: Error) => {
+  process.stderr.write(`upstream-main: ${err.stack ?? err.message}\n`);
+  process.exit(1);
+});
