@@ -4,7 +4,7 @@
 // needs `npm run build` (which `npm test` runs first).
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { withoutFilterConfig } from "../bench/overhead/envoy-configs.js";
+import { baselineEnvoyConfig, POOL_HEADER } from "../bench/baseline-envoy.js";
 import { overheadMarkdown, runOverhead } from "../bench/overhead/index.js";
 import { BENCH_MODEL, chatBody } from "../bench/overhead/workload.js";
 import { renderEnvoyConfig, validateEnvoyConfig } from "../host/envoy/index.js";
@@ -20,9 +20,9 @@ const rendered = renderEnvoyConfig({
   maxBodyBytes: 4 * 1024 * 1024,
 });
 
-describe("overhead bench: the Envoy without the filter", () => {
+describe("baseline Envoy (without the filter)", () => {
   const upstreams = ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003"];
-  const yaml = withoutFilterConfig(rendered, upstreams);
+  const yaml = baselineEnvoyConfig(rendered, [{ name: "pods", endpoints: upstreams }], "ROUND_ROBIN");
 
   it("drops the Wasm service and filter and round-robins over the upstreams, keeping the rest", () => {
     expect(yaml).not.toMatch(/wasm/i);
@@ -51,7 +51,23 @@ describe("overhead bench: the Envoy without the filter", () => {
   });
 
   it("fails loudly if the template no longer has what it removes", () => {
-    expect(() => withoutFilterConfig(yaml, upstreams)).toThrow(/envoy.bootstrap.wasm/);
+    expect(() => baselineEnvoyConfig(yaml, [{ name: "pods", endpoints: upstreams }], "ROUND_ROBIN")).toThrow(/envoy.bootstrap.wasm/);
+  });
+
+  it("routes several pools by header, each with the chosen load balancer", async () => {
+    const multi = baselineEnvoyConfig(rendered, [{ name: "a", endpoints: upstreams.slice(0, 2) }, { name: "b", endpoints: upstreams.slice(2) }], "LEAST_REQUEST");
+    const cfg = parse(multi);
+    const clusters = cfg.static_resources.clusters.filter((c: { name: string }) => c.name.startsWith("llm_gateway_pods"));
+    expect(clusters.map((c: { name: string; lb_policy: string }) => [c.name, c.lb_policy])).toEqual([
+      ["llm_gateway_pods_a", "LEAST_REQUEST"],
+      ["llm_gateway_pods_b", "LEAST_REQUEST"],
+    ]);
+    const routes = cfg.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes;
+    expect(routes.map((r: any) => [r.match.headers[0].name, r.match.headers[0].string_match.exact, r.route.cluster])).toEqual([
+      [POOL_HEADER, "a", "llm_gateway_pods_a"],
+      [POOL_HEADER, "b", "llm_gateway_pods_b"],
+    ]);
+    await validateEnvoyConfig(multi);
   });
 });
 

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { readFileSync } from "node:fs";
 import { findEnvoy, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "../../host/envoy/index.js";
 import { filterWasmPath, projectRoot } from "../../host/paths.js";
-import { withoutFilterConfig } from "./envoy-configs.js";
+import { baselineEnvoyConfig } from "../baseline-envoy.js";
 import { runLoad, type LoadTarget } from "./load.js";
 import { timeNativeDecisions } from "./native.js";
 import {
@@ -148,7 +148,7 @@ async function measureEndpointCount(
       wasmPath: filterWasmPath,
       maxBodyBytes: Math.max(DEFAULT_MAX_BODY_BYTES, ...bodySizes),
     });
-    const configs: Record<Mode, string> = { with: withYaml, without: withoutFilterConfig(withYaml, upstream.addresses) };
+    const configs: Record<Mode, string> = { with: withYaml, without: baselineEnvoyConfig(withYaml, [{ name: "pods", endpoints: upstream.addresses }], "ROUND_ROBIN") };
     const started = await Promise.allSettled(
       (["with", "without"] as const).map((mode) =>
         startEnvoy({ configYaml: configs[mode], concurrency: ENVOY_CONCURRENCY, envoyBin }),
