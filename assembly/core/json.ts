@@ -62,7 +62,8 @@ export class JsonScanner {
     return parseFloat(String.UTF8.decodeUnsafe(this.base + <usize>start, <usize>(end - start)));
   }
 
-  protected at(pos: i32): u8 {
+  // Inlined: it runs once per byte, and a call costs a shadow-stack frame.
+  @inline protected at(pos: i32): u8 {
     return load<u8>(this.base + <usize>pos);
   }
 
@@ -77,8 +78,10 @@ export class JsonScanner {
   }
 
   private skipWs(pos: i32): i32 {
-    while (pos < this.len) {
-      const c = this.at(pos);
+    const base = this.base;
+    const len = this.len;
+    while (pos < len) {
+      const c = load<u8>(base + <usize>pos);
       if (c != 0x20 && c != 0x0a && c != 0x0d && c != 0x09) break;
       pos++;
     }
@@ -155,19 +158,21 @@ export class JsonScanner {
     }
   }
 
+  /** Most of a body is string content: this loop reads bytes from locals, not fields. */
   private skipString(pos: i32): i32 {
+    const base = this.base;
+    const len = this.len;
     pos++;
-    while (pos < this.len) {
-      const c = this.at(pos);
+    while (pos < len) {
+      const c = load<u8>(base + <usize>pos);
       if (c == QUOTE) return pos + 1;
-      if (c < 0x20) return this.failPos("control character in string", pos);
       if (c == BACKSLASH) {
-        if (pos + 1 >= this.len) break;
-        const e = this.at(pos + 1);
+        if (pos + 1 >= len) break;
+        const e = load<u8>(base + <usize>(pos + 1));
         if (e == 0x75) {
-          if (pos + 6 > this.len) break;
+          if (pos + 6 > len) break;
           for (let i = 2; i < 6; i++) {
-            if (hexValue(this.at(pos + i)) < 0) return this.failPos("bad \\u escape", pos);
+            if (hexValue(load<u8>(base + <usize>(pos + i))) < 0) return this.failPos("bad \\u escape", pos);
           }
           pos += 6;
           continue;
@@ -178,6 +183,7 @@ export class JsonScanner {
         pos += 2;
         continue;
       }
+      if (c < 0x20) return this.failPos("control character in string", pos);
       pos++;
     }
     return this.failPos("unterminated string", pos);
@@ -210,8 +216,10 @@ export class JsonScanner {
   }
 
   private digits(pos: i32): i32 {
-    while (pos < this.len) {
-      const c = this.at(pos);
+    const base = this.base;
+    const len = this.len;
+    while (pos < len) {
+      const c = load<u8>(base + <usize>pos);
       if (c < 0x30 || c > 0x39) break;
       pos++;
     }
