@@ -3,7 +3,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { NativeRouter } from "../host/native/router.js";
 import type { EndpointMsg, WeightsMsg } from "../host/proto.js";
-import { endpoint, pool, snapshot } from "./helpers/snapshots.js";
+import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 
 let router: NativeRouter;
 const CHAT = '{"model":"llama","messages":[{"role":"user","content":"hello"}]}';

@@ -137,11 +137,9 @@ class GatewayStream extends HttpContext {
     }
     if (!endOfStream) return DataAction.StopIterationAndBuffer;
 
+    // On failure `body` stays empty, which the router answers with a 400.
     const body = root.scratch;
-    if (!getBufferBytes(BufferType.RequestBody, 0, bodySize, body)) {
-      body.ptr = 0;
-      body.len = 0;
-    }
+    getBufferBytes(BufferType.RequestBody, 0, bodySize, body);
     const endpoint = root.router.route(body.ptr, body.len, this.kind, root.snapshot());
     body.release();
     if (endpoint == null) {

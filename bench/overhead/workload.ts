@@ -1,6 +1,7 @@
 // What the overhead benchmark sends and routes over: an OpenAI chat body of an
 // exact size, and a snapshot whose one pool lists every upstream port.
 import type { SnapshotMsg } from "../../host/proto.js";
+import { endpoint, pool, snapshot } from "../snapshot-builders.js";
 
 export const BENCH_MODEL = "bench-model";
 export const CHAT_PATH = "/v1/chat/completions";
@@ -38,26 +39,5 @@ export function chatBody(bytes: number): string {
  * count is what spreads consecutive picks over the endpoints.
  */
 export function benchSnapshot(addresses: string[]): SnapshotMsg {
-  return {
-    version: 1,
-    generatedUnixMs: 0,
-    models: [{ name: BENCH_MODEL, pool: 0, adapter: "" }],
-    pools: [
-      {
-        name: "bench",
-        baseModel: BENCH_MODEL,
-        weights: { queue: 2, kvCache: 2, running: 1, lora: 0, prefix: 0 },
-        endpoints: addresses.map((address) => ({
-          address,
-          waiting: 0,
-          running: 0,
-          kvCacheUsage: 0,
-          fresh: true,
-          maxLora: 0,
-          runningAdapters: [],
-          waitingAdapters: [],
-        })),
-      },
-    ],
-  };
+  return snapshot([pool("bench", BENCH_MODEL, addresses.map((address) => endpoint(address)))]);
 }

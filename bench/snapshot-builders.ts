@@ -1,5 +1,5 @@
-// Builders for snapshot messages in tests.
-import type { EndpointMsg, PoolMsg, SnapshotMsg, WeightsMsg } from "../../host/proto.js";
+// Builders for snapshot messages, for tests and benchmarks.
+import type { EndpointMsg, PoolMsg, SnapshotMsg, WeightsMsg } from "../host/proto.js";
 
 export const defaultWeights: WeightsMsg = { queue: 2, kvCache: 2, running: 1, lora: 0, prefix: 0 };
 
