@@ -2,9 +2,8 @@
 // file and the field, e.g. `bench/scenarios/x.yaml: arrivals.rate: expected a number > 0`.
 import { readdirSync, readFileSync } from "node:fs";
 import { basename, extname, join, relative } from "node:path";
-import { parse as parseYaml } from "yaml";
 import * as z from "zod";
-import { errorMap, issueLines, msg } from "../host/validation.js";
+import { msg, validateYaml } from "../host/validation.js";
 import { resolveEngineConfig } from "../host/engine/index.js";
 import { projectRoot } from "../host/paths.js";
 
@@ -223,16 +222,8 @@ function crossCheck(s: z.output<typeof scenarioSchema>): string[] {
 }
 
 export function parseScenario(text: string, source: string, fallbackName = "scenario"): Scenario {
-  let doc: unknown;
-  try {
-    doc = parseYaml(text);
-  } catch (err) {
-    throw new ScenarioError(source, [`YAML syntax error: ${(err as Error).message}`]);
-  }
-  const result = scenarioSchema.safeParse(doc ?? {}, { error: errorMap });
-  if (!result.success) throw new ScenarioError(source, issueLines(result.error));
-  const issues = crossCheck(result.data);
-  if (issues.length > 0) throw new ScenarioError(source, issues);
+  const result = validateYaml(scenarioSchema, text, crossCheck);
+  if ("issues" in result) throw new ScenarioError(source, result.issues);
   return { ...result.data, name: result.data.name ?? fallbackName, source };
 }
 

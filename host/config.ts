@@ -4,9 +4,8 @@
 import { readFileSync } from "node:fs";
 import { isIPv4, isIPv6 } from "node:net";
 import { dirname, resolve } from "node:path";
-import { parse as parseYaml } from "yaml";
 import * as z from "zod";
-import { errorMap, issueLines, msg } from "./validation.js";
+import { msg, validateYaml } from "./validation.js";
 
 export const ENGINES = ["vllm", "sglang", "tgi"] as const;
 export type Engine = (typeof ENGINES)[number];
@@ -247,22 +246,9 @@ function crossCheck(raw: RawConfig): string[] {
 
 /** Parses and validates config text; `sourceName` prefixes error messages. */
 export function parseGatewayConfig(text: string, sourceName = "<config>"): GatewayConfig {
-  let doc: unknown;
-  try {
-    doc = parseYaml(text);
-  } catch (err) {
-    throw new ConfigError(sourceName, [`YAML syntax error: ${(err as Error).message}`]);
-  }
-  const result = configSchema.safeParse(doc ?? {}, { error: errorMap });
-  if (!result.success) {
-    throw new ConfigError(
-      sourceName,
-      issueLines(result.error),
-    );
-  }
+  const result = validateYaml(configSchema, text, crossCheck);
+  if ("issues" in result) throw new ConfigError(sourceName, result.issues);
   const raw = result.data;
-  const issues = crossCheck(raw);
-  if (issues.length > 0) throw new ConfigError(sourceName, issues);
 
   const engineOf = new Map(raw.pools.map((p) => [p.name, p.engine]));
   const config: GatewayConfig = {

@@ -1,5 +1,6 @@
 // Shared pieces of the zod schemas for declarative files (the gateway config,
 // benchmark scenarios): messages that name the offending field by its path.
+import { parse as parseYaml } from "yaml";
 import type * as z from "zod";
 
 /** A schema-level message; "is required" wins for a missing field. */
@@ -26,4 +27,25 @@ export function errorMap(iss: { code: string; input?: unknown; keys?: string[]; 
 /** One `path: message` line per issue. */
 export function issueLines(error: z.ZodError): string[] {
   return error.issues.map((iss) => `${formatPath(iss.path)}: ${iss.message}`);
+}
+
+/**
+ * Parses YAML text and validates it with `schema`, then with `crossCheck`
+ * (rules that need the whole document): the data, or every problem found.
+ */
+export function validateYaml<S extends z.ZodType>(
+  schema: S,
+  text: string,
+  crossCheck: (data: z.output<S>) => string[],
+): { data: z.output<S> } | { issues: string[] } {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    return { issues: [`YAML syntax error: ${(err as Error).message}`] };
+  }
+  const result = schema.safeParse(doc ?? {}, { error: errorMap });
+  if (!result.success) return { issues: issueLines(result.error) };
+  const issues = crossCheck(result.data);
+  return issues.length > 0 ? { issues } : { data: result.data };
 }
