@@ -80,6 +80,11 @@ describe("picker", () => {
     expect(new Set(a).size).toBe(3);
   });
 
+  it("answers 503 in OpenAI format before any snapshot has arrived", async () => {
+    const fresh = await NativeRouter.load();
+    expect(fresh.route(CHAT)).toMatchObject({ status: 503, error: { type: "service_unavailable", code: "no_endpoint" } });
+  });
+
   it("answers 503 in OpenAI format when a pool has no endpoints", () => {
     load([]);
     const r = router.route(CHAT);
