@@ -8,7 +8,7 @@ import { projectRoot } from "../host/paths.js";
 import { replaceBlock, scenarioBlock, scenarioKey } from "./report/benchmarks-md.js";
 import { publishCharts, writeJson, writeScenarioOutputs } from "./report/outputs.js";
 import { consoleTable, resultsTable } from "./report/table.js";
-import { listScenarios, loadScenario, ScenarioError, type Scenario } from "./scenario.js";
+import { listScenarios, loadScenario, ScenarioError } from "./scenario.js";
 import { selectPolicies } from "./policies/index.js";
 import { runLive } from "./live/index.js";
 import { runSim } from "./sim/simulator.js";

@@ -1,7 +1,6 @@
 // Result types shared by the simulator, the live mode and the reports. A
 // mode produces one RequestRecord per request and summarises them with
 // bench/stats.ts, so sim and live results have the same shape.
-import type { Scenario } from "./scenario.js";
 
 export type Mode = "sim" | "live";
 

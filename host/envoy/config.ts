@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { parseDocument } from "yaml";
 import type { GatewayConfig, JwtConfig } from "../config.js";
-import { filterWasmPath, projectRoot } from "../paths.js";
+import { projectRoot } from "../paths.js";
 
 /**
  * Extra room above max_body_bytes in Envoy's buffer limit, so an oversized
