@@ -40,12 +40,6 @@ export class HostBytes {
     return String.UTF8.decodeUnsafe(this.ptr, <usize>this.len);
   }
 
-  toArrayBuffer(): ArrayBuffer {
-    const out = new ArrayBuffer(this.len);
-    memory.copy(changetype<usize>(out), this.ptr, <usize>this.len);
-    return out;
-  }
-
   /** Takes what the last host call wrote into the return slots. */
   take(status: u32): bool {
     this.release();
