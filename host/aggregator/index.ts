@@ -9,6 +9,7 @@ import { normalise, wantedMetrics } from "./normalise.js";
 import { startSnapshotServer, type SnapshotServer } from "./push.js";
 import { fetchMetrics, parsePrometheusText } from "./scrape.js";
 import { buildSnapshotBody, isFresh, SnapshotTracker, type EndpointState, type Snapshot } from "./snapshot.js";
+import { createEndpointDiscovery } from "./xds.js";
 
 export type { Snapshot } from "./snapshot.js";
 
@@ -18,6 +19,8 @@ export interface AggregatorOptions {
   /** Overrides config.aggregator.metricsPort; 0 = any free port; false = off. */
   metricsPort?: number | false;
   log?: (line: string) => void;
+  /** Resolves a DNS name to its addresses; default node:dns lookup (tests pass their own). */
+  lookup?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
 }
 
 export interface Aggregator {
@@ -94,6 +97,14 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
     }),
   );
   const all = endpoints.flat();
+  const lookupHost = opts.lookup ?? ((hostname: string) => lookup(hostname, { all: true }));
+  // Envoy's pool clusters list exactly these addresses (ADS on the gRPC port).
+  const discovery = createEndpointDiscovery({ log });
+  const publishEndpoints = () =>
+    discovery.update(new Map(config.pools.map((pool, p) => [
+      pool.name,
+      endpoints[p].flatMap((ep) => (ep.address === null ? [] : [ep.address])),
+    ])));
 
   // One socket per pod, reused across scrapes.
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
@@ -107,13 +118,14 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
     try {
       // Prefer IPv4: Envoy clusters and compose networks are IPv4 first, and
       // "localhost" may list ::1 where the pod only listens on 127.0.0.1.
-      const answers = await withTimeout(lookup(ep.host, { all: true }), DNS_TIMEOUT_MS, `DNS lookup of ${ep.host}`);
+      const answers = await withTimeout(lookupHost(ep.host), DNS_TIMEOUT_MS, `DNS lookup of ${ep.host}`);
       const pick = answers.find((a) => a.family === 4) ?? answers[0];
       if (closed || !pick) return;
       if (pick.address !== ep.ip) {
         log(`endpoint ${ep.configured} resolved to ${pick.address}${ep.ip ? ` (was ${ep.ip})` : ""}`);
         ep.ip = pick.address;
         ep.address = formatHostPort(pick.address, ep.port);
+        publishEndpoints();
       }
     } catch (err) {
       if (!closed) log(`endpoint ${ep.configured}: ${(err as Error).message}`);
@@ -153,6 +165,7 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
   // snapshot a filter receives already carries real state.
   // (refresh() does nothing until the gRPC server is up.)
   await Promise.all(all.filter((ep) => ep.dnsName).map(resolve));
+  publishEndpoints();
   await Promise.all(all.map(scrape));
 
   const startMs = Date.now();
@@ -161,7 +174,13 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
 
   let push: SnapshotServer;
   try {
-    push = await startSnapshotServer({ host, port: opts.port ?? config.aggregator.port, current: () => tracker.current, log });
+    push = await startSnapshotServer({
+      host,
+      port: opts.port ?? config.aggregator.port,
+      current: () => tracker.current,
+      log,
+      services: [discovery.service],
+    });
   } catch (err) {
     closed = true;
     agent.destroy();
@@ -209,6 +228,7 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
     } catch (err) {
       closed = true;
       agent.destroy();
+      discovery.close();
       await push.close();
       throw err;
     }
@@ -245,6 +265,7 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
       stop.abort();
       agent.destroy();
       listeners.clear();
+      discovery.close();
       await Promise.all([push.close(), metrics?.close()]);
     },
   };

@@ -30,6 +30,8 @@ export interface SnapshotServerOptions {
   port: number;
   current: () => Snapshot;
   log: (line: string) => void;
+  /** More services on the same port (Envoy's ADS). */
+  services?: ReadonlyArray<{ definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation }>;
 }
 
 const SHUTDOWN_GRACE_MS = 1000;
@@ -88,6 +90,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     "grpc.keepalive_timeout_ms": 5_000,
   });
   server.addService(snapshotServiceDefinition, { Watch: watch });
+  for (const s of opts.services ?? []) server.addService(s.definition, s.implementation);
 
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(formatHostPort(opts.host, opts.port), grpc.ServerCredentials.createInsecure(), (err, bound) =>
