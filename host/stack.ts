@@ -17,6 +17,8 @@ export interface StackOptions {
   /** Envoy worker threads. */
   concurrency?: number;
   envoyLogLevel?: string;
+  /** false starts Envoy without our Wasm HTTP filter (tests of the route table alone). */
+  wasmFilter?: boolean;
   log?: (line: string) => void;
 }
 
@@ -61,6 +63,7 @@ export async function startStack(config: GatewayConfig, opts: StackOptions = {})
         gatewayPort: opts.gatewayPort ?? params.gatewayPort,
         adminPort: opts.adminPort ?? params.adminPort,
         aggregatorPort: aggregator.grpcPort,
+        wasmFilter: opts.wasmFilter,
       }),
       concurrency: opts.concurrency ?? 2,
       logLevel: opts.envoyLogLevel,

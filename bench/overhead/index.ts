@@ -15,7 +15,7 @@ import {
   compareModes, FILTER_HOT_PATH, overheadMarkdown, Tally, type OverheadCell, type OverheadReport, type RunStats,
 } from "./report.js";
 import { startUpstream, type Upstream } from "./upstream.js";
-import { CHAT_PATH, chatBody, MIN_CHAT_BODY_BYTES } from "./workload.js";
+import { BENCH_POOL, CHAT_PATH, chatBody, MIN_CHAT_BODY_BYTES } from "./workload.js";
 
 export { overheadMarkdown };
 export type { OverheadCell, OverheadReport, RunStats, ModeStats, NativeTiming } from "./report.js";
@@ -147,6 +147,7 @@ async function measureEndpointCount(
       aggregatorPort: upstream.grpcPort,
       wasmPath: filterWasmPath,
       maxBodyBytes: Math.max(DEFAULT_MAX_BODY_BYTES, ...bodySizes),
+      pools: [BENCH_POOL],
     });
     const configs: Record<Mode, string> = { with: withYaml, without: baselineEnvoyConfig(withYaml, [{ name: "pods", endpoints: upstream.addresses }], "ROUND_ROBIN") };
     const started = await Promise.allSettled(

@@ -4,6 +4,7 @@ import type { SnapshotMsg } from "../../host/proto.js";
 import { endpoint, pool, snapshot } from "../snapshot-builders.js";
 
 export const BENCH_MODEL = "bench-model";
+export const BENCH_POOL = "bench";
 export const CHAT_PATH = "/v1/chat/completions";
 
 const FILLER =
@@ -39,5 +40,5 @@ export function chatBody(bytes: number): string {
  * count is what spreads consecutive picks over the endpoints.
  */
 export function benchSnapshot(addresses: string[]): SnapshotMsg {
-  return snapshot([pool("bench", BENCH_MODEL, addresses.map((address) => endpoint(address)))]);
+  return snapshot([pool(BENCH_POOL, BENCH_MODEL, addresses.map((address) => endpoint(address)))]);
 }

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
-import { parseDocument } from "yaml";
+import { isMap, isSeq, parseDocument, visit, type Document, type Node } from "yaml";
 import type { GatewayConfig, JwtConfig } from "../config.js";
 import { projectRoot } from "../paths.js";
 
@@ -25,8 +25,12 @@ export interface EnvoyConfigParams {
   wasmPath: string;
   /** Largest request body the filter accepts. */
   maxBodyBytes: number;
+  /** Pool names, in config order: one route and one EDS cluster each. */
+  pools: string[];
   /** Require a JWT on every request (Envoy's jwt_authn filter, ahead of ours). */
   jwt?: JwtConfig;
+  /** false leaves our Wasm HTTP filter out (tests: the routes alone must never reach a wrong host). */
+  wasmFilter?: boolean;
 }
 
 export function gatewayTemplatePath(): string {
@@ -46,6 +50,7 @@ export function envoyParamsFromGatewayConfig(
     aggregatorPort: cfg.aggregator.port,
     wasmPath: opts.wasmPath,
     maxBodyBytes: cfg.gateway.maxBodyBytes,
+    pools: cfg.pools.map((p) => p.name),
     jwt: cfg.gateway.jwt,
   };
 }
@@ -64,10 +69,24 @@ function checkString(name: string, value: string): string {
   return value;
 }
 
+// As in the gateway config: the name goes into a header match and a cluster name.
+const POOL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,255}$/;
+const POOL_PLACEHOLDER = "${POOL}";
+
+function checkPools(pools: string[]): string[] {
+  for (const p of pools) {
+    if (typeof p !== "string" || !POOL_NAME.test(p)) throw new Error(`pool name ${JSON.stringify(p)} must match ${POOL_NAME}`);
+  }
+  const dup = pools.find((p, i) => pools.indexOf(p) !== i);
+  if (dup !== undefined) throw new Error(`pool name ${dup} appears twice`);
+  return pools;
+}
+
 /**
  * Fills the Envoy bootstrap template (envoy/gateway.yaml by default).
  * Strings are inserted as JSON-quoted YAML scalars so no value can break the
- * document's structure; any placeholder without a value is an error.
+ * document's structure; every route and cluster mentioning the pool
+ * placeholder is repeated per pool; any placeholder left over is an error.
  */
 export function renderEnvoyConfig(
   params: EnvoyConfigParams,
@@ -85,25 +104,84 @@ export function renderEnvoyConfig(
     MAX_BODY_BYTES: String(maxBodyBytes),
     BUFFER_LIMIT_BYTES: String(maxBodyBytes + BUFFER_SLACK_BYTES),
   };
-  const rendered = template.replace(/\$\{([A-Za-z0-9_]+)\}/g, (whole, name: string) => values[name] ?? whole);
+  const pools = checkPools(params.pools);
+  const filled = template.replace(/\$\{([A-Za-z0-9_]+)\}/g, (whole, name: string) => values[name] ?? whole);
+  const doc = parseDocument(filled);
+  repeatPerPool(doc, pools);
+  if (params.jwt) withJwtAuthn(doc, params.jwt);
+  if (params.wasmFilter === false) withoutWasmFilter(doc);
+  const rendered = doc.toString();
   const left = [...new Set(rendered.match(/\$\{[^}]*\}/g) ?? [])];
   if (left.length > 0) throw new Error(`unreplaced placeholders in Envoy config template: ${left.join(", ")}`);
-  return params.jwt ? withJwtAuthn(rendered, params.jwt) : rendered;
+  return rendered;
 }
 
-const HCM_FILTERS = ["static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters"];
+const HCM = ["static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config"];
+const ROUTES = [...HCM, "route_config", "virtual_hosts", 0, "routes"];
+const CLUSTERS = ["static_resources", "clusters"];
+
+/** Replaces every route and cluster that mentions the pool placeholder by one copy per pool. */
+function repeatPerPool(doc: Document, pools: string[]): void {
+  for (const path of [ROUTES, CLUSTERS]) {
+    const seq = doc.getIn(path);
+    if (!isSeq(seq)) throw new Error(`the Envoy template has no ${path.join(".")} list`);
+    seq.items = seq.items.flatMap((item) => {
+      if (!mentionsPool(item)) return [item];
+      return pools.map((pool) => {
+        const copy = (item as Node).clone() as Node;
+        visit(copy, {
+          Scalar(_, scalar) {
+            if (typeof scalar.value === "string") scalar.value = scalar.value.replaceAll(POOL_PLACEHOLDER, pool);
+          },
+        });
+        return copy;
+      });
+    });
+  }
+}
+
+function mentionsPool(item: unknown): boolean {
+  let found = false;
+  visit(item as Node, {
+    Scalar(_, scalar) {
+      if (typeof scalar.value === "string" && scalar.value.includes(POOL_PLACEHOLDER)) {
+        found = true;
+        return visit.BREAK;
+      }
+    },
+  });
+  return found;
+}
+
+const HCM_FILTERS = [...HCM, "http_filters"];
+const WASM_FILTER = "envoy.filters.http.wasm";
+
+function httpFilters(doc: Document): { items: unknown[] } {
+  const filters = doc.getIn(HCM_FILTERS);
+  if (!isSeq(filters)) throw new Error("the Envoy template has no http_filters list");
+  return filters;
+}
+
+/** Index of our Wasm filter in the http_filters list. */
+function wasmFilterIndex(doc: Document): number {
+  const i = httpFilters(doc).items.findIndex((f) => isMap(f) && f.get("name") === WASM_FILTER);
+  if (i < 0) throw new Error(`the Envoy template has no ${WASM_FILTER} HTTP filter`);
+  return i;
+}
+
+function withoutWasmFilter(doc: Document): void {
+  httpFilters(doc).items.splice(wasmFilterIndex(doc), 1);
+}
 
 /**
- * Puts Envoy's own jwt_authn filter first in the chain, so unauthenticated
- * requests are refused before the body is buffered; its 401 is rewritten into
- * the OpenAI error format by the template's local_reply_config.
+ * Puts Envoy's own jwt_authn filter right before ours (after the header
+ * wall), so unauthenticated requests are refused before the body is buffered;
+ * its 401 is rewritten into the OpenAI error format by the template's
+ * local_reply_config.
  */
-function withJwtAuthn(rendered: string, jwt: JwtConfig): string {
+function withJwtAuthn(doc: Document, jwt: JwtConfig): void {
   if (!isAbsolute(jwt.jwksFile)) throw new Error(`jwt.jwksFile must be absolute, got ${jwt.jwksFile}`);
-  const doc = parseDocument(rendered);
-  const filters = doc.getIn(HCM_FILTERS) as { items: unknown[] } | undefined;
-  if (!filters) throw new Error("the Envoy template has no http_filters list");
-  filters.items.unshift(doc.createNode({
+  httpFilters(doc).items.splice(wasmFilterIndex(doc), 0, doc.createNode({
     name: "envoy.filters.http.jwt_authn",
     typed_config: {
       "@type": "type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication",
@@ -117,5 +195,4 @@ function withJwtAuthn(rendered: string, jwt: JwtConfig): string {
       rules: [{ match: { prefix: "/" }, requires: { provider_name: "gateway" } }],
     },
   }));
-  return doc.toString();
 }
