@@ -17,6 +17,8 @@ export interface StackOptions {
   /** Envoy worker threads. */
   concurrency?: number;
   envoyLogLevel?: string;
+  /** The plugin Envoy loads; default build/filter.wasm (tests load variants). */
+  wasmPath?: string;
   log?: (line: string) => void;
 }
 
@@ -54,7 +56,7 @@ export async function startStack(config: GatewayConfig, opts: StackOptions = {})
     });
     started.push(() => aggregator.close());
 
-    const params = envoyParamsFromGatewayConfig(config, { wasmPath: filterWasmPath });
+    const params = envoyParamsFromGatewayConfig(config, { wasmPath: opts.wasmPath ?? filterWasmPath });
     const envoy = await startEnvoy({
       configYaml: renderEnvoyConfig({
         ...params,
