@@ -19,6 +19,8 @@ export interface StackOptions {
   envoyLogLevel?: string;
   /** false starts Envoy without our Wasm HTTP filter (tests of the route table alone). */
   wasmFilter?: boolean;
+  /** The plugin Envoy loads; default build/filter.wasm (tests load variants). */
+  wasmPath?: string;
   log?: (line: string) => void;
 }
 
@@ -56,7 +58,7 @@ export async function startStack(config: GatewayConfig, opts: StackOptions = {})
     });
     started.push(() => aggregator.close());
 
-    const params = envoyParamsFromGatewayConfig(config, { wasmPath: filterWasmPath });
+    const params = envoyParamsFromGatewayConfig(config, { wasmPath: opts.wasmPath ?? filterWasmPath });
     const envoy = await startEnvoy({
       configYaml: renderEnvoyConfig({
         ...params,

@@ -2,7 +2,13 @@
 // SDK's RootContext / HttpContext traits, plus the registry that maps host
 // context ids to objects. Plugins subclass these and register a root factory
 // per `root_id`.
-import { getProperty, HostBytes, log, LogLevel } from "./hostcalls";
+//
+// Fail closed: where the Rust SDK traps on an unknown root or context id, we
+// refuse instead, without a trap. An unknown `root_id` gets a root that fails
+// its configuration (Envoy then rejects the filter) and whose streams, should
+// a host create any, are answered 503. A stream the registry does not know is
+// answered 503 by the exports. No request ever continues unchecked.
+import { getProperty, HostBytes, log, LogLevel, sendLocalResponse, utf8 } from "./hostcalls";
 
 export const enum HeaderAction { Continue = 0, StopIteration = 1 }
 export const enum DataAction { Continue = 0, StopIterationAndBuffer = 1 }
@@ -15,7 +21,7 @@ export class RootContext {
   onTick(): void {}
   onGrpcReceive(token: u32, size: i32): void {}
   onGrpcClose(token: u32, status: u32): void {}
-  /** Null means this root serves no HTTP streams. */
+  /** Null means this root serves no HTTP streams (its streams are refused). */
   createHttpContext(id: u32): HttpContext | null { return null; }
   onDone(): bool { return true; }
 }
@@ -25,7 +31,42 @@ export class HttpContext {
 
   onRequestHeaders(headerCount: i32, endOfStream: bool): HeaderAction { return HeaderAction.Continue; }
   onRequestBody(bodySize: i32, endOfStream: bool): DataAction { return DataAction.Continue; }
+  onRequestTrailers(trailerCount: i32): HeaderAction { return HeaderAction.Continue; }
   onDone(): void {}
+}
+
+/** Answers every stream 503: for requests no plugin root took responsibility for. */
+class RefusedStream extends HttpContext {
+  onRequestHeaders(headerCount: i32, endOfStream: bool): HeaderAction {
+    refuseStream();
+    return HeaderAction.StopIteration;
+  }
+
+  onRequestBody(bodySize: i32, endOfStream: bool): DataAction { return DataAction.StopIterationAndBuffer; }
+  onRequestTrailers(trailerCount: i32): HeaderAction { return HeaderAction.StopIteration; }
+}
+
+/** The root for a `root_id` no plugin registered: a configuration error. */
+class UnknownRoot extends RootContext {
+  constructor(id: u32, private rootId: string) {
+    super(id);
+  }
+
+  onConfigure(pluginConfigSize: i32): bool {
+    log(LogLevel.Critical, "no plugin registered for root_id '" + this.rootId + "'; refusing every request");
+    return false;
+  }
+
+  createHttpContext(id: u32): HttpContext | null { return new RefusedStream(id); }
+}
+
+const REFUSAL_DETAILS = utf8("llm_gateway_no_plugin");
+const REFUSAL_BODY = utf8("The gateway filter is misconfigured");
+const NO_HEADERS = new ArrayBuffer(4); // a pairs buffer with count 0
+
+/** A plain 503; Envoy's local_reply_config renders it in the OpenAI error format. */
+export function refuseStream(): void {
+  sendLocalResponse(503, REFUSAL_DETAILS, REFUSAL_BODY, NO_HEADERS);
 }
 
 export type RootFactory = (id: u32) => RootContext;
@@ -49,22 +90,16 @@ export function streamOf(id: u32): HttpContext | null {
 
 export function createContext(id: u32, parentId: u32): void {
   if (parentId == 0) {
-    // The root id is only known through a property; an unknown one gets an
-    // inert root so the host sees no failure.
+    // The root id is only known through a property.
     const rootId = getProperty("plugin_root_id", scratch) ? scratch.toString() : "";
     scratch.release();
-    if (factories.has(rootId)) {
-      roots.set(id, factories.get(rootId)(id));
-    } else {
-      log(LogLevel.Error, "no plugin registered for root_id '" + rootId + "'");
-      roots.set(id, new RootContext(id));
-    }
+    roots.set(id, factories.has(rootId) ? factories.get(rootId)(id) : new UnknownRoot(id, rootId));
     return;
   }
   const root = rootOf(parentId);
-  if (root == null) return;
-  const stream = root.createHttpContext(id);
-  if (stream != null) streams.set(id, stream);
+  let stream: HttpContext | null = null;
+  if (root != null) stream = root.createHttpContext(id);
+  streams.set(id, stream != null ? stream : new RefusedStream(id));
 }
 
 export function deleteContext(id: u32): void {

@@ -1,7 +1,8 @@
 // The functions the host calls (proxy-wasm ABI 0.2.1). Each one looks up the
-// context object and forwards; a callback for an unknown context is a no-op,
-// never a trap. Re-exported from each plugin entry file.
-import { createContext, DataAction, deleteContext, HeaderAction, rootOf, streamOf } from "./context";
+// context object and forwards. A root callback for an unknown context is a
+// no-op; a stream callback for an unknown stream refuses the request (503),
+// never lets it through and never traps. Re-exported from each plugin entry file.
+import { createContext, DataAction, deleteContext, HeaderAction, refuseStream, rootOf, streamOf } from "./context";
 
 export function proxy_abi_version_0_2_1(): void {}
 
@@ -31,12 +32,21 @@ export function proxy_on_tick(id: u32): void {
 
 export function proxy_on_request_headers(id: u32, headerCount: u32, endOfStream: u32): u32 {
   const stream = streamOf(id);
-  return stream == null ? HeaderAction.Continue : stream.onRequestHeaders(<i32>headerCount, endOfStream != 0);
+  if (stream == null) {
+    refuseStream();
+    return HeaderAction.StopIteration;
+  }
+  return stream.onRequestHeaders(<i32>headerCount, endOfStream != 0);
 }
 
 export function proxy_on_request_body(id: u32, bodySize: u32, endOfStream: u32): u32 {
   const stream = streamOf(id);
-  return stream == null ? DataAction.Continue : stream.onRequestBody(<i32>bodySize, endOfStream != 0);
+  return stream == null ? DataAction.StopIterationAndBuffer : stream.onRequestBody(<i32>bodySize, endOfStream != 0);
+}
+
+export function proxy_on_request_trailers(id: u32, trailerCount: u32): u32 {
+  const stream = streamOf(id);
+  return stream == null ? HeaderAction.StopIteration : stream.onRequestTrailers(<i32>trailerCount);
 }
 
 export function proxy_on_grpc_receive_initial_metadata(id: u32, token: u32, headerCount: u32): void {}

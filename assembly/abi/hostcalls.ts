@@ -76,6 +76,12 @@ export function getBufferBytes(type: BufferType, start: i32, maxSize: i32, out: 
   return out.take(host.proxy_get_buffer_bytes(type, start, maxSize, RET_PTR, RET_SIZE));
 }
 
+/** How many bytes a buffer holds now; -1 if the host has none. */
+export function getBufferSize(type: BufferType): i32 {
+  if (host.proxy_get_buffer_status(type, RET_SIZE, RET_PTR) != Status.Ok) return -1;
+  return load<i32>(RET_SIZE);
+}
+
 /** All headers of a map in the proxy-wasm pairs encoding (see pairs.ts). */
 export function getHeaderPairs(map: MapType, out: HostBytes): bool {
   return out.take(host.proxy_get_header_map_pairs(map, RET_PTR, RET_SIZE));
@@ -85,13 +91,26 @@ export function replaceHeader(map: MapType, name: ArrayBuffer, value: ArrayBuffe
   host.proxy_replace_header_map_value(map, bufPtr(name), name.byteLength, bufPtr(value), value.byteLength);
 }
 
+export function replaceHeaderRaw(map: MapType, name: ArrayBuffer, valuePtr: usize, valueLen: i32): void {
+  host.proxy_replace_header_map_value(map, bufPtr(name), name.byteLength, valuePtr, valueLen);
+}
+
 export function removeHeaderRaw(map: MapType, namePtr: usize, nameLen: i32): void {
   host.proxy_remove_header_map_value(map, namePtr, nameLen);
 }
 
 export function getProperty(path: string, out: HostBytes): bool {
-  const p = utf8(path);
-  return out.take(host.proxy_get_property(bufPtr(p), p.byteLength, RET_PTR, RET_SIZE));
+  return getPropertyBytes(propertyPath(path), out);
+}
+
+/** A property path as the host wants it: segments ("upstream.address") joined by NULs. */
+export function propertyPath(dotted: string): ArrayBuffer {
+  return utf8(dotted.replaceAll(".", "\0"));
+}
+
+/** Reads a property by a path made once with propertyPath(), so hot paths encode nothing. */
+export function getPropertyBytes(path: ArrayBuffer, out: HostBytes): bool {
+  return out.take(host.proxy_get_property(bufPtr(path), path.byteLength, RET_PTR, RET_SIZE));
 }
 
 export function sendLocalResponse(status: u32, details: ArrayBuffer, body: ArrayBuffer, headerPairs: ArrayBuffer): void {

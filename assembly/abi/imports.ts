@@ -16,6 +16,9 @@ export declare function proxy_get_buffer_bytes(
   bufferType: u32, start: usize, maxSize: usize, retPtr: usize, retSize: usize,
 ): u32;
 
+@external("env", "proxy_get_buffer_status")
+export declare function proxy_get_buffer_status(bufferType: u32, retLength: usize, retFlags: usize): u32;
+
 @external("env", "proxy_get_header_map_pairs")
 export declare function proxy_get_header_map_pairs(mapType: u32, retPtr: usize, retSize: usize): u32;
 

@@ -1,6 +1,8 @@
-// Picks the endpoint with the highest weighted score sum, breaking ties at
-// random. Scratch arrays are reused across requests so a pick allocates
-// nothing once they have grown to the pool size.
+// Ranks a pool's endpoints by their weighted score sum and keeps the best few:
+// the first is where the request goes, the rest are fallbacks Envoy tries in
+// order if that one refuses or fails before answering. Ties break at random.
+// Scratch arrays are reused across requests so a pick allocates nothing once
+// they have grown to the pool size.
 import { RouteRequest } from "./route-request";
 import { KvCacheScorer } from "./scorers/kv-cache";
 import { QueueScorer } from "./scorers/queue";
@@ -8,22 +10,32 @@ import { RunningScorer } from "./scorers/running";
 import { Scorer } from "./scorers/scorer";
 import { Endpoint, Pool } from "./snapshot";
 
+/** Primary plus fallbacks; matches the retry budget of the Envoy route (2 retries). */
+export const MAX_RANKED = 3;
+
 export class Picker {
   private scorers: Scorer[] = [new QueueScorer(), new KvCacheScorer(), new RunningScorer()];
   private candidates: Endpoint[] = [];
   private totals: StaticArray<f64> = new StaticArray<f64>(0);
   private scratch: StaticArray<f64> = new StaticArray<f64>(0);
   private rng: u64;
+  /** The last pick, best first: at most MAX_RANKED endpoints. */
+  readonly ranked: Endpoint[] = [];
 
   constructor(seed: u64) {
     this.rng = seed == 0 ? 0x9e3779b97f4a7c15 : seed;
   }
 
-  /** Null only when the pool has no endpoints at all. */
-  pick(pool: Pool, request: RouteRequest): Endpoint | null {
-    const n = this.collectCandidates(pool);
-    if (n == 0) return null;
-    if (n == 1) return unchecked(this.candidates[0]);
+  /** Fills `ranked`; false only when the pool has no endpoints at all. */
+  pick(pool: Pool, request: RouteRequest): bool {
+    const ranked = this.ranked;
+    ranked.length = 0;
+    const n = this.collectCandidates(pool, request.nowMs);
+    if (n == 0) return false;
+    if (n == 1) {
+      ranked.push(unchecked(this.candidates[0]));
+      return true;
+    }
     this.ensureCapacity(n);
     const totals = this.totals;
     for (let i = 0; i < n; i++) unchecked(totals[i] = 0);
@@ -34,17 +46,33 @@ export class Picker {
       scorer.score(this.candidates, request, this.scratch);
       for (let i = 0; i < n; i++) unchecked(totals[i] += w * unchecked(this.scratch[i]));
     }
-    return unchecked(this.candidates[this.argmax(n)]);
+    const keep = min(n, MAX_RANKED);
+    for (let k = 0; k < keep; k++) {
+      const best = this.argmax(n);
+      ranked.push(unchecked(this.candidates[best]));
+      unchecked(totals[best] = -f64.MAX_VALUE);
+    }
+    return true;
   }
 
-  /** Fresh endpoints only; if none is fresh, all of them (fail open). */
-  private collectCandidates(pool: Pool): i32 {
+  /**
+   * Usable endpoints: fresh metrics and not ejected. If none is, the ones not
+   * ejected, then all of them: with nothing better to go on, Envoy's retries
+   * and outlier detection are the last line (fail open within the pool).
+   */
+  private collectCandidates(pool: Pool, nowMs: u64): i32 {
     const all = pool.endpoints;
     const c = this.candidates;
     c.length = 0;
     for (let i = 0; i < all.length; i++) {
       const e = unchecked(all[i]);
-      if (e.fresh) c.push(e);
+      if (e.fresh && e.ejectedUntilMs <= nowMs) c.push(e);
+    }
+    if (c.length == 0) {
+      for (let i = 0; i < all.length; i++) {
+        const e = unchecked(all[i]);
+        if (e.ejectedUntilMs <= nowMs) c.push(e);
+      }
     }
     if (c.length == 0) for (let i = 0; i < all.length; i++) c.push(unchecked(all[i]));
     return c.length;

@@ -6,4 +6,6 @@ export class RouteRequest {
   /** The raw JSON bytes of `messages` / `prompt`, for prefix affinity. */
   promptPtr: usize = 0;
   promptLen: i32 = 0;
+  /** The caller's clock, for ejection deadlines. */
+  nowMs: u64 = 0;
 }

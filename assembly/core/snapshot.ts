@@ -24,6 +24,8 @@ export class Endpoint {
   waitingAdapters: string[] = [];
   /** Requests this picker sent since the snapshot was taken (not yet visible in its metrics). */
   pending: i32 = 0;
+  /** Set from the shared health ledger (core/health.ts); 0 when not ejected. */
+  ejectedUntilMs: u64 = 0;
 }
 
 export class Pool {

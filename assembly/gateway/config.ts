@@ -1,14 +1,27 @@
 // Plugin configuration: a small JSON object in the Envoy config's
 // `configuration` field, read with the same non-trapping scanner as bodies.
 import { JsonScanner, JsonType } from "../core/json";
+import { HealthRules } from "../core/health";
+import { StaleViewPolicy, ViewPolicy } from "../core/view";
 
-/** Collects top-level scalar members; unknown keys are reported, not fatal. */
+/**
+ * Collects top-level scalar members. An unknown key is an error: a typo in a
+ * setting must not silently leave a default in force.
+ */
 class ConfigScanner extends JsonScanner {
   numbers: Map<string, f64> = new Map();
   strings: Map<string, string> = new Map();
+  private keys: string[] = [];
+
+  onlyKeys(allowed: string[]): void {
+    for (let i = 0; i < this.keys.length; i++) {
+      if (!allowed.includes(this.keys[i]) && this.error.length == 0) this.error = "unknown setting '" + this.keys[i] + "'";
+    }
+  }
 
   protected member(keyStart: i32, keyEnd: i32, type: JsonType, valueStart: i32, valueEnd: i32): void {
     const key = String.UTF8.decodeUnsafe(this.base + <usize>keyStart, <usize>(keyEnd - keyStart));
+    this.keys.push(key);
     if (type == JsonType.Number) this.numbers.set(key, this.numberAt(valueStart, valueEnd));
     else if (type == JsonType.String) this.strings.set(key, this.stringAt(valueStart, valueEnd));
   }
@@ -26,12 +39,23 @@ class ConfigScanner extends JsonScanner {
   stringOr(key: string, fallback: string): string {
     return this.strings.has(key) ? this.strings.get(key) : fallback;
   }
+
+  /** One of `choices` (returns its index), or `fallback` if the key is absent. */
+  choiceOr(key: string, choices: string[], fallback: i32): i32 {
+    if (!this.strings.has(key)) return fallback;
+    const i = choices.indexOf(this.strings.get(key));
+    if (i < 0 && this.error.length == 0) this.error = key + " must be one of " + choices.join(", ");
+    return i < 0 ? fallback : i;
+  }
 }
 
 export class FilterConfig {
   maxBodyBytes: i64 = 4 * 1024 * 1024;
   /** How often each worker checks shared data for a newer snapshot. */
   refreshMs: u32 = 20;
+  view: ViewPolicy = new ViewPolicy();
+  health: HealthRules = new HealthRules();
+  /** Empty when valid; the filter then refuses its configuration (Envoy rejects it). */
   error: string = "";
 
   /** An empty configuration means all defaults. */
@@ -42,6 +66,13 @@ export class FilterConfig {
     if (s.scanObject(ptr, len)) {
       c.maxBodyBytes = <i64>s.numberOr("max_body_bytes", <f64>c.maxBodyBytes, 1, <f64>(1 << 30));
       c.refreshMs = <u32>s.numberOr("refresh_ms", <f64>c.refreshMs, 1, 60_000);
+      c.view.maxAgeMs = <u64>s.numberOr("max_view_age_ms", <f64>c.view.maxAgeMs, 100, 3_600_000);
+      c.view.stalePolicy = <StaleViewPolicy>s.choiceOr("stale_view_policy", ["fail_open", "reject"], c.view.stalePolicy);
+      c.view.retryAfterS = <u32>s.numberOr("retry_after_s", <f64>c.view.retryAfterS, 1, 3600);
+      c.health.threshold = <u32>s.numberOr("eject_after_failures", <f64>c.health.threshold, 1, 1000);
+      c.health.ejectMs = <u64>s.numberOr("eject_ms", <f64>c.health.ejectMs, 100, 3_600_000);
+      s.onlyKeys(["max_body_bytes", "refresh_ms", "max_view_age_ms", "stale_view_policy", "retry_after_s",
+        "eject_after_failures", "eject_ms"]);
     }
     c.error = s.error;
     return c;
@@ -62,6 +93,7 @@ export class LinkConfig {
       c.aggregatorCluster = s.stringOr("aggregator_cluster", c.aggregatorCluster);
       c.reconnectMinMs = <u64>s.numberOr("reconnect_min_ms", <f64>c.reconnectMinMs, 10, 60_000);
       c.reconnectMaxMs = <u64>s.numberOr("reconnect_max_ms", <f64>c.reconnectMaxMs, 10, 600_000);
+      s.onlyKeys(["aggregator_cluster", "reconnect_min_ms", "reconnect_max_ms"]);
     }
     c.error = s.error;
     return c;

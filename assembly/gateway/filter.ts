@@ -1,46 +1,77 @@
-// The HTTP filter: holds request headers until the body is complete, routes
-// it with the shared Router, and points Envoy's ORIGINAL_DST cluster at the
-// chosen endpoint through x-gateway-destination-endpoint. Client-sent
-// x-gateway-* headers are removed first, so a client can never pick a host.
+// The HTTP filter. For an inference POST it holds the request until the body
+// is complete (end of data, or trailers), routes it with the shared Router and
+// tells Envoy where to send it: `x-gateway-pool` selects the pool's route and
+// cluster, `x-gateway-destination-endpoint` lists the chosen pod and its
+// fallbacks for the cluster's override_host policy, which only ever connects
+// to the pool's known hosts. GET /v1/models, /v1/models/{id} and /health are
+// answered here; every other request is left to Envoy's route table (404/405).
+// Client-sent x-gateway-* headers are removed first.
 //
-// Per request the hot path makes four host calls: read the header pairs, read
-// the body, set the destination header, bump one counter.
+// Per routed request the hot path makes these host calls: read the header
+// pairs, read the body, set two headers, bump one counter, and at the end
+// read two properties to learn how the request went (passive health).
 import { DataAction, HeaderAction, HttpContext, RootContext } from "../abi/context";
 import {
-  BufferType, getBufferBytes, getHeaderPairs, HostBytes, log, LogLevel, MapType, removeHeaderRaw, replaceHeader,
-  sendLocalResponse, setTickPeriod, utf8, nowMillis,
+  BufferType, getBufferBytes, getBufferSize, getHeaderPairs, getPropertyBytes, HostBytes, log, LogLevel, MapType,
+  nowMillis, propertyPath, removeHeaderRaw, replaceHeader, replaceHeaderRaw, sendLocalResponse, setTickPeriod, utf8,
 } from "../abi/hostcalls";
 import { encodePairs, PairsReader } from "../abi/pairs";
-import { ApiError, badRequest, bodyTooLarge, jsonString, notFound } from "../core/errors";
+import { ApiError, badRequest, bodyTooLarge, jsonString, modelNotFound } from "../core/errors";
 import { ApiKind } from "../core/request";
 import { Router } from "../core/router";
-import { Snapshot } from "../core/snapshot";
+import { Endpoint, Snapshot } from "../core/snapshot";
+import { viewIsStale, StaleViewPolicy } from "../core/view";
 import { FilterConfig } from "./config";
 import { FilterMetrics } from "./metrics";
+import { SharedHealth } from "./shared-health";
 import { SnapshotCache } from "./shared-snapshot";
 
+const POOL_HEADER = utf8("x-gateway-pool");
 const DESTINATION_HEADER = utf8("x-gateway-destination-endpoint");
-const JSON_HEADERS = encodePairs(["content-type", "application/json"]);
+// Marks the filter's own replies so Envoy's local_reply_config leaves them as they are.
+const REPLY_MARKER = utf8("x-gateway-reply");
+const ONE = utf8("1");
 const DETAILS = utf8("llm_gateway");
+const RESPONSE_CODE = propertyPath("response.code");
+const UPSTREAM_ADDRESS = propertyPath("upstream.address");
+const MODELS_PREFIX = "/v1/models/";
 
-const enum Route { Unknown = 0, Inference = 1, ListModels = 2 }
+const enum Route { Other = 0, Inference = 1, ListModels = 2, GetModel = 3, Health = 4 }
 
 export class GatewayRoot extends RootContext {
   config: FilterConfig = new FilterConfig();
   snapshots: SnapshotCache = new SnapshotCache();
+  health: SharedHealth = new SharedHealth();
   router: Router = new Router(0);
   metrics: FilterMetrics | null = null;
   scratch: HostBytes = new HostBytes();
   pairs: PairsReader = new PairsReader();
+  /** Envoy's clock at the last tick: fine for ages and deadlines, and no host call per request. */
+  nowMs: u64 = 0;
+  /** Pool names as header values, by pool index of the current snapshot. */
+  poolNames: ArrayBuffer[] = [];
+  /** The destination header's value is assembled here. */
+  destination: ArrayBuffer = new ArrayBuffer(256);
   private modelList: ArrayBuffer = new ArrayBuffer(0);
+  private jsonHeaders: ArrayBuffer = encodePairs(["content-type", "application/json"]);
+  private unavailableHeaders: ArrayBuffer = new ArrayBuffer(0);
 
   onConfigure(size: i32): bool {
     if (getBufferBytes(BufferType.PluginConfig, 0, size, this.scratch)) {
       this.config = FilterConfig.parse(this.scratch.ptr, this.scratch.len);
       this.scratch.release();
     }
-    if (this.config.error.length > 0) log(LogLevel.Error, "llm_gateway config: " + this.config.error);
+    if (this.config.error.length > 0) {
+      // Refusing the configuration makes Envoy reject the filter: no traffic passes a misconfigured gateway.
+      log(LogLevel.Critical, "llm_gateway config: " + this.config.error);
+      return false;
+    }
     this.router = new Router(nowMillis() ^ (<u64>this.id << 32));
+    this.router.policy = this.config.view;
+    this.health.rules = this.config.health;
+    this.unavailableHeaders = encodePairs([
+      "content-type", "application/json", "retry-after", this.config.view.retryAfterS.toString(),
+    ]);
     if (this.metrics == null) this.metrics = new FilterMetrics();
     setTickPeriod(this.config.refreshMs);
     this.refresh();
@@ -66,10 +97,55 @@ export class GatewayRoot extends RootContext {
     return this.modelList;
   }
 
+  viewIsStale(): bool {
+    return viewIsStale(this.nowMs, this.snapshots.heardMs, this.config.view.maxAgeMs);
+  }
+
+  headersFor(status: i32): ArrayBuffer {
+    return status == 503 ? this.unavailableHeaders : this.jsonHeaders;
+  }
+
+  /** Records how a routed request ended, against the pod the filter chose first. */
+  recordOutcome(primary: Endpoint, status: i64, upstream: HostBytes): void {
+    const health = this.health;
+    const failed = status >= 500;
+    let failures = 0;
+    if (upstream.len > 0 && !sameBytes(upstream, primary.addressBytes)) {
+      // Envoy moved the request off the primary: it refused, reset, failed or was ejected.
+      health.recordFailure(primary.address, this.nowMs);
+      failures++;
+      if (failed) {
+        health.recordFailure(upstream.toString(), this.nowMs);
+        failures++;
+      }
+    } else if (failed) {
+      health.recordFailure(primary.address, this.nowMs);
+      failures++;
+    } else if (health.ledger.hasFailures(primary.address)) {
+      health.recordSuccess(primary.address);
+    } else {
+      return;
+    }
+    this.applyHealth();
+    if (failures > 0) this.metrics!.add(this.metrics!.endpointFailures, failures);
+  }
+
   private refresh(): void {
-    if (!this.snapshots.refresh()) return;
-    const snap = this.snapshots.current!;
+    this.nowMs = nowMillis();
+    const healthChanged = this.health.refresh();
+    if (this.snapshots.refresh()) {
+      this.loadSnapshot(this.snapshots.current!);
+      this.applyHealth();
+    } else if (healthChanged) {
+      this.applyHealth();
+    }
+  }
+
+  private loadSnapshot(snap: Snapshot): void {
     this.modelList = utf8(modelListJson(snap));
+    const names = new Array<ArrayBuffer>(snap.pools.length);
+    for (let i = 0; i < snap.pools.length; i++) names[i] = utf8(snap.pools[i].name);
+    this.poolNames = names;
     const m = this.metrics!;
     m.count(m.snapshotUpdates);
     let endpoints = 0;
@@ -77,12 +153,22 @@ export class GatewayRoot extends RootContext {
     m.set(m.snapshotEndpoints, <u64>endpoints);
     m.set(m.snapshotVersion, snap.version);
   }
+
+  private applyHealth(): void {
+    const snap = this.snapshots.current;
+    if (snap != null) this.health.ledger.applyTo(snap);
+  }
 }
 
 class GatewayStream extends HttpContext {
-  private route: Route = Route.Unknown;
+  private route: Route = Route.Other;
   private kind: ApiKind = ApiKind.Other;
+  /** Waiting for the end of the body (its last data frame or trailers). */
+  private holding: bool = false;
+  /** The filter answered this request itself. */
   private answered: bool = false;
+  /** The pod chosen first, kept to learn how the request went. */
+  private primary: Endpoint | null = null;
 
   constructor(id: u32, private root: GatewayRoot) {
     super(id);
@@ -93,8 +179,9 @@ class GatewayStream extends HttpContext {
     const pairs = root.pairs;
     const raw = root.scratch;
     let isPost = false;
+    let isGet = false;
     let contentLength: i64 = -1;
-    let pathStart: usize = 0;
+    let pathPtr: usize = 0;
     let pathLen: i32 = 0;
     if (getHeaderPairs(MapType.RequestHeaders, raw) && pairs.reset(raw.ptr, raw.len)) {
       while (pairs.next()) {
@@ -104,84 +191,174 @@ class GatewayStream extends HttpContext {
           removeHeaderRaw(MapType.RequestHeaders, k, kl);
           root.metrics!.count(root.metrics!.spoofedHeaders);
         } else if (equals(k, kl, ":path")) {
-          pathStart = pairs.valuePtr;
-          pathLen = pairs.valueLen;
-          this.classify(pathStart, pathLen);
+          pathPtr = pairs.valuePtr;
+          pathLen = pathEnd(pairs.valuePtr, pairs.valueLen);
         } else if (equals(k, kl, ":method")) {
           isPost = equals(pairs.valuePtr, pairs.valueLen, "POST");
+          isGet = equals(pairs.valuePtr, pairs.valueLen, "GET");
         } else if (equals(k, kl, "content-length")) {
           contentLength = parseDecimal(pairs.valuePtr, pairs.valueLen);
         }
       }
     }
-    let path = "";
-    if (this.route != Route.Inference) path = String.UTF8.decodeUnsafe(pathStart, <usize>pathLen);
+    // Envoy has already normalised the path (normalize_path, merge_slashes).
+    if (isPost) this.classifyPost(pathPtr, pathLen);
+    else if (isGet) this.classifyGet(pathPtr, pathLen);
+    let modelId = "";
+    if (this.route == Route.GetModel) {
+      modelId = percentDecode(pathPtr + <usize>MODELS_PREFIX.length, pathLen - MODELS_PREFIX.length);
+    }
     raw.release();
 
-    if (this.route == Route.ListModels && !isPost) {
-      this.reply(200, root.modelsJson());
-      return HeaderAction.StopIteration;
-    }
-    if (this.route != Route.Inference || !isPost) return this.fail(notFound(path));
+    if (this.route == Route.Other) return HeaderAction.Continue;
+    if (this.route == Route.ListModels) return this.reply(200, root.modelsJson());
+    if (this.route == Route.GetModel) return this.answerModel(modelId);
+    if (this.route == Route.Health) return this.answerHealth();
     if (contentLength > root.config.maxBodyBytes) return this.fail(bodyTooLarge(root.config.maxBodyBytes));
     if (endOfStream) return this.fail(badRequest("request body is required", ""));
+    this.holding = true;
     return HeaderAction.StopIteration;
   }
 
   onRequestBody(bodySize: i32, endOfStream: bool): DataAction {
-    if (this.answered) return DataAction.StopIterationAndBuffer;
-    const root = this.root;
-    if (<i64>bodySize > root.config.maxBodyBytes) {
-      this.fail(bodyTooLarge(root.config.maxBodyBytes));
+    if (!this.holding) return this.answered ? DataAction.StopIterationAndBuffer : DataAction.Continue;
+    const limit = this.root.config.maxBodyBytes;
+    if (<i64>bodySize > limit) {
+      this.fail(bodyTooLarge(limit));
       return DataAction.StopIterationAndBuffer;
     }
     if (!endOfStream) return DataAction.StopIterationAndBuffer;
+    return this.decide(bodySize) ? DataAction.Continue : DataAction.StopIterationAndBuffer;
+  }
 
+  /** A body followed by trailers (HTTP/2, chunked with trailers) ends here. */
+  onRequestTrailers(trailerCount: i32): HeaderAction {
+    if (!this.holding) return this.answered ? HeaderAction.StopIteration : HeaderAction.Continue;
+    const size = getBufferSize(BufferType.RequestBody);
+    const limit = this.root.config.maxBodyBytes;
+    if (<i64>size > limit) return this.fail(bodyTooLarge(limit));
+    return this.decide(size < 0 ? 0 : size) ? HeaderAction.Continue : HeaderAction.StopIteration;
+  }
+
+  onDone(): void {
+    const primary = this.primary;
+    if (primary == null) return;
+    const root = this.root;
+    const bytes = root.scratch;
+    // No response code: the client went away before any answer; nothing learned.
+    if (!getPropertyBytes(RESPONSE_CODE, bytes) || bytes.len != 8) {
+      bytes.release();
+      return;
+    }
+    const status = load<i64>(bytes.ptr);
+    if (!getPropertyBytes(UPSTREAM_ADDRESS, bytes)) bytes.release();
+    root.recordOutcome(primary, status, bytes);
+    bytes.release();
+  }
+
+  /** Routes the complete body; false after answering with an error. */
+  private decide(bodySize: i32): bool {
+    this.holding = false;
+    const root = this.root;
+    const router = root.router;
     // On failure `body` stays empty, which the router answers with a 400.
     const body = root.scratch;
     getBufferBytes(BufferType.RequestBody, 0, bodySize, body);
-    const endpoint = root.router.route(body.ptr, body.len, this.kind, root.snapshot());
+    const routed = router.route(body.ptr, body.len, this.kind, root.snapshot(), root.nowMs, root.snapshots.heardMs);
     body.release();
-    if (endpoint == null) {
-      this.fail(root.router.error!);
-      return DataAction.StopIterationAndBuffer;
+    if (!routed) {
+      this.fail(router.error!);
+      return false;
     }
-    replaceHeader(MapType.RequestHeaders, DESTINATION_HEADER, endpoint.addressBytes);
-    root.metrics!.count(root.metrics!.routed);
-    return DataAction.Continue;
+    replaceHeader(MapType.RequestHeaders, POOL_HEADER, root.poolNames[router.poolIndex]);
+    if (router.blind) {
+      root.metrics!.count(root.metrics!.routedBlind);
+    } else {
+      this.setDestination(router.ranked);
+      this.primary = router.ranked[0];
+      root.metrics!.count(root.metrics!.routed);
+    }
+    return true;
   }
 
-  private classify(ptr: usize, len: i32): void {
-    const end = pathEnd(ptr, len);
-    if (equals(ptr, end, "/v1/models")) {
-      this.route = Route.ListModels;
-    } else if (startsWith(ptr, end, "/v1/")) {
-      this.route = Route.Inference;
-      if (equals(ptr, end, "/v1/chat/completions")) this.kind = ApiKind.Chat;
-      else if (equals(ptr, end, "/v1/completions")) this.kind = ApiKind.Completions;
+  /** `ip:port[,ip:port...]`, best first, assembled without allocating per request. */
+  private setDestination(ranked: Endpoint[]): void {
+    const root = this.root;
+    let size = ranked.length - 1;
+    for (let i = 0; i < ranked.length; i++) size += ranked[i].addressBytes.byteLength;
+    if (root.destination.byteLength < size) root.destination = new ArrayBuffer(size * 2);
+    const out = changetype<usize>(root.destination);
+    let pos: usize = 0;
+    for (let i = 0; i < ranked.length; i++) {
+      if (i > 0) store<u8>(out + pos++, 0x2c);
+      const a = ranked[i].addressBytes;
+      memory.copy(out + pos, changetype<usize>(a), <usize>a.byteLength);
+      pos += <usize>a.byteLength;
     }
+    replaceHeaderRaw(MapType.RequestHeaders, DESTINATION_HEADER, out, <i32>pos);
+  }
+
+  private classifyPost(ptr: usize, len: i32): void {
+    if (equals(ptr, len, "/v1/chat/completions")) this.kind = ApiKind.Chat;
+    else if (equals(ptr, len, "/v1/completions")) this.kind = ApiKind.Completions;
+    else if (!equals(ptr, len, "/v1/embeddings")) return;
+    this.route = Route.Inference;
+  }
+
+  private classifyGet(ptr: usize, len: i32): void {
+    if (equals(ptr, len, "/v1/models")) this.route = Route.ListModels;
+    else if (len > MODELS_PREFIX.length && startsWith(ptr, len, MODELS_PREFIX)) this.route = Route.GetModel;
+    else if (equals(ptr, len, "/health")) this.route = Route.Health;
+  }
+
+  private answerModel(id: string): HeaderAction {
+    const snap = this.root.snapshot();
+    if (snap == null) return this.fail(modelNotFound(id));
+    const model = snap.find(id);
+    if (model == null) return this.fail(modelNotFound(id));
+    return this.reply(200, utf8(modelJson(snap, model.name, model.pool, model.adapter)));
+  }
+
+  /** 200 while requests can be routed (degraded: blind, fail-open), 503 otherwise. */
+  private answerHealth(): HeaderAction {
+    const root = this.root;
+    const snap = root.snapshot();
+    const stale = root.viewIsStale();
+    let status = "ok";
+    if (snap == null || (stale && root.config.view.stalePolicy == StaleViewPolicy.Reject)) status = "unavailable";
+    else if (stale) status = "degraded";
+    const heard = root.snapshots.heardMs;
+    const body = '{"status":"' + status + '","snapshot_version":' + (snap == null ? "0" : snap.version.toString()) +
+      ',"view_age_ms":' + (heard == 0 ? "null" : (root.nowMs > heard ? root.nowMs - heard : 0).toString()) + "}";
+    return this.reply(status == "unavailable" ? 503 : 200, utf8(body));
   }
 
   private fail(error: ApiError): HeaderAction {
     this.root.metrics!.rejected(error.status);
-    this.reply(error.status, utf8(error.toJson()));
-    return HeaderAction.StopIteration;
+    return this.reply(error.status, utf8(error.toJson()));
   }
 
-  private reply(status: i32, body: ArrayBuffer): void {
+  private reply(status: i32, body: ArrayBuffer): HeaderAction {
+    this.holding = false;
     this.answered = true;
-    sendLocalResponse(<u32>status, DETAILS, body, JSON_HEADERS);
+    replaceHeader(MapType.RequestHeaders, REPLY_MARKER, ONE);
+    sendLocalResponse(<u32>status, DETAILS, body, this.root.headersFor(status));
+    return HeaderAction.StopIteration;
   }
+}
+
+function modelJson(snap: Snapshot, name: string, pool: i32, adapter: string): string {
+  const base = snap.pools[pool].baseModel;
+  return '{"id":' + jsonString(name) + ',"object":"model","created":0,"owned_by":"llm-gateway","root":' +
+    jsonString(base) + ',"parent":' + (adapter.length > 0 ? jsonString(base) : "null") + "}";
 }
 
 function modelListJson(snap: Snapshot): string {
   let out = '{"object":"list","data":[';
   for (let i = 0; i < snap.models.length; i++) {
     const m = snap.models[i];
-    const base = snap.pools[m.pool].baseModel;
     if (i > 0) out += ",";
-    out += '{"id":' + jsonString(m.name) + ',"object":"model","created":0,"owned_by":"llm-gateway","root":' +
-      jsonString(base) + ',"parent":' + (m.adapter.length > 0 ? jsonString(base) : "null") + "}";
+    out += modelJson(snap, m.name, m.pool, m.adapter);
   }
   return out + "]}";
 }
@@ -190,6 +367,10 @@ function modelListJson(snap: Snapshot): string {
 function pathEnd(ptr: usize, len: i32): i32 {
   for (let i = 0; i < len; i++) if (load<u8>(ptr + <usize>i) == 0x3f) return i;
   return len;
+}
+
+function sameBytes(a: HostBytes, b: ArrayBuffer): bool {
+  return a.len == b.byteLength && memory.compare(a.ptr, changetype<usize>(b), <usize>a.len) == 0;
 }
 
 function equals(ptr: usize, len: i32, s: string): bool {
@@ -203,6 +384,32 @@ function startsWith(ptr: usize, len: i32, prefix: string): bool {
     if (<i32>load<u8>(ptr + <usize>i) != prefix.charCodeAt(i)) return false;
   }
   return true;
+}
+
+/** A path segment's %XX escapes decoded (model ids may be escaped by clients); bad escapes stay as they are. */
+function percentDecode(ptr: usize, len: i32): string {
+  const out = new Uint8Array(len);
+  let n = 0;
+  for (let i = 0; i < len; i++) {
+    const c = load<u8>(ptr + <usize>i);
+    if (c == 0x25 && i + 2 < len) {
+      const hi = hexDigit(load<u8>(ptr + <usize>(i + 1)));
+      const lo = hexDigit(load<u8>(ptr + <usize>(i + 2)));
+      if (hi >= 0 && lo >= 0) {
+        out[n++] = <u8>((hi << 4) | lo);
+        i += 2;
+        continue;
+      }
+    }
+    out[n++] = c;
+  }
+  return String.UTF8.decodeUnsafe(out.dataStart, <usize>n);
+}
+
+function hexDigit(c: u8): i32 {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  const l = c | 0x20;
+  return l >= 0x61 && l <= 0x66 ? l - 0x61 + 10 : -1;
 }
 
 /** A non-negative decimal, or -1 if the value is not one. */

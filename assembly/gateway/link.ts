@@ -1,13 +1,15 @@
 // The singleton WasmService's root: keeps one gRPC stream open to the
 // aggregator (SnapshotService.Watch), republishes every pushed snapshot into
-// shared data for the workers, and reconnects with exponential backoff.
+// shared data for the workers, and reconnects with exponential backoff. An
+// empty message is the aggregator's heartbeat: it only moves the time the
+// workers judge their view's age by.
 import { RootContext } from "../abi/context";
 import {
   BufferType, getBufferBytes, grpcCancel, grpcSend, grpcStream, HostBytes, log, LogLevel, nowMillis, setTickPeriod, utf8,
 } from "../abi/hostcalls";
 import { ProtoWriter } from "../core/proto";
 import { LinkConfig } from "./config";
-import { publishSnapshot } from "./shared-snapshot";
+import { publishHeartbeat, publishSnapshot } from "./shared-snapshot";
 
 const SERVICE = utf8("llmgateway.v1.SnapshotService");
 const METHOD = utf8("Watch");
@@ -42,11 +44,15 @@ export class LinkRoot extends RootContext {
 
   onGrpcReceive(token: u32, size: i32): void {
     if (token != this.token) return;
+    this.backoffMs = this.config.reconnectMinMs;
+    if (size == 0) {
+      if (this.published > 0) publishHeartbeat(this.published, nowMillis());
+      return;
+    }
     if (!getBufferBytes(BufferType.GrpcReceive, 0, size, this.buffer)) return;
     this.published++;
-    publishSnapshot(this.buffer.ptr, this.buffer.len, this.published);
+    publishSnapshot(this.buffer.ptr, this.buffer.len, this.published, nowMillis());
     this.buffer.release();
-    this.backoffMs = this.config.reconnectMinMs;
   }
 
   onGrpcClose(token: u32, status: u32): void {

@@ -4,6 +4,10 @@ import { defineMetric, incrementMetric, MetricType, recordMetric } from "../abi/
 
 export class FilterMetrics {
   routed: u32 = defineMetric(MetricType.Counter, "llm_gateway.requests_routed");
+  /** Routed by model only, Envoy's balancer choosing the pod: the view was too old. */
+  routedBlind: u32 = defineMetric(MetricType.Counter, "llm_gateway.requests_routed_blind");
+  /** Failures recorded against pods (5xx, or the request had to leave its first pod). */
+  endpointFailures: u32 = defineMetric(MetricType.Counter, "llm_gateway.endpoint_failures");
   rejected4xx: u32 = defineMetric(MetricType.Counter, "llm_gateway.requests_rejected_4xx");
   unavailable: u32 = defineMetric(MetricType.Counter, "llm_gateway.requests_unavailable");
   spoofedHeaders: u32 = defineMetric(MetricType.Counter, "llm_gateway.client_control_headers_removed");
@@ -18,6 +22,10 @@ export class FilterMetrics {
 
   count(id: u32): void {
     incrementMetric(id, 1);
+  }
+
+  add(id: u32, n: i64): void {
+    incrementMetric(id, n);
   }
 
   set(id: u32, value: u64): void {

@@ -1,5 +1,7 @@
 // gRPC server for llmgateway.v1.SnapshotService/Watch: each stream gets the
-// current snapshot at once, then every changed one.
+// current snapshot at once, then every changed one, and an empty message (a
+// heartbeat) whenever it has heard nothing for `heartbeatMs`, so the filter
+// can tell a quiet fleet from a dead aggregator.
 import * as grpc from "@grpc/grpc-js";
 import { formatHostPort } from "../config.js";
 import { snapshotServiceDefinition, type HelloMsg } from "../proto.js";
@@ -12,6 +14,7 @@ interface Subscriber {
   call: WatchCall;
   blocked: boolean;
   pending: Snapshot | null;
+  lastSentMs: number;
 }
 
 export interface SnapshotServer {
@@ -32,9 +35,14 @@ export interface SnapshotServerOptions {
   log: (line: string) => void;
   /** More services on the same port (Envoy's ADS). */
   services?: ReadonlyArray<{ definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation }>;
+  /** Longest silence on a stream before a heartbeat; default 1000 ms. */
+  heartbeatMs?: number;
 }
 
 const SHUTDOWN_GRACE_MS = 1000;
+export const DEFAULT_HEARTBEAT_MS = 1000;
+// An empty Snapshot (version 0, which no real snapshot has) is the heartbeat.
+const HEARTBEAT = {} as Snapshot;
 
 export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<SnapshotServer> {
   const subscribers = new Set<Subscriber>();
@@ -47,13 +55,14 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       return;
     }
     pushedCount++;
+    sub.lastSentMs = Date.now();
     if (!sub.call.write(snapshot)) sub.blocked = true;
   }
 
   function watch(call: WatchCall): void {
     const id = nextStreamId++;
     const peer = call.getPeer();
-    const sub: Subscriber = { call, blocked: false, pending: null };
+    const sub: Subscriber = { call, blocked: false, pending: null, lastSentMs: 0 };
     subscribers.add(sub);
     opts.log(`stream ${id} opened from ${peer} (${subscribers.size} open)`);
 
@@ -98,6 +107,14 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     );
   });
 
+  const heartbeatMs = opts.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+  // Checked at a quarter of the interval, so no stream stays silent much longer than heartbeatMs.
+  const heartbeat = setInterval(() => {
+    const due = Date.now() - heartbeatMs;
+    for (const sub of subscribers) if (!sub.blocked && sub.lastSentMs <= due) send(sub, HEARTBEAT);
+  }, Math.max(10, Math.floor(heartbeatMs / 4)));
+  heartbeat.unref();
+
   return {
     port,
     streams: () => subscribers.size,
@@ -106,6 +123,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       for (const sub of subscribers) send(sub, snapshot);
     },
     close() {
+      clearInterval(heartbeat);
       for (const sub of subscribers) sub.call.end();
       subscribers.clear();
       return new Promise<void>((resolve) => {

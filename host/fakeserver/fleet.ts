@@ -71,6 +71,8 @@ export interface Pod {
   readonly driver: RealtimeDriver;
   /** Queue synthetic requests (unique prompts, no client) to make the pod busy. */
   injectLoad(load: LoadRequest): void;
+  /** Kills the pod as a crash would: its port closes and open connections (streams included) are cut. */
+  close(): Promise<void>;
 }
 
 export interface Fleet {
@@ -105,16 +107,7 @@ export async function startFleet(specs: PodSpec[], opts: FleetOptions = {}): Pro
   const servers: Server[] = [];
   const close = async (): Promise<void> => {
     for (const p of pods) p.driver.close();
-    await Promise.all(
-      servers.map(
-        (s) =>
-          new Promise<void>((resolve) => {
-            s.close(() => resolve());
-            // Streaming and keep-alive sockets would otherwise hold close() open.
-            s.closeAllConnections();
-          }),
-      ),
-    );
+    await Promise.all(servers.map(stopServer));
   };
 
   try {
@@ -152,6 +145,10 @@ export async function startFleet(specs: PodSpec[], opts: FleetOptions = {}): Pro
         engine,
         driver,
         injectLoad,
+        close: async () => {
+          driver.close();
+          await stopServer(server);
+        },
       });
     }
   } catch (err) {
@@ -168,6 +165,15 @@ export async function startFleet(specs: PodSpec[], opts: FleetOptions = {}): Pro
     },
     close,
   };
+}
+
+/** Resolves once the server stopped listening; a server already stopped resolves at once. */
+function stopServer(server: Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    // Streaming and keep-alive sockets would otherwise hold close() open.
+    server.closeAllConnections();
+  });
 }
 
 function listen(server: Server, port: number, host: string): Promise<number> {

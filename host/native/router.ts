@@ -13,13 +13,24 @@ export interface OpenAIErrorBody {
 }
 
 export type RouteResult =
-  | { endpoint: string; model: string; stream: boolean; prompt: [number, number] }
+  | {
+      /** null when the view was too old to rank endpoints (fail-open: Envoy picks in the pool). */
+      endpoint: string | null;
+      fallbacks: string[];
+      pool: string;
+      model: string;
+      stream: boolean;
+      prompt: [number, number];
+    }
   | { status: number; error: OpenAIErrorBody["error"] };
 
 interface Bindings {
   reset(seed: bigint): void;
   setSnapshot(bytes: Uint8Array): boolean;
   route(body: Uint8Array, kind: number): string;
+  setClock(nowMs: bigint, heardMs: bigint): void;
+  setViewPolicy(maxAgeMs: bigint, stalePolicy: number): void;
+  recordOutcome(address: string, failed: boolean, ejectAfter: number, ejectMs: bigint): void;
 }
 
 export class NativeRouter {
@@ -33,6 +44,20 @@ export class NativeRouter {
 
   reset(seed: number): void {
     this.wasm.reset(BigInt(seed));
+  }
+
+  /** The filter's clock: now, and when the aggregator was last heard from (0 = never). */
+  setClock(nowMs: number, heardMs: number): void {
+    this.wasm.setClock(BigInt(nowMs), BigInt(heardMs));
+  }
+
+  setViewPolicy(maxAgeMs: number, stalePolicy: "fail-open" | "reject"): void {
+    this.wasm.setViewPolicy(BigInt(maxAgeMs), stalePolicy === "reject" ? 1 : 0);
+  }
+
+  /** Feeds the passive-health ledger as the filter does when a routed request ends. */
+  recordOutcome(address: string, failed: boolean, rules: { ejectAfter: number; ejectMs: number }): void {
+    this.wasm.recordOutcome(address, failed, rules.ejectAfter, BigInt(rules.ejectMs));
   }
 
   /** Accepts a snapshot object or its serialized bytes. */

@@ -1,0 +1,118 @@
+// What the filter hands Envoy besides the best pod: the pool, the fallbacks in
+// order, and what it does when its view of the fleet is too old or a pod keeps
+// failing. All through the native build of the filter's own code.
+import { beforeEach, beforeAll, describe, expect, it } from "vitest";
+import { NativeRouter, type RouteResult } from "../host/native/router.js";
+import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
+
+let router: NativeRouter;
+const CHAT = '{"model":"llama","messages":[{"role":"user","content":"hello"}]}';
+const RULES = { ejectAfter: 3, ejectMs: 10_000 };
+
+beforeAll(async () => {
+  router = await NativeRouter.load();
+});
+
+beforeEach(() => {
+  router.reset(7);
+  router.setViewPolicy(3_000, "fail-open");
+  router.setClock(1_000_000, 1_000_000);
+  router.setSnapshot(snapshot([pool("p", "llama", [
+    endpoint("10.0.0.1:80", { waiting: 0 }),
+    endpoint("10.0.0.2:80", { waiting: 3 }),
+    endpoint("10.0.0.3:80", { waiting: 6 }),
+    endpoint("10.0.0.4:80", { waiting: 9 }),
+  ], { queue: 1, kvCache: 0, running: 0 })]));
+});
+
+function routed(r: RouteResult) {
+  if ("status" in r) throw new Error(`not routed: ${JSON.stringify(r)}`);
+  return r;
+}
+
+describe("ranked destination", () => {
+  it("lists the best pod first, then two fallbacks in score order, and names the pool", () => {
+    const r = routed(router.route(CHAT));
+    expect(r.endpoint).toBe("10.0.0.1:80");
+    expect(r.fallbacks).toEqual(["10.0.0.2:80", "10.0.0.3:80"]);
+    expect(r.pool).toBe("p");
+  });
+
+  it("never offers a pod with stale metrics as a fallback while fresh ones exist", () => {
+    router.setSnapshot(snapshot([pool("p", "llama", [
+      endpoint("10.0.0.1:80", { waiting: 0 }),
+      endpoint("10.0.0.2:80", { waiting: 0, fresh: false }),
+      endpoint("10.0.0.3:80", { waiting: 5 }),
+    ], { queue: 1, kvCache: 0, running: 0 })]));
+    const r = routed(router.route(CHAT));
+    expect([r.endpoint, ...r.fallbacks]).toEqual(["10.0.0.1:80", "10.0.0.3:80"]);
+  });
+});
+
+describe("view age", () => {
+  it("routes by model only (Envoy picks in the pool) once the aggregator is silent past the bound", () => {
+    router.setClock(1_000_000 + 3_001, 1_000_000);
+    const r = routed(router.route(CHAT));
+    expect(r.endpoint).toBeNull();
+    expect(r.fallbacks).toEqual([]);
+    expect(r.pool).toBe("p");
+  });
+
+  it("still ranks pods at exactly the bound", () => {
+    router.setClock(1_000_000 + 3_000, 1_000_000);
+    expect(routed(router.route(CHAT)).endpoint).toBe("10.0.0.1:80");
+  });
+
+  it("answers 503 past the bound under the reject policy, and routes again once heard from", () => {
+    router.setViewPolicy(3_000, "reject");
+    router.setClock(1_000_000 + 10_000, 1_000_000);
+    const r = router.route(CHAT);
+    expect("status" in r && r.status).toBe(503);
+    router.setClock(1_000_000 + 10_000, 1_000_000 + 9_990);
+    expect(routed(router.route(CHAT)).endpoint).toBe("10.0.0.1:80");
+  });
+
+  it("treats a view never heard from as stale", () => {
+    router.setViewPolicy(3_000, "reject");
+    router.setClock(5_000, 0);
+    const r = router.route(CHAT);
+    expect("status" in r && r.status).toBe(503);
+  });
+});
+
+describe("passive health", () => {
+  it("ejects a pod after consecutive failures, and lets it back after the ejection time", () => {
+    router.recordOutcome("10.0.0.1:80", true, RULES);
+    router.recordOutcome("10.0.0.1:80", true, RULES);
+    expect(routed(router.route(CHAT)).endpoint).toBe("10.0.0.1:80");
+    router.recordOutcome("10.0.0.1:80", true, RULES);
+    for (let i = 0; i < 10; i++) {
+      const r = routed(router.route(CHAT));
+      expect([r.endpoint, ...r.fallbacks]).not.toContain("10.0.0.1:80");
+    }
+    router.setClock(1_000_000 + RULES.ejectMs + 1, 1_000_000 + RULES.ejectMs);
+    expect(routed(router.route(CHAT)).endpoint).toBe("10.0.0.1:80");
+  });
+
+  it("clears a pod's failures on a success", () => {
+    router.recordOutcome("10.0.0.1:80", true, RULES);
+    router.recordOutcome("10.0.0.1:80", true, RULES);
+    router.recordOutcome("10.0.0.1:80", false, RULES);
+    router.recordOutcome("10.0.0.1:80", true, RULES);
+    expect(routed(router.route(CHAT)).endpoint).toBe("10.0.0.1:80");
+  });
+
+  it("keeps ejections across a new snapshot, and falls back to ejected pods only when all are", () => {
+    for (const a of ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"]) for (let i = 0; i < 3; i++) router.recordOutcome(a, true, RULES);
+    router.setSnapshot(snapshot([pool("p", "llama", [
+      endpoint("10.0.0.1:80", { waiting: 0 }),
+      endpoint("10.0.0.2:80", { waiting: 0 }),
+      endpoint("10.0.0.3:80", { waiting: 0 }),
+      endpoint("10.0.0.4:80", { waiting: 9 }),
+    ], { queue: 1, kvCache: 0, running: 0 })]));
+    const r = routed(router.route(CHAT));
+    expect([r.endpoint, ...r.fallbacks]).toEqual(["10.0.0.4:80"]);
+    router.recordOutcome("10.0.0.4:80", true, { ...RULES, ejectAfter: 1 });
+    expect(routed(router.route(CHAT)).endpoint).not.toBeNull();
+  });
+});
