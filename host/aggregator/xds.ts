@@ -38,6 +38,8 @@ function adsService(): grpc.ServiceDefinition {
       longs: String,
       enums: String,
       defaults: false,
+      // Any values read back decode to objects carrying "@type" (a test client sees the assignments).
+      json: true,
       includeDirs: ["envoy-api", "xds", "googleapis", "protoc-gen-validate"].map((d) => join(PROTO_ROOT, d)),
     },
   )["envoy.service.discovery.v3.AggregatedDiscoveryService"] as grpc.ServiceDefinition;
