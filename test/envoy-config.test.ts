@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from "node:crypto";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
@@ -8,6 +9,7 @@ import {
   allocateBaseId,
   BUFFER_SLACK_BYTES,
   findEnvoy,
+  gatewayTemplatePath,
   renderEnvoyConfig,
   startEnvoy,
   validateEnvoyConfig,
@@ -24,17 +26,19 @@ const params: EnvoyConfigParams = {
   aggregatorPort: 50051,
   wasmPath: "/opt/some dir/filter.wasm",
   maxBodyBytes: 4 * 1024 * 1024,
+  pools: ["llama", "org/qwen:32b"],
 };
 
 // The rendered bootstrap is walked loosely in assertions.
 type Doc = any;
 
+const hcmOf = (doc: Doc) => doc.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+const INFERENCE = "^/v1/(chat/completions|completions|embeddings)$";
+
 describe("renderEnvoyConfig", () => {
   const doc: Doc = parseYaml(renderEnvoyConfig(params));
-  const wasmFilterConfig = () => {
-    const hcm = doc.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
-    return hcm.http_filters[0].typed_config.config;
-  };
+  const hcm = hcmOf(doc);
+  const wasmFilterConfig = () => hcm.http_filters.find((f: Doc) => f.name === "envoy.filters.http.wasm").typed_config.config;
 
   it("puts admin on loopback with the given port", () => {
     expect(doc.admin.address.socket_address).toEqual({ address: "127.0.0.1", port_value: 0 });
@@ -57,44 +61,125 @@ describe("renderEnvoyConfig", () => {
     expect(JSON.parse(cfg.configuration.value)).toEqual({ aggregator_cluster: "llm_gateway_aggregator" });
   });
 
-  it("builds the listener: buffer limit with slack, HCM, catch-all streaming route", () => {
+  it("builds the listener: no reuse_port, buffer limit with slack, normalised paths, x-gateway-* stripped before routing", () => {
     const [listener] = doc.static_resources.listeners;
     expect(listener.address.socket_address).toEqual({ address: "127.0.0.1", port_value: 8080 });
+    expect(listener.enable_reuse_port).toBe(false);
     expect(listener.per_connection_buffer_limit_bytes).toBe(params.maxBodyBytes + BUFFER_SLACK_BYTES);
     expect(BUFFER_SLACK_BYTES).toBe(64 * 1024);
-    const hcm = listener.filter_chains[0].filters[0].typed_config;
     expect(hcm.stat_prefix).toBe("llm_gateway");
     expect(hcm.codec_type).toBe("AUTO");
     expect(hcm.stream_idle_timeout).toMatch(/^\d+s$/);
-    const routes = hcm.route_config.virtual_hosts[0].routes;
-    expect(routes).toEqual([{ match: { prefix: "/" }, route: { cluster: "llm_gateway_pods", timeout: "0s" } }]);
-    expect(hcm.http_filters.map((f: Doc) => f.name)).toEqual(["envoy.filters.http.wasm", "envoy.filters.http.router"]);
+    expect(hcm).toMatchObject({ normalize_path: true, merge_slashes: true, path_with_escaped_slashes_action: "UNESCAPE_AND_REDIRECT" });
+    expect(hcm.early_header_mutation_extensions).toEqual([{
+      name: "envoy.http.early_header_mutation.header_mutation",
+      typed_config: {
+        "@type": "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation",
+        mutations: [{ remove_on_match: { key_matcher: { prefix: "x-gateway-" } } }],
+      },
+    }]);
+    expect(hcm.http_filters.map((f: Doc) => f.name)).toEqual([
+      "envoy.filters.http.wasm",
+      "envoy.filters.http.buffer",
+      "envoy.filters.http.router",
+    ]);
+    expect(hcm.http_filters[1].typed_config.max_request_bytes).toBe(params.maxBodyBytes + BUFFER_SLACK_BYTES);
   });
 
-  it("configures the HTTP filter on the same VM as the singleton", () => {
+  it("routes each pool's inference POSTs by x-gateway-pool, fails closed without it, and answers the rest itself", () => {
+    const routes: Doc[] = hcm.route_config.virtual_hosts[0].routes;
+    const poolRoute = (pool: string) => ({
+      match: {
+        safe_regex: { regex: INFERENCE },
+        headers: [
+          { name: ":method", string_match: { exact: "POST" } },
+          { name: "x-gateway-pool", string_match: { exact: pool } },
+        ],
+      },
+      route: {
+        cluster: `llm_gateway_pool_${pool}`,
+        timeout: "0s",
+        retry_policy: {
+          retry_on: "connect-failure,refused-stream,reset,retriable-status-codes",
+          retriable_status_codes: [500, 502, 503, 504],
+          num_retries: 2,
+          retry_host_predicate: [{
+            name: "envoy.retry_host_predicates.previous_hosts",
+            typed_config: { "@type": "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate" },
+          }],
+          host_selection_retry_max_attempts: 3,
+        },
+      },
+    });
+    expect(routes.slice(0, 2)).toEqual([poolRoute("llama"), poolRoute("org/qwen:32b")]);
+    const rest = routes.slice(2).map((r) => ({
+      regex: r.match.safe_regex?.regex ?? r.match.prefix,
+      method: r.match.headers?.[0].string_match.exact,
+      status: r.direct_response.status,
+      allow: r.response_headers_to_add?.[0].header.value,
+    }));
+    const MODELS = "^/v1/models(/.+)?$|^/health$";
+    expect(rest).toEqual([
+      { regex: INFERENCE, method: "POST", status: 503, allow: undefined },
+      { regex: INFERENCE, method: undefined, status: 405, allow: "POST" },
+      { regex: MODELS, method: "GET", status: 503, allow: undefined },
+      { regex: MODELS, method: undefined, status: 405, allow: "GET" },
+      { regex: "/", method: undefined, status: 404, allow: undefined },
+    ]);
+    // The patterns (RE2; these use nothing RE2 and JavaScript disagree on).
+    const inference = new RegExp(INFERENCE);
+    for (const p of ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]) expect(inference.test(p)).toBe(true);
+    for (const p of ["/v1/chat/completions/x", "/v1/chat", "/v1/load_lora_adapter", "/chat/completions"]) expect(inference.test(p)).toBe(false);
+    const models = new RegExp(MODELS);
+    for (const p of ["/v1/models", "/v1/models/llama-3.1-8b", "/v1/models/org/model", "/health"]) expect(models.test(p)).toBe(true);
+    for (const p of ["/v1/models/", "/v1/modelsx", "/health/x", "/metrics"]) expect(models.test(p)).toBe(false);
+  });
+
+  it("configures the HTTP filter on the same VM as the singleton, reloading a crashed VM", () => {
     const cfg = wasmFilterConfig();
     const singleton = doc.bootstrap_extensions[0].typed_config.config;
     expect(cfg.root_id).toBe("llm_gateway");
     expect(cfg.vm_config).toEqual(singleton.vm_config);
     expect(cfg.allow_on_headers_stop_iteration).toBe(true);
-    expect(cfg.fail_open).toBe(false);
+    expect(cfg.failure_policy).toBe("FAIL_RELOAD");
+    expect(cfg).not.toHaveProperty("fail_open");
     expect(JSON.parse(cfg.configuration.value)).toEqual({ max_body_bytes: params.maxBodyBytes });
   });
 
-  it("routes pods by the destination header and reaches the aggregator over HTTP/2", () => {
+  it("makes each pool an EDS cluster fed over ADS, with override_host over least-request and outlier detection", () => {
+    expect(doc.node).toEqual({ id: "llm-gateway", cluster: "llm-gateway" });
+    expect(doc.dynamic_resources.ads_config).toMatchObject({
+      api_type: "GRPC",
+      transport_api_version: "V3",
+      grpc_services: [{ envoy_grpc: { cluster_name: "llm_gateway_aggregator" } }],
+    });
     const clusters: Doc[] = doc.static_resources.clusters;
-    const pods = clusters.find((c) => c.name === "llm_gateway_pods");
-    expect(pods.type).toBe("ORIGINAL_DST");
-    expect(pods.lb_policy).toBe("CLUSTER_PROVIDED");
-    expect(pods.original_dst_lb_config).toEqual({
-      use_http_header: true,
-      http_header_name: "x-gateway-destination-endpoint",
-    });
-    expect(pods.circuit_breakers.thresholds[0]).toMatchObject({
-      max_connections: 100000,
-      max_pending_requests: 100000,
-      max_requests: 100000,
-    });
+    expect(clusters.map((c) => c.name)).toEqual(["llm_gateway_pool_llama", "llm_gateway_pool_org/qwen:32b", "llm_gateway_aggregator"]);
+    for (const pool of clusters.slice(0, 2)) {
+      expect(pool.type).toBe("EDS");
+      expect(pool.eds_cluster_config.eds_config).toEqual({ ads: {}, resource_api_version: "V3", initial_fetch_timeout: "5s" });
+      expect(pool).not.toHaveProperty("load_assignment");
+      const [lb] = pool.load_balancing_policy.policies;
+      expect(lb.typed_extension_config.name).toBe("envoy.load_balancing_policies.override_host");
+      const override = lb.typed_extension_config.typed_config;
+      expect(override["@type"]).toBe("type.googleapis.com/envoy.extensions.load_balancing_policies.override_host.v3.OverrideHost");
+      expect(override.override_host_sources).toEqual([{ header: "x-gateway-destination-endpoint" }]);
+      expect(override.fallback_policy.policies[0].typed_extension_config.name).toBe("envoy.load_balancing_policies.least_request");
+      expect(pool.outlier_detection).toEqual({
+        split_external_local_origin_errors: true,
+        consecutive_local_origin_failure: 2,
+        consecutive_5xx: 3,
+        interval: "1s",
+        base_ejection_time: "10s",
+        max_ejection_percent: 50,
+      });
+      expect(pool.circuit_breakers.thresholds[0]).toMatchObject({
+        max_connections: 100000,
+        max_pending_requests: 100000,
+        max_requests: 100000,
+        max_retries: 100000,
+      });
+    }
 
     const agg = clusters.find((c) => c.name === "llm_gateway_aggregator");
     expect(agg.type).toBe("STRICT_DNS");
@@ -104,6 +189,61 @@ describe("renderEnvoyConfig", () => {
       address: "127.0.0.1",
       port_value: 50051,
     });
+  });
+
+  it("turns every local reply into an OpenAI error except the filter's own, which it leaves untouched", () => {
+    const mappers: Doc[] = hcm.local_reply_config.mappers;
+    expect(mappers[0]).toEqual({ filter: { header_filter: { header: { name: "x-gateway-reply", present_match: true } } } });
+    expect(hcm.local_reply_config).not.toHaveProperty("body_format");
+    // What each status (or upstream response flag) becomes; the first matching mapper wins.
+    const pick = (status: number, flags: string[] = []) =>
+      mappers.slice(1).find((m) => {
+        const f = m.filter;
+        if (f.response_flag_filter) return f.response_flag_filter.flags.some((x: string) => flags.includes(x));
+        const { op, value } = f.status_code_filter.comparison;
+        return op === "EQ" ? status === value.default_value : status >= value.default_value;
+      })?.body_format_override.json_format.error;
+    const expected: Array<[number, string[], string, string]> = [
+      [400, [], "invalid_request_error", "bad_request"],
+      [401, [], "authentication_error", "invalid_token"],
+      [403, [], "permission_error", "forbidden"],
+      [404, [], "invalid_request_error", "unknown_url"],
+      [405, [], "invalid_request_error", "method_not_allowed"],
+      [408, [], "invalid_request_error", "request_timeout"],
+      [413, [], "invalid_request_error", "request_too_large"],
+      [426, [], "invalid_request_error", "upgrade_required"],
+      [429, [], "rate_limit_error", "rate_limit_exceeded"],
+      [431, [], "invalid_request_error", "request_headers_too_large"],
+      [418, [], "invalid_request_error", "invalid_request"],
+      [500, [], "server_error", "internal_error"],
+      [502, [], "server_error", "internal_error"],
+      [503, [], "server_error", "service_unavailable"],
+      [504, ["UT"], "upstream_error", "upstream_timeout"],
+      [503, ["UH"], "upstream_error", "no_endpoint"],
+      [503, ["UF", "URX"], "upstream_error", "upstream_unavailable"],
+      [503, ["UO"], "upstream_error", "upstream_unavailable"],
+    ];
+    for (const [status, flags, type, code] of expected) {
+      const error = pick(status, flags);
+      expect(error, `${status} ${flags}`).toMatchObject({ type, code, param: null });
+      expect(Object.keys(error).sort()).toEqual(["code", "message", "param", "type"]);
+      expect(error.message).toMatch(/\S/);
+    }
+    expect(pick(307)).toBeUndefined(); // a redirect keeps its empty body
+  });
+
+  it("leaves the Wasm filter out on request, and nothing else", () => {
+    const without = hcmOf(parseYaml(renderEnvoyConfig({ ...params, wasmFilter: false })));
+    expect(without.http_filters.map((f: Doc) => f.name)).toEqual(["envoy.filters.http.buffer", "envoy.filters.http.router"]);
+    const { http_filters: _a, ...restWithout } = without;
+    const { http_filters: _b, ...restWith } = hcm;
+    expect(restWithout).toEqual(restWith);
+  });
+
+  it("puts jwt_authn right before the Wasm filter", () => {
+    const jwt = { issuer: "https://issuer.test", audiences: [], jwksFile: "/etc/jwks.json" };
+    const names = hcmOf(parseYaml(renderEnvoyConfig({ ...params, jwt }))).http_filters.map((f: Doc) => f.name);
+    expect(names).toEqual(["envoy.filters.http.jwt_authn", "envoy.filters.http.wasm", "envoy.filters.http.buffer", "envoy.filters.http.router"]);
   });
 
   it("keeps DNS names for the aggregator (docker-compose service names)", () => {
@@ -118,12 +258,18 @@ describe("renderEnvoyConfig", () => {
     expect(() => renderEnvoyConfig({ ...params, aggregatorPort: 0 })).toThrow(/aggregatorPort/);
     expect(() => renderEnvoyConfig({ ...params, maxBodyBytes: 1.5 })).toThrow(/maxBodyBytes/);
     expect(() => renderEnvoyConfig({ ...params, gatewayHost: "a b" })).toThrow(/gatewayHost/);
+    expect(() => renderEnvoyConfig({ ...params, pools: ["a b"] })).toThrow(/pool name "a b"/);
+    expect(() => renderEnvoyConfig({ ...params, pools: ['x"}'] })).toThrow(/pool name/);
+    expect(() => renderEnvoyConfig({ ...params, pools: ["a", "a"] })).toThrow(/appears twice/);
   });
 
   it("fails on a placeholder it has no value for", () => {
     expect(() => renderEnvoyConfig(params, "a: ${ADMIN_PORT}\nb: ${NOPE}\nc: ${NOPE}\n")).toThrow(
       /unreplaced placeholders.*\$\{NOPE\}$/,
     );
+    // The pool placeholder only means something in a route or a cluster.
+    const template = readFileSync(gatewayTemplatePath(), "utf8").replace("stat_prefix: llm_gateway", 'stat_prefix: "${POOL}"');
+    expect(() => renderEnvoyConfig(params, template)).toThrow(/unreplaced placeholders.*\$\{POOL\}$/);
   });
 });
 
@@ -267,5 +413,23 @@ describe("validateEnvoyConfig", () => {
   it("accepts the rendered gateway config with the built filter", async () => {
     expect(existsSync(filterWasmPath), `${filterWasmPath} missing: run npm run build`).toBe(true);
     await validateEnvoyConfig(renderEnvoyConfig({ ...params, wasmPath: filterWasmPath }));
+  }, 30_000);
+
+  it("accepts it without the filter and with jwt_authn", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "gw-jwks-"));
+    try {
+      const jwksFile = join(dir, "jwks.json");
+      const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+      writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k", alg: "ES256" }] }));
+      const jwt = { issuer: "https://issuer.test", audiences: ["gw"], jwksFile };
+      await validateEnvoyConfig(renderEnvoyConfig({ ...params, wasmPath: filterWasmPath, wasmFilter: false, jwt }));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
+  it("would reject a field this Envoy does not know (so the checks above mean something)", async () => {
+    const yaml = renderEnvoyConfig({ ...params, wasmPath: filterWasmPath }).replace("failure_policy: FAIL_RELOAD", "failure_policy: FAIL_RELOADX");
+    await expect(validateEnvoyConfig(yaml)).rejects.toThrow(/FAIL_RELOADX/);
   }, 30_000);
 });

@@ -106,14 +106,19 @@ export function renderEnvoyConfig(
   };
   const pools = checkPools(params.pools);
   const filled = template.replace(/\$\{([A-Za-z0-9_]+)\}/g, (whole, name: string) => values[name] ?? whole);
+  checkNoPlaceholders(filled, POOL_PLACEHOLDER);
   const doc = parseDocument(filled);
   repeatPerPool(doc, pools);
   if (params.jwt) withJwtAuthn(doc, params.jwt);
   if (params.wasmFilter === false) withoutWasmFilter(doc);
   const rendered = doc.toString();
-  const left = [...new Set(rendered.match(/\$\{[^}]*\}/g) ?? [])];
-  if (left.length > 0) throw new Error(`unreplaced placeholders in Envoy config template: ${left.join(", ")}`);
+  checkNoPlaceholders(rendered);
   return rendered;
+}
+
+function checkNoPlaceholders(text: string, except?: string): void {
+  const left = [...new Set(text.match(/\$\{[^}]*\}/g) ?? [])].filter((p) => p !== except);
+  if (left.length > 0) throw new Error(`unreplaced placeholders in Envoy config template: ${left.join(", ")}`);
 }
 
 const HCM = ["static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config"];
