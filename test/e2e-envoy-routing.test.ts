@@ -298,7 +298,7 @@ describe("with the filter", () => {
     expect(malformed.json.error.message).toMatch(/codec/);
   });
 
-  it("keeps the HTTP/1.1 connection open after its own 404 and 405 for complete requests", async () => {
+  it("keeps the HTTP/1.1 connection open after a 404, 405 or the filter's 400 for a complete request", async () => {
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     const { hostname, port } = new URL(stack.gatewayUrl);
     const request = (method: string, path: string, body?: string) =>
@@ -318,9 +318,10 @@ describe("with the filter", () => {
         await request("POST", "/v1/responses", '{"input":"hi"}'),
         await request("PUT", "/v1/chat/completions", CHAT("llama-3.1-8b")),
         await request("GET", "/nope"),
+        await request("POST", "/v1/chat/completions", '{"model":"llama-3.1-8b","messages":['),
         await request("POST", "/v1/chat/completions", CHAT("llama-3.1-8b")),
       ];
-      expect(answers.map((a) => a.status)).toEqual([404, 405, 404, 200]);
+      expect(answers.map((a) => a.status)).toEqual([404, 405, 404, 400, 200]);
       for (const a of answers) {
         expect(a.connection).not.toBe("close");
         expect(a.socket).toBe(answers[0].socket);

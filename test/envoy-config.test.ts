@@ -61,7 +61,7 @@ describe("renderEnvoyConfig", () => {
     expect(JSON.parse(cfg.configuration.value)).toEqual({ aggregator_cluster: "llm_gateway_aggregator" });
   });
 
-  it("builds the listener: no reuse_port, buffer limit with slack, normalised paths, x-gateway-* stripped before routing", () => {
+  it("builds the listener: no reuse_port, buffer limit with slack, normalised paths, 400s keep HTTP/1.1 open, x-gateway-* stripped before routing", () => {
     const [listener] = doc.static_resources.listeners;
     expect(listener.address.socket_address).toEqual({ address: "127.0.0.1", port_value: 8080 });
     expect(listener.enable_reuse_port).toBe(false);
@@ -71,6 +71,7 @@ describe("renderEnvoyConfig", () => {
     expect(hcm.codec_type).toBe("AUTO");
     expect(hcm.stream_idle_timeout).toMatch(/^\d+s$/);
     expect(hcm).toMatchObject({ normalize_path: true, merge_slashes: true, path_with_escaped_slashes_action: "UNESCAPE_AND_REDIRECT" });
+    expect(hcm.http_protocol_options).toEqual({ override_stream_error_on_invalid_http_message: true });
     expect(hcm.early_header_mutation_extensions).toEqual([{
       name: "envoy.http.early_header_mutation.header_mutation",
       typed_config: {
