@@ -1,7 +1,9 @@
 // Envoy without our filter, for comparisons: derived from the gateway's own
-// rendered bootstrap so the listener, buffer limits and timeouts stay
-// identical and only the routing differs. The Wasm service and filter go; each
-// pool becomes a STATIC cluster with one of Envoy's own load balancers.
+// rendered bootstrap so the listener, route table, buffer limits, timeouts,
+// retries and outlier detection stay identical and only the choice of pod
+// differs. The Wasm service and filter and the ADS link go; each pool becomes
+// a STATIC cluster with one of Envoy's own load balancers, and its route
+// matches the request alone (or POOL_HEADER) instead of the filter's choice.
 import { parse, stringify } from "yaml";
 
 export type EnvoyLbPolicy = "ROUND_ROBIN" | "LEAST_REQUEST";
@@ -11,15 +13,29 @@ export const POOL_HEADER = "x-bench-pool";
 
 const WASM_BOOTSTRAP_EXTENSION = "envoy.bootstrap.wasm";
 const WASM_HTTP_FILTER = "envoy.filters.http.wasm";
-const PODS_CLUSTER = "llm_gateway_pods";
+const POOL_CLUSTER_PREFIX = "llm_gateway_pool_";
+// What the filter sets to pick a pool's route.
+const FILTER_POOL_HEADER = "x-gateway-pool";
 
 interface Named {
   name: string;
   [key: string]: unknown;
 }
 
+interface HeaderMatch {
+  name: string;
+  [key: string]: unknown;
+}
+
+interface Route {
+  match: { headers?: HeaderMatch[]; [key: string]: unknown };
+  route?: { cluster?: string; [key: string]: unknown };
+  [key: string]: unknown;
+}
+
 interface Bootstrap {
   bootstrap_extensions?: Named[];
+  dynamic_resources?: unknown;
   static_resources: {
     listeners: Array<{ filter_chains: Array<{ filters: Array<{ typed_config?: HttpConnectionManager }> }> }>;
     clusters: Named[];
@@ -28,7 +44,7 @@ interface Bootstrap {
 
 interface HttpConnectionManager {
   http_filters?: Named[];
-  route_config?: { virtual_hosts: Array<{ routes: Array<{ match: unknown; route: Record<string, unknown> }> }> };
+  route_config?: { virtual_hosts: Array<{ routes: Route[] }> };
 }
 
 function templateDrift(what: string): Error {
@@ -50,18 +66,21 @@ export function baselineEnvoyConfig(gatewayYaml: string, pools: BaselinePool[], 
   if (keptExtensions.length > 0) cfg.bootstrap_extensions = keptExtensions;
   else delete cfg.bootstrap_extensions;
 
+  if (!cfg.dynamic_resources) throw templateDrift("dynamic_resources (the ADS link)");
+  delete cfg.dynamic_resources;
+
   const hcms = cfg.static_resources.listeners.flatMap((l) => l.filter_chains.flatMap((c) => c.filters.map((f) => f.typed_config)));
   const hcm = hcms.find((h) => h?.http_filters?.some((f) => f.name === WASM_HTTP_FILTER));
   if (!hcm?.http_filters || !hcm.route_config) throw templateDrift(`the ${WASM_HTTP_FILTER} HTTP filter`);
   hcm.http_filters = hcm.http_filters.filter((f) => f.name !== WASM_HTTP_FILTER);
 
   const clusters = cfg.static_resources.clusters;
-  const i = clusters.findIndex((c) => c.name === PODS_CLUSTER);
-  if (i < 0) throw templateDrift(`the ${PODS_CLUSTER} cluster`);
-  // Connect timeout and circuit breakers carry over; the ORIGINAL_DST-only fields do not.
-  const { type: _type, lb_policy: _lb, original_dst_lb_config: _odst, cleanup_interval: _cleanup, name: _name, ...common } = clusters[i];
-  const clusterName = (pool: BaselinePool) => (pools.length === 1 ? PODS_CLUSTER : `${PODS_CLUSTER}_${pool.name}`);
-  clusters.splice(i, 1, ...pools.map((pool) => ({
+  const i = clusters.findIndex((c) => c.name.startsWith(POOL_CLUSTER_PREFIX));
+  if (i < 0) throw templateDrift(`a ${POOL_CLUSTER_PREFIX}* cluster`);
+  // Connect timeout, outlier detection and circuit breakers carry over; discovery and override_host do not.
+  const { type: _type, eds_cluster_config: _eds, load_balancing_policy: _lb, name: _name, ...common } = clusters[i];
+  const clusterName = (pool: BaselinePool) => `${POOL_CLUSTER_PREFIX}${pool.name}`;
+  const baselineClusters = pools.map((pool) => ({
     ...common,
     name: clusterName(pool),
     type: "STATIC",
@@ -70,16 +89,28 @@ export function baselineEnvoyConfig(gatewayYaml: string, pools: BaselinePool[], 
       cluster_name: clusterName(pool),
       endpoints: [{ lb_endpoints: pool.endpoints.map((hostPort) => ({ endpoint: { address: socketAddress(hostPort) } })) }],
     },
-  })));
+  }));
+  cfg.static_resources.clusters = [
+    ...clusters.slice(0, i),
+    ...baselineClusters,
+    ...clusters.slice(i).filter((c) => !c.name.startsWith(POOL_CLUSTER_PREFIX)),
+  ];
 
   const host = hcm.route_config.virtual_hosts[0];
-  const template = host.routes[0].route;
-  host.routes = pools.map((pool) => ({
-    match: pools.length === 1
-      ? { prefix: "/" }
-      : { prefix: "/", headers: [{ name: POOL_HEADER, string_match: { exact: pool.name } }] },
-    route: { ...template, cluster: clusterName(pool) },
+  const isPoolRoute = (r: Route) => r.route?.cluster?.startsWith(POOL_CLUSTER_PREFIX) ?? false;
+  const r = host.routes.findIndex(isPoolRoute);
+  if (r < 0) throw templateDrift("a route to a pool cluster");
+  const template = host.routes[r];
+  const headers = (template.match.headers ?? []).filter((h) => h.name !== FILTER_POOL_HEADER);
+  const baselineRoutes = pools.map((pool) => ({
+    ...template,
+    match: {
+      ...template.match,
+      headers: pools.length === 1 ? headers : [...headers, { name: POOL_HEADER, string_match: { exact: pool.name } }],
+    },
+    route: { ...template.route, cluster: clusterName(pool) },
   }));
+  host.routes = [...host.routes.slice(0, r), ...baselineRoutes, ...host.routes.slice(r).filter((x) => !isPoolRoute(x))];
   return stringify(cfg);
 }
 

@@ -18,30 +18,43 @@ const rendered = renderEnvoyConfig({
   aggregatorPort: 9999,
   wasmPath: filterWasmPath,
   maxBodyBytes: 4 * 1024 * 1024,
+  pools: ["llama", "qwen"],
 });
 
 describe("baseline Envoy (without the filter)", () => {
   const upstreams = ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003"];
   const yaml = baselineEnvoyConfig(rendered, [{ name: "pods", endpoints: upstreams }], "ROUND_ROBIN");
 
-  it("drops the Wasm service and filter and round-robins over the upstreams, keeping the rest", () => {
+  it("drops the Wasm service, the filter and ADS, and round-robins over the upstreams, keeping the rest", () => {
     expect(yaml).not.toMatch(/wasm/i);
     const withFilter = parse(rendered);
     const without = parse(yaml);
+    expect(without).not.toHaveProperty("dynamic_resources");
     const hcm = (cfg: any) => cfg.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
-    expect(hcm(without).http_filters.map((f: { name: string }) => f.name)).toEqual(["envoy.filters.http.router"]);
-    const { http_filters: _a, ...restWith } = hcm(withFilter);
-    const { http_filters: _b, ...restWithout } = hcm(without);
+    expect(hcm(without).http_filters.map((f: { name: string }) => f.name)).toEqual(["envoy.filters.http.buffer", "envoy.filters.http.router"]);
+    const { http_filters: _a, route_config: routesWith, ...restWith } = hcm(withFilter);
+    const { http_filters: _b, route_config: routesWithout, ...restWithout } = hcm(without);
     expect(restWithout).toEqual(restWith);
-    expect(without.static_resources.listeners[0].per_connection_buffer_limit_bytes).toBe(
-      withFilter.static_resources.listeners[0].per_connection_buffer_limit_bytes,
-    );
-    const pods = without.static_resources.clusters.find((c: { name: string }) => c.name === "llm_gateway_pods");
+    const listener = (cfg: any) => ({ ...cfg.static_resources.listeners[0], filter_chains: null });
+    expect(listener(without)).toEqual(listener(withFilter));
+
+    // The two pool routes become one that needs no pool header; the rest of the table stays.
+    const [poolRoute, ...rest] = routesWithout.virtual_hosts[0].routes;
+    const [llamaRoute, , ...restWith2] = routesWith.virtual_hosts[0].routes;
+    expect(rest).toEqual(restWith2);
+    expect(poolRoute.match).toEqual({ ...llamaRoute.match, headers: [{ name: ":method", string_match: { exact: "POST" } }] });
+    expect(poolRoute.route).toEqual({ ...llamaRoute.route, cluster: "llm_gateway_pool_pods" });
+
+    const clusters = without.static_resources.clusters;
+    expect(clusters.map((c: { name: string }) => c.name)).toEqual(["llm_gateway_pool_pods", "llm_gateway_aggregator"]);
+    const pods = clusters[0];
     expect(pods.type).toBe("STATIC");
     expect(pods.lb_policy).toBe("ROUND_ROBIN");
-    expect(pods.circuit_breakers).toEqual(
-      withFilter.static_resources.clusters.find((c: { name: string }) => c.name === "llm_gateway_pods").circuit_breakers,
-    );
+    expect(pods).not.toHaveProperty("load_balancing_policy");
+    expect(pods).not.toHaveProperty("eds_cluster_config");
+    const llama = withFilter.static_resources.clusters.find((c: { name: string }) => c.name === "llm_gateway_pool_llama");
+    expect(pods.circuit_breakers).toEqual(llama.circuit_breakers);
+    expect(pods.outlier_detection).toEqual(llama.outlier_detection);
     const ports = pods.load_assignment.endpoints[0].lb_endpoints.map((e: any) => e.endpoint.address.socket_address.port_value);
     expect(ports).toEqual([9001, 9002, 9003]);
   });
@@ -57,15 +70,16 @@ describe("baseline Envoy (without the filter)", () => {
   it("routes several pools by header, each with the chosen load balancer", async () => {
     const multi = baselineEnvoyConfig(rendered, [{ name: "a", endpoints: upstreams.slice(0, 2) }, { name: "b", endpoints: upstreams.slice(2) }], "LEAST_REQUEST");
     const cfg = parse(multi);
-    const clusters = cfg.static_resources.clusters.filter((c: { name: string }) => c.name.startsWith("llm_gateway_pods"));
+    const clusters = cfg.static_resources.clusters.filter((c: { name: string }) => c.name.startsWith("llm_gateway_pool_"));
     expect(clusters.map((c: { name: string; lb_policy: string }) => [c.name, c.lb_policy])).toEqual([
-      ["llm_gateway_pods_a", "LEAST_REQUEST"],
-      ["llm_gateway_pods_b", "LEAST_REQUEST"],
+      ["llm_gateway_pool_a", "LEAST_REQUEST"],
+      ["llm_gateway_pool_b", "LEAST_REQUEST"],
     ]);
     const routes = cfg.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes;
-    expect(routes.map((r: any) => [r.match.headers[0].name, r.match.headers[0].string_match.exact, r.route.cluster])).toEqual([
-      [POOL_HEADER, "a", "llm_gateway_pods_a"],
-      [POOL_HEADER, "b", "llm_gateway_pods_b"],
+    const poolRoutes = routes.filter((r: any) => r.route?.cluster);
+    expect(poolRoutes.map((r: any) => [r.match.headers[1].name, r.match.headers[1].string_match.exact, r.route.cluster])).toEqual([
+      [POOL_HEADER, "a", "llm_gateway_pool_a"],
+      [POOL_HEADER, "b", "llm_gateway_pool_b"],
     ]);
     await validateEnvoyConfig(multi);
   });

@@ -1,14 +1,15 @@
 // Child process of the overhead benchmark: the instant upstream (one node:http
 // server per endpoint port, each counting its requests) and the real snapshot
-// push server. It runs apart from the parent so the load generator does not
+// push server, which also serves those ports to Envoy over ADS. It runs apart from the parent so the load generator does not
 // share an event loop with the server it measures. Usage (via fork only):
 //   upstream-main.js <endpoint count>
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { startSnapshotServer } from "../../host/aggregator/push.js";
+import { createEndpointDiscovery } from "../../host/aggregator/xds.js";
 import type { ChildMessage, ParentMessage } from "./upstream.js";
-import { benchSnapshot, BENCH_MODEL } from "./workload.js";
+import { benchSnapshot, BENCH_MODEL, BENCH_POOL } from "./workload.js";
 
 const RESPONSE = JSON.stringify({
   id: "chatcmpl-bench",
@@ -47,12 +48,22 @@ async function main(): Promise<void> {
   const addresses = servers.map((s) => `127.0.0.1:${(s.address() as AddressInfo).port}`);
 
   const snapshot = benchSnapshot(addresses);
-  const snapshots = await startSnapshotServer({ host: "127.0.0.1", port: 0, current: () => snapshot, log: () => {} });
+  // Envoy's pool cluster only has the hosts served over ADS, as from the aggregator.
+  const discovery = createEndpointDiscovery({ log: () => {} });
+  discovery.update(new Map([[BENCH_POOL, addresses]]));
+  const snapshots = await startSnapshotServer({
+    host: "127.0.0.1",
+    port: 0,
+    current: () => snapshot,
+    log: () => {},
+    services: [discovery.service],
+  });
 
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
     stopping = true;
+    discovery.close();
     await snapshots.close();
     for (const s of servers) {
       s.closeAllConnections();

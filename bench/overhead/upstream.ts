@@ -14,7 +14,7 @@ export interface Upstream {
   readonly pid: number;
   /** "127.0.0.1:port" of every endpoint, in snapshot order. */
   readonly addresses: string[];
-  /** The snapshot push server's port (the Envoy template's aggregator). */
+  /** The snapshot push and ADS server's port (the Envoy template's aggregator). */
   readonly grpcPort: number;
   /** Requests each endpoint answered since the last take(); resets the counts. */
   take(): Promise<number[]>;
