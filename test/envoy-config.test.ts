@@ -152,7 +152,12 @@ describe("renderEnvoyConfig", () => {
     expect(doc.dynamic_resources.ads_config).toMatchObject({
       api_type: "GRPC",
       transport_api_version: "V3",
-      grpc_services: [{ envoy_grpc: { cluster_name: "llm_gateway_aggregator" } }],
+      grpc_services: [{
+        envoy_grpc: {
+          cluster_name: "llm_gateway_aggregator",
+          retry_policy: { retry_back_off: { base_interval: "0.5s", max_interval: "5s" } },
+        },
+      }],
     });
     const clusters: Doc[] = doc.static_resources.clusters;
     expect(clusters.map((c) => c.name)).toEqual(["llm_gateway_pool_llama", "llm_gateway_pool_org/qwen:32b", "llm_gateway_aggregator"]);

@@ -17,7 +17,7 @@ import {
 import { parseGatewayConfig } from "../host/config.js";
 import { renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "../host/envoy/index.js";
 import { filterWasmPath } from "../host/paths.js";
-import { waitFor } from "./helpers/stack.js";
+import { stablePort, waitFor } from "./helpers/stack.js";
 
 interface Assignment {
   "@type": string;
@@ -229,40 +229,43 @@ describe("ADS protocol", () => {
   });
 });
 
+async function clusterHosts(envoy: EnvoyProcess): Promise<Record<string, string[]>> {
+  const body = (await (await fetch(`${envoy.adminUrl}/clusters?format=json`)).json()) as {
+    cluster_statuses: Array<{ name: string; host_statuses?: Array<{ address: { socket_address: { address: string; port_value: number } } }> }>;
+  };
+  const out: Record<string, string[]> = {};
+  for (const c of body.cluster_statuses) {
+    if (!c.name.startsWith("llm_gateway_pool_")) continue;
+    out[c.name] = (c.host_statuses ?? []).map((h) => `${h.address.socket_address.address}:${h.address.socket_address.port_value}`).sort();
+  }
+  return out;
+}
+
+function gatewayYaml(aggregatorPort: number, wasmFilter = true): string {
+  return renderEnvoyConfig({
+    gatewayHost: "127.0.0.1",
+    gatewayPort: 0,
+    adminPort: 0,
+    aggregatorHost: "127.0.0.1",
+    aggregatorPort,
+    wasmPath: filterWasmPath,
+    maxBodyBytes: 1024 * 1024,
+    pools: ["llama", "qwen"],
+    wasmFilter,
+  });
+}
+
 describe("a real Envoy", () => {
   let discovery: EndpointDiscovery;
   let server: SnapshotServer;
   let envoy: EnvoyProcess;
-
-  async function clusterHosts(): Promise<Record<string, string[]>> {
-    const body = (await (await fetch(`${envoy.adminUrl}/clusters?format=json`)).json()) as {
-      cluster_statuses: Array<{ name: string; host_statuses?: Array<{ address: { socket_address: { address: string; port_value: number } } }> }>;
-    };
-    const out: Record<string, string[]> = {};
-    for (const c of body.cluster_statuses) {
-      if (!c.name.startsWith("llm_gateway_pool_")) continue;
-      out[c.name] = (c.host_statuses ?? []).map((h) => `${h.address.socket_address.address}:${h.address.socket_address.port_value}`).sort();
-    }
-    return out;
-  }
+  const clusters = () => clusterHosts(envoy);
 
   beforeAll(async () => {
     discovery = createEndpointDiscovery({ log: () => {} });
     discovery.update(new Map([["llama", ["127.0.0.1:9101", "127.0.0.1:9102"]], ["qwen", []]]));
     server = await startSnapshotServer({ host: "127.0.0.1", port: 0, current: () => snapshot, log: () => {}, services: [discovery.service] });
-    envoy = await startEnvoy({
-      configYaml: renderEnvoyConfig({
-        gatewayHost: "127.0.0.1",
-        gatewayPort: 0,
-        adminPort: 0,
-        aggregatorHost: "127.0.0.1",
-        aggregatorPort: server.port,
-        wasmPath: filterWasmPath,
-        maxBodyBytes: 1024 * 1024,
-        pools: ["llama", "qwen"],
-      }),
-      concurrency: 2,
-    });
+    envoy = await startEnvoy({ configYaml: gatewayYaml(server.port), concurrency: 2 });
   });
   afterAll(async () => {
     await envoy?.stop();
@@ -271,7 +274,7 @@ describe("a real Envoy", () => {
   });
 
   it("has each pool's hosts once it is ready (startup waits for the first assignment)", async () => {
-    expect(await clusterHosts()).toEqual({
+    expect(await clusters()).toEqual({
       llm_gateway_pool_llama: ["127.0.0.1:9101", "127.0.0.1:9102"],
       llm_gateway_pool_qwen: [],
     });
@@ -282,17 +285,47 @@ describe("a real Envoy", () => {
     const pid = envoy.pid;
     discovery.update(new Map([["llama", ["127.0.0.1:9102", "127.0.0.1:9103"]], ["qwen", ["127.0.0.1:9201"]]]));
     await waitFor("Envoy to take the new sets", async () => {
-      const hosts = await clusterHosts();
+      const hosts = await clusters();
       return hosts.llm_gateway_pool_llama.join() === "127.0.0.1:9102,127.0.0.1:9103" && hosts.llm_gateway_pool_qwen.join() === "127.0.0.1:9201";
     });
     discovery.update(new Map([["llama", []]]));
-    await waitFor("the llama pool to empty", async () => (await clusterHosts()).llm_gateway_pool_llama.length === 0);
+    await waitFor("the llama pool to empty", async () => (await clusters()).llm_gateway_pool_llama.length === 0);
     expect(envoy.pid).toBe(pid);
     // Every version was accepted: Envoy counts the updates and no rejection.
     const stats = await envoy.stats("cluster\\.llm_gateway_pool_llama\\.update_(success|rejected)$");
     expect(stats["cluster.llm_gateway_pool_llama.update_rejected"]).toBe(0);
     expect(stats["cluster.llm_gateway_pool_llama.update_success"]).toBeGreaterThanOrEqual(3);
   });
+});
+
+describe("an Envoy started before the aggregator", () => {
+  let envoy: EnvoyProcess | undefined;
+  let server: SnapshotServer | undefined;
+  let discovery: EndpointDiscovery | undefined;
+  afterAll(async () => {
+    await envoy?.stop();
+    discovery?.close();
+    await server?.close();
+  });
+
+  it("serves JSON 503s after initial_fetch_timeout, then takes the pools when the aggregator comes up", async () => {
+    const port = await stablePort();
+    const started = Date.now();
+    envoy = await startEnvoy({ configYaml: gatewayYaml(port, false), concurrency: 2 });
+    const waited = Date.now() - started;
+    expect(waited).toBeGreaterThan(4_000); // the 5 s initial_fetch_timeout, not Envoy's default 15 s
+    expect(waited).toBeLessThan(12_000);
+    const r = await fetch(`http://${envoy.listenerAddresses.llm_gateway}/v1/chat/completions`, { method: "POST", body: "{}" });
+    expect(r.status).toBe(503);
+    expect(((await r.json()) as { error: { type: string } }).error.type).toBe("server_error");
+    expect(await clusterHosts(envoy)).toEqual({ llm_gateway_pool_llama: [], llm_gateway_pool_qwen: [] });
+
+    discovery = createEndpointDiscovery({ log: () => {} });
+    discovery.update(new Map([["llama", ["127.0.0.1:9401"]], ["qwen", []]]));
+    server = await startSnapshotServer({ host: "127.0.0.1", port, current: () => snapshot, log: () => {}, services: [discovery.service] });
+    await waitFor("Envoy to reconnect and take the pools", async () =>
+      (await clusterHosts(envoy!)).llm_gateway_pool_llama.join() === "127.0.0.1:9401", 30_000);
+  }, 60_000);
 });
 
 describe("the aggregator", () => {
