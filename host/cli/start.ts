@@ -15,18 +15,18 @@ const USAGE = "usage: npm start [-- --config FILE] [--run-dir DIR]   (GATEWAY_PO
 const KEEP_RUNS = 10;
 const RUN_NAME = /^\d{8}T\d{6}Z-\d+$/;
 
-/**
- * A new folder for this run's files under `base`, named by UTC start time and
- * pid so names sort by age; only the newest KEEP_RUNS folders are kept.
- */
+/** A new folder for this run's files under `base`, named by UTC start time and pid so names sort by age. */
 function createRunDir(base: string): string {
-  mkdirSync(base, { recursive: true });
   const stamp = new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
   const dir = join(base, `${stamp}-${process.pid}`);
-  mkdirSync(dir);
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+/** Keeps the newest KEEP_RUNS run folders; called once a run has started, so failed starts cost no old log. */
+function pruneRuns(base: string): void {
   const runs = readdirSync(base).filter((name) => RUN_NAME.test(name)).sort();
   for (const old of runs.slice(0, -KEEP_RUNS)) rmSync(join(base, old), { recursive: true, force: true });
-  return dir;
 }
 
 async function main(): Promise<void> {
@@ -65,10 +65,11 @@ async function main(): Promise<void> {
   });
 
   let stack: Stack;
+  const runsBase = resolve(values["run-dir"] ?? join(projectRoot, ".run"));
   let runDir: string | undefined;
   try {
     const config = await resolveConfigHosts(loadGatewayConfig(configPath), configPath);
-    runDir = createRunDir(resolve(values["run-dir"] ?? join(projectRoot, ".run")));
+    runDir = createRunDir(runsBase);
     const envoyLog = join(runDir, "envoy.log");
     console.log(`starting the gateway from ${configPath}`);
     console.log(`envoy log: ${envoyLog}`);
@@ -92,6 +93,7 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   if (shutdown.stopping) return;
+  pruneRuns(runsBase);
 
   void stack.envoy.exited.then((code) => {
     if (shutdown.stopping) return;
