@@ -151,6 +151,17 @@ describe("npm start", () => {
     await expectAllStopped(envoyPid, ports);
   }, 60_000);
 
+  it("stops the rest and exits 1 when Envoy dies on its own", async () => {
+    const ports = await allocatePorts();
+    const { launched, envoyPid, envoyLog } = await startGateway(writeConfig(ports));
+    process.kill(envoyPid, "SIGKILL");
+    expect(await launched.exitWithin(15_000)).toEqual({ code: 1, signal: null });
+    expect(launched.output()).toMatch(/^envoy exited unexpectedly \(killed by a signal\); its log is in the file above$/m);
+    expect(launched.output()).toMatch(/^envoy exited: stopping$[\s\S]*^stopped$/m);
+    await expectAllStopped(envoyPid, ports);
+    expect(existsSync(envoyLog)).toBe(true);
+  }, 60_000);
+
   it("stops everything when its parent process dies", async () => {
     const ports = await allocatePorts();
     const config = writeConfig(ports);

@@ -97,7 +97,7 @@ async function main(): Promise<void> {
 
   void stack.envoy.exited.then((code) => {
     if (shutdown.stopping) return;
-    console.error(`envoy exited unexpectedly (code ${code}); its log is in the file above`);
+    console.error(`envoy exited unexpectedly (${code === -1 ? "killed by a signal" : `exit code ${code}`}); its log is in the file above`);
     shutdown.begin("envoy exited", 1);
   });
 
