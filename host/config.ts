@@ -1,8 +1,9 @@
 // The declarative gateway config (one YAML resource, kind InferenceGatewayConfig).
 // Parsed with `yaml`, validated with zod; every error names the offending field
 // path, e.g. `pools[1].weights.queue: expected a number >= 0`.
+import { lookup } from "node:dns/promises";
 import { readFileSync } from "node:fs";
-import { isIPv4, isIPv6 } from "node:net";
+import { isIP, isIPv4, isIPv6 } from "node:net";
 import { dirname, resolve } from "node:path";
 import * as z from "zod";
 import { msg, validateYaml } from "./validation.js";
@@ -99,6 +100,13 @@ export interface HostPort {
 
 const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 
+/** An IPv4/IPv6 literal (no brackets) or a syntactically valid DNS name. */
+function isHostText(host: string): boolean {
+  if (isIPv6(host)) return true;
+  // All-numeric names would be taken for (bad) IPv4 literals by resolvers.
+  return /^[\d.]+$/.test(host) ? isIPv4(host) : HOSTNAME.test(host);
+}
+
 /** Splits `host:port` / `[v6]:port`; returns null when the text is not one. */
 export function parseEndpoint(text: string): HostPort | null {
   const m = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(text);
@@ -107,9 +115,7 @@ export function parseEndpoint(text: string): HostPort | null {
   if (port < 1 || port > 65535) return null;
   if (m[1] !== undefined) return isIPv6(m[1]) ? { host: m[1], port } : null;
   const host = m[2];
-  // All-numeric names would be taken for (bad) IPv4 literals by resolvers.
-  const ok = /^[\d.]+$/.test(host) ? isIPv4(host) : HOSTNAME.test(host);
-  return ok ? { host, port } : null;
+  return isHostText(host) ? { host, port } : null;
 }
 
 /** Formats ip/port for an address string, bracketing IPv6. */
@@ -123,7 +129,8 @@ const port = (allowZero: boolean) => {
 };
 const positiveInt = z.number({ error: msg("expected an integer > 0") }).int({ error: "expected an integer > 0" }).min(1, { error: "expected an integer > 0" });
 const weight = z.number({ error: msg("expected a number >= 0") }).min(0, { error: "expected a number >= 0" });
-const host = z.string({ error: msg("expected a host name or IP address") }).min(1, { error: "expected a host name or IP address" });
+const HOST_TEXT = "expected a host name or IP address";
+const host = z.string({ error: msg(HOST_TEXT) }).refine(isHostText, { error: HOST_TEXT });
 // Model and pool names travel in JSON bodies, headers and metric labels: keep them plain.
 const NAME_TEXT = "expected a non-empty name of letters, digits and . _ - : / (no spaces)";
 const name = z.string({ error: msg(NAME_TEXT) }).regex(/^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,255}$/, { error: NAME_TEXT });
@@ -277,4 +284,50 @@ export function loadGatewayConfig(path: string): GatewayConfig {
   const jwt = config.gateway.jwt;
   if (jwt) jwt.jwksFile = resolve(dirname(path), jwt.jwksFile);
   return config;
+}
+
+const DNS_TIMEOUT_MS = 5_000;
+
+/** The IP a listening host name stands for: IPv4 first, like the aggregator's endpoint lookups. */
+async function resolveHost(host: string): Promise<string> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${DNS_TIMEOUT_MS} ms`)), DNS_TIMEOUT_MS);
+  });
+  try {
+    const answers = await Promise.race([lookup(host, { all: true }), timeout]);
+    const pick = answers.find((a) => a.family === 4) ?? answers[0];
+    if (!pick) throw new Error("no address");
+    return pick.address;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Replaces gateway.host and aggregator.host by IPs: Envoy's listener only
+ * takes an IP, and the port checks must bind what the stack will bind.
+ * IP literals pass through without a lookup. Pool endpoints are left as they
+ * are: the aggregator resolves them, again and again, as pods come and go.
+ */
+export async function resolveConfigHosts(config: GatewayConfig, sourceName = "<config>"): Promise<GatewayConfig> {
+  const fields = [
+    ["gateway.host", config.gateway.host],
+    ["aggregator.host", config.aggregator.host],
+  ] as const;
+  const results = await Promise.all(
+    fields.map(async ([field, host]) => {
+      if (isIP(host) !== 0) return { ip: host };
+      try {
+        return { ip: await resolveHost(host) };
+      } catch (err) {
+        const reason = (err as NodeJS.ErrnoException).code === "ENOTFOUND" ? "" : ` (${(err as Error).message})`;
+        return { issue: `${field}: cannot resolve ${JSON.stringify(host)}${reason}` };
+      }
+    }),
+  );
+  const issues = results.flatMap((r) => (r.issue ? [r.issue] : []));
+  if (issues.length > 0) throw new ConfigError(sourceName, issues);
+  const [gateway, aggregator] = results.map((r) => r.ip!);
+  return { ...config, gateway: { ...config.gateway, host: gateway }, aggregator: { ...config.aggregator, host: aggregator } };
 }

@@ -1,11 +1,12 @@
 // Starts the whole local gateway: the fake fleet (when the config has a
 // localFleet block), the metrics aggregator, and Envoy with our filter.
 // Used by `npm start`, the end-to-end tests and the live benchmark.
-import type { GatewayConfig } from "./config.js";
+import { resolveConfigHosts, type GatewayConfig } from "./config.js";
 import { startAggregator, type Aggregator } from "./aggregator/index.js";
 import { envoyParamsFromGatewayConfig, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "./envoy/index.js";
 import { localFleetSpecs, startFleet, type Fleet } from "./fakeserver/index.js";
 import { filterWasmPath } from "./paths.js";
+import { checkPortsFree, explainBindError, type PortClaim } from "./ports.js";
 
 export interface StackOptions {
   /** Override the config's ports; 0 lets the OS pick (tests do that). */
@@ -21,10 +22,15 @@ export interface StackOptions {
   wasmFilter?: boolean;
   /** The plugin Envoy loads; default build/filter.wasm (tests load variants). */
   wasmPath?: string;
+  /** Everything Envoy prints is appended to this file. */
+  envoyLogFile?: string;
+  /** Called with every line Envoy prints. */
+  onEnvoyLog?: (line: string) => void;
   log?: (line: string) => void;
 }
 
 export interface Stack {
+  /** The config as started: gateway.host and aggregator.host resolved to IPs. */
   readonly config: GatewayConfig;
   /** e.g. http://127.0.0.1:8080 */
   readonly gatewayUrl: string;
@@ -35,8 +41,41 @@ export interface Stack {
   close(): Promise<void>;
 }
 
-export async function startStack(config: GatewayConfig, opts: StackOptions = {}): Promise<Stack> {
+// Envoy's admin listener is on 127.0.0.1 in envoy/gateway.yaml, and the fake
+// pods always listen on loopback (host/fakeserver).
+const LOOPBACK = "127.0.0.1";
+
+/** Every port the stack will listen on, named by its config field. */
+function portClaims(config: GatewayConfig, opts: StackOptions): { gateway: PortClaim[]; aggregator: PortClaim[]; fleet: PortClaim[] } {
+  const { gateway, aggregator } = config;
+  const metricsPort = opts.metricsPort ?? aggregator.metricsPort;
+  return {
+    gateway: [
+      { part: "gateway.port", host: gateway.host, port: opts.gatewayPort ?? gateway.port },
+      { part: "gateway.adminPort", host: LOOPBACK, port: opts.adminPort ?? gateway.adminPort },
+    ],
+    aggregator: [
+      { part: "aggregator.port", host: aggregator.host, port: opts.aggregatorPort ?? aggregator.port },
+      // 0 means "off" in the file and "any port" as an option; neither is checked.
+      ...(metricsPort === false ? [] : [{ part: "aggregator.metricsPort", host: aggregator.host, port: metricsPort }]),
+    ],
+    fleet: (config.localFleet?.pods ?? []).map((pod, k) => ({ part: `localFleet.pods[${k}].port`, host: LOOPBACK, port: pod.port })),
+  };
+}
+
+/** A bind can still lose a race after the check: say which port it was. */
+const naming = (claims: PortClaim[]) => (err: unknown): never => {
+  throw explainBindError(err, claims);
+};
+
+export async function startStack(input: GatewayConfig, opts: StackOptions = {}): Promise<Stack> {
   const log = opts.log ?? (() => {});
+  const config = await resolveConfigHosts(input);
+  const claims = portClaims(config, opts);
+  // Before anything starts: a port taken by another gateway must not end in
+  // two half-started stacks (Envoy would even share a listener port with
+  // SO_REUSEPORT and split the traffic).
+  await checkPortsFree([...claims.gateway, ...claims.aggregator, ...claims.fleet]);
   // Stop whatever already started if a later part fails.
   const started: Array<() => Promise<void>> = [];
   const closeAll = async () => {
@@ -45,7 +84,7 @@ export async function startStack(config: GatewayConfig, opts: StackOptions = {})
   };
   try {
     const specs = localFleetSpecs(config);
-    const fleet = specs.length > 0 ? await startFleet(specs) : null;
+    const fleet = specs.length > 0 ? await startFleet(specs).catch(naming(claims.fleet)) : null;
     if (fleet) {
       started.push(() => fleet.close());
       for (const p of fleet.pods) log(`pod ${p.name} (${p.model}) on ${p.url}`);
@@ -55,7 +94,7 @@ export async function startStack(config: GatewayConfig, opts: StackOptions = {})
       port: opts.aggregatorPort,
       metricsPort: opts.metricsPort,
       log: (line) => log(`[aggregator] ${line}`),
-    });
+    }).catch(naming(claims.aggregator));
     started.push(() => aggregator.close());
 
     const params = envoyParamsFromGatewayConfig(config, { wasmPath: opts.wasmPath ?? filterWasmPath });
@@ -69,7 +108,9 @@ export async function startStack(config: GatewayConfig, opts: StackOptions = {})
       }),
       concurrency: opts.concurrency ?? 2,
       logLevel: opts.envoyLogLevel,
-    });
+      logFile: opts.envoyLogFile,
+      onLog: opts.onEnvoyLog,
+    }).catch(naming(claims.gateway));
     started.push(() => envoy.stop());
 
     return {

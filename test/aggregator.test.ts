@@ -298,6 +298,71 @@ describe("aggregator", () => {
   });
 });
 
+describe("aggregator with malformed gauges", () => {
+  const vllm = (waiting: string, running = "1", kv = "0.5") =>
+    `vllm:num_requests_waiting{engine="0"} ${waiting}\nvllm:num_requests_running{engine="0"} ${running}\nvllm:kv_cache_usage_perc{engine="0"} ${kv}\n`;
+
+  async function start(good: Pod, bad: Pod) {
+    const config = parseGatewayConfig(`
+aggregator: { port: 0, metricsPort: 0, scrapeIntervalMs: 20, scrapeTimeoutMs: 150, staleAfterMs: 300 }
+pools: [{ name: llama, baseModel: m, endpoints: ["127.0.0.1:${good.port}", "127.0.0.1:${bad.port}"] }]
+`);
+    const logs: string[] = [];
+    const agg = await startAggregator(config, { port: 0, metricsPort: 0, log: (line) => logs.push(line) });
+    cleanups.push(() => agg.close());
+    return { agg, config, logs };
+  }
+
+  it("marks a pod whose queue turns NaN, then negative, stale after staleAfterMs, logging each change once", async () => {
+    const good = await startPod(vllm("2"));
+    const pod = await startPod(vllm("3"));
+    const { agg, config, logs } = await start(good, pod);
+    const w = watch(agg.grpcPort);
+    const first = await waitFor("first snapshot", () => last(w), 1000);
+    expect(endpointOf(first, 0, pod.port)?.fresh).toBe(true);
+
+    const lastValidAt = pod.lastOkAt; // every later answer is malformed
+    pod.body = vllm("NaN");
+    const stale = await waitFor("pod stale", () => w.messages.find((s) => endpointOf(s, 0, pod.port)?.fresh === false), 2000);
+    expect(stale.generatedUnixMs - lastValidAt).toBeGreaterThanOrEqual(config.aggregator.staleAfterMs);
+    // The last good values stay visible, never the NaN read as 0; the other pod is untouched.
+    expect(endpointOf(stale, 0, pod.port)?.waiting).toBe(3);
+    expect(endpointOf(stale, 0, good.port)?.fresh).toBe(true);
+
+    const hits = pod.hits;
+    await waitFor("5 more malformed scrapes", () => pod.hits >= hits + 5);
+    const nanLines = logs.filter((l) => l.includes("vllm:num_requests_waiting"));
+    expect(nanLines).toEqual([`endpoint 127.0.0.1:${pod.port} scrape failed: malformed vllm:num_requests_waiting: NaN (expected a finite number >= 0)`]);
+    const text = await aggregatorMetrics(agg);
+    expect(text).toContain(`llm_gateway_endpoint_fresh{pool="llama",endpoint="127.0.0.1:${pod.port}"} 0`);
+    expect(text).toMatch(new RegExp(`llm_gateway_endpoint_scrape_errors_total\\{pool="llama",endpoint="127.0.0.1:${pod.port}"\\} ([5-9]|\\d\\d)`));
+
+    pod.body = vllm("-1");
+    await waitFor("a log line for the new value", () => logs.some((l) => l.endsWith("malformed vllm:num_requests_waiting: -1 (expected a finite number >= 0)")));
+    expect(endpointOf(agg.current(), 0, pod.port)?.fresh).toBe(false);
+
+    pod.body = vllm("4");
+    const back = await waitFor("pod fresh again", () => w.messages.find((s) => endpointOf(s, 0, pod.port)?.fresh === true && endpointOf(s, 0, pod.port)?.waiting === 4), 2000);
+    expect(back.version).toBeGreaterThan(stale.version);
+    expect(logs).toContain(`endpoint 127.0.0.1:${pod.port} scrapes OK again`);
+  });
+
+  it("never marks fresh a pod whose running gauge is +Inf or KV gauge -Inf from the start", async () => {
+    const good = await startPod(vllm("0"));
+    const pod = await startPod(vllm("0", "+Inf"));
+    const { agg, logs } = await start(good, pod);
+    const hits = pod.hits;
+    await waitFor("5 more scrapes", () => pod.hits >= hits + 5);
+    expect(endpointOf(agg.current(), 0, pod.port)?.fresh).toBe(false);
+    expect(endpointOf(agg.current(), 0, good.port)?.fresh).toBe(true);
+    expect(logs).toContain(`endpoint 127.0.0.1:${pod.port} scrape failed: malformed vllm:num_requests_running: +Inf (expected a finite number >= 0)`);
+
+    pod.body = vllm("0", "1", "-Inf");
+    await waitFor("the KV log line", () => logs.some((l) => l.endsWith("malformed vllm:kv_cache_usage_perc: -Inf (expected a finite number >= 0)")));
+    expect(endpointOf(agg.current(), 0, pod.port)?.fresh).toBe(false);
+  });
+});
+
 describe("Prometheus text parser", () => {
   it("reads names, escaped labels, special values, exponents and timestamps; skips comments and junk", () => {
     const samples = parsePrometheusText(
@@ -371,5 +436,32 @@ describe("normalise", () => {
 
   it("rejects a scrape without the engine's queue/running gauges", () => {
     expect(() => normalise("sglang", parsePrometheusText(tgiText(1, 1)))).toThrow(/sglang:num_queue_reqs/);
+  });
+
+  it.each([
+    ["NaN", "NaN"],
+    ["-1", "-1"],
+    ["+Inf", "+Inf"],
+    ["-Inf", "-Inf"],
+  ])("rejects a scrape with a gauge of %s instead of reading it as 0", (text, shown) => {
+    const expected = (name: string) => `malformed ${name}: ${shown} (expected a finite number >= 0)`;
+    const vllm = (waiting: string, running: string, kv: string) =>
+      parsePrometheusText(
+        `vllm:num_requests_waiting{engine="0"} 1\nvllm:num_requests_waiting{engine="1"} ${waiting}\n` +
+          `vllm:num_requests_running ${running}\nvllm:kv_cache_usage_perc ${kv}\nvllm:gpu_cache_usage_perc 0.5\n`,
+      );
+    // One bad series of a data-parallel pod is enough.
+    expect(() => normalise("vllm", vllm(text, "1", "0.5"))).toThrow(expected("vllm:num_requests_waiting"));
+    expect(() => normalise("vllm", vllm("1", text, "0.5"))).toThrow(expected("vllm:num_requests_running"));
+    // A malformed preferred KV gauge is not replaced by the older name.
+    expect(() => normalise("vllm", vllm("1", "1", text))).toThrow(expected("vllm:kv_cache_usage_perc"));
+    expect(() => normalise("sglang", parsePrometheusText(`sglang:num_queue_reqs 1\nsglang:num_running_reqs 1\nsglang:token_usage ${text}\n`))).toThrow(
+      expected("sglang:token_usage"),
+    );
+    expect(() => normalise("tgi", parsePrometheusText(`tgi_queue_size ${text}\ntgi_batch_current_size 1\n`))).toThrow(expected("tgi_queue_size"));
+  });
+
+  it("still accepts zeros, and KV usage above 1 is capped", () => {
+    expect(normalise("sglang", parsePrometheusText(sglangText(0, 0, 1.2)))).toMatchObject({ waiting: 0, running: 0, kvCacheUsage: 1 });
   });
 });

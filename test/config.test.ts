@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadGatewayConfig, parseEndpoint, parseGatewayConfig } from "../host/config.js";
+import { ConfigError, loadGatewayConfig, parseEndpoint, parseGatewayConfig, resolveConfigHosts } from "../host/config.js";
 
 const LOCAL_YAML = fileURLToPath(new URL("../config/local.yaml", import.meta.url));
 
@@ -137,5 +137,47 @@ describe("gateway config", () => {
   it("reports YAML syntax errors and unreadable files with their source", () => {
     expect(issues("pools: [")[0]).toMatch(/^YAML syntax error: /);
     expect(() => loadGatewayConfig("/nonexistent/gw.yaml")).toThrow(/^\/nonexistent\/gw\.yaml: invalid gateway config:\n {2}cannot read file/);
+  });
+
+  it("accepts only an IP literal or a host name for gateway.host and aggregator.host", () => {
+    expect(issues(`${MINIMAL}\ngateway: { host: "http://gw" }\naggregator: { host: "a b" }\n`)).toEqual([
+      "gateway.host: expected a host name or IP address",
+      "aggregator.host: expected a host name or IP address",
+    ]);
+    expect(issues(`${MINIMAL}\ngateway: { host: "" }\n`)).toEqual(["gateway.host: expected a host name or IP address"]);
+    expect(issues(`${MINIMAL}\ngateway: { host: 300.1.1.1 }\n`)).toEqual(["gateway.host: expected a host name or IP address"]);
+    const c = parseGatewayConfig(`${MINIMAL}\ngateway: { host: "::1" }\naggregator: { host: gw.internal }\n`);
+    expect([c.gateway.host, c.aggregator.host]).toEqual(["::1", "gw.internal"]);
+  });
+});
+
+describe("resolveConfigHosts", () => {
+  const withHosts = (gateway: string, aggregator: string) =>
+    parseGatewayConfig(`${MINIMAL}\ngateway: { host: "${gateway}" }\naggregator: { host: "${aggregator}" }\n`);
+
+  it("turns names into IPs (IPv4 first) and leaves literals and pool endpoints alone", async () => {
+    const config = parseGatewayConfig(`
+gateway: { host: localhost }
+aggregator: { host: "::1" }
+pools: [{ name: p, baseModel: m, endpoints: ["localhost:18001"] }]
+`);
+    const resolved = await resolveConfigHosts(config, "x.yaml");
+    expect(resolved.gateway.host).toBe("127.0.0.1");
+    expect(resolved.aggregator.host).toBe("::1");
+    expect(resolved.pools[0].endpoints).toEqual(["localhost:18001"]);
+    expect(config.gateway.host).toBe("localhost"); // the input is not modified
+  });
+
+  it("names each field whose host does not resolve", async () => {
+    const err = await resolveConfigHosts(withHosts("no-such-host.invalid", "also-missing.invalid"), "gw.yaml").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).issues).toEqual([
+      'gateway.host: cannot resolve "no-such-host.invalid"',
+      'aggregator.host: cannot resolve "also-missing.invalid"',
+    ]);
+    expect((err as ConfigError).message).toMatch(/^gw\.yaml: invalid gateway config:\n {2}gateway\.host: cannot resolve "no-such-host\.invalid"/);
+    await expect(resolveConfigHosts(withHosts("127.0.0.1", "no-such-host.invalid"))).rejects.toThrow(
+      /^<config>: invalid gateway config:\n {2}aggregator\.host: cannot resolve "no-such-host\.invalid"$/,
+    );
   });
 });

@@ -57,20 +57,30 @@ export function wantedMetrics(engine: Engine): ReadonlySet<string> {
 
 const UINT32_MAX = 0xffffffff;
 
+const formatValue = (v: number) => (Number.isNaN(v) ? "NaN" : v === Infinity ? "+Inf" : v === -Infinity ? "-Inf" : String(v));
+
+/**
+ * The gauge values of every series of `name`; null when the metric is absent
+ * (not this engine, or not up yet). A NaN, infinite or negative value means
+ * the server's state is unknown, not 0: it throws, so the scrape counts as
+ * failed and the pod goes stale. The message names the metric and value and
+ * stays the same while they do (the aggregator logs each new message once).
+ */
+function gaugeValues(samples: Sample[], name: string): number[] | null {
+  const values = samples.filter((s) => s.name === name).map((s) => s.value);
+  if (values.length === 0) return null;
+  const bad = values.find((v) => !Number.isFinite(v) || v < 0);
+  if (bad !== undefined) throw new Error(`malformed ${name}: ${formatValue(bad)} (expected a finite number >= 0)`);
+  return values;
+}
+
 /**
  * Counts are summed over all series of the metric: a data-parallel vLLM
  * reports one series per `engine` label, and the pod's queue is all of them.
- * Returns null when the metric is absent (not this engine, or not up yet).
  */
 function sumCount(samples: Sample[], name: string): number | null {
-  let found = false;
-  let sum = 0;
-  for (const s of samples) {
-    if (s.name !== name) continue;
-    found = true;
-    if (Number.isFinite(s.value) && s.value > 0) sum += s.value;
-  }
-  return found ? Math.min(Math.round(sum), UINT32_MAX) : null;
+  const values = gaugeValues(samples, name);
+  return values === null ? null : Math.min(Math.round(values.reduce((a, b) => a + b, 0)), UINT32_MAX);
 }
 
 /**
@@ -78,14 +88,8 @@ function sumCount(samples: Sample[], name: string): number | null {
  * fullest one is the one that will refuse (or preempt) the next request.
  */
 function maxFraction(samples: Sample[], name: string): number | null {
-  let found = false;
-  let max = 0;
-  for (const s of samples) {
-    if (s.name !== name || !Number.isFinite(s.value)) continue;
-    found = true;
-    max = Math.max(max, s.value);
-  }
-  return found ? Math.min(Math.max(max, 0), 1) : null;
+  const values = gaugeValues(samples, name);
+  return values === null ? null : Math.min(Math.max(...values), 1);
 }
 
 function adapterList(csv: string | undefined): string[] {
@@ -115,8 +119,8 @@ function loraInfo(samples: Sample[], name: string): Pick<EndpointMetrics, "maxLo
 
 /**
  * Normalises one scrape. Throws when the engine's queue or running gauge is
- * missing: then the endpoint is not the configured engine (or not ready), and
- * the scrape must not count as good.
+ * missing (then the endpoint is not the configured engine, or not ready), or
+ * when a gauge it reads is malformed: such a scrape must not count as good.
  */
 export function normalise(engine: Engine, samples: Sample[]): EndpointMetrics {
   const names = NAMES[engine];

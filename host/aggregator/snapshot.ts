@@ -19,6 +19,10 @@ export interface EndpointState {
   lastGoodMs: number | null;
 }
 
+/**
+ * lastGoodMs moves only when a scrape normalised cleanly, so a pod whose
+ * gauges are NaN, infinite or negative goes stale like one that does not answer.
+ */
 export function isFresh(state: EndpointState, now: number, staleAfterMs: number): boolean {
   return state.lastGoodMs !== null && now - state.lastGoodMs <= staleAfterMs;
 }

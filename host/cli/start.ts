@@ -1,50 +1,112 @@
 // The local launcher behind `npm start`: the fake fleet, the aggregator and
-// Envoy with our filter, until Ctrl-C.
+// Envoy with our filter, until Ctrl-C, SIGTERM or SIGHUP (see shutdown.ts).
+// Exit codes: 0 after a requested stop, 1 when starting fails, Envoy dies or
+// stopping fails, 128 + n when a second signal n cut the stop short.
+import { mkdirSync, readdirSync, rmSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { join } from "node:path";
-import { ConfigError, loadGatewayConfig } from "../config.js";
+import { ConfigError, formatHostPort, loadGatewayConfig, resolveConfigHosts } from "../config.js";
+import { envoyWarningFilter } from "../envoy/index.js";
 import { projectRoot } from "../paths.js";
 import { startStack, type Stack } from "../stack.js";
+import { installShutdown } from "./shutdown.js";
 
-const { values } = parseArgs({
-  options: { config: { type: "string", short: "c" }, help: { type: "boolean", short: "h" } },
-});
-if (values.help) {
-  console.log("usage: npm start [-- --config FILE]   (GATEWAY_PORT overrides the listener port)");
-  process.exit(0);
+const USAGE = "usage: npm start [-- --config FILE] [--run-dir DIR]   (GATEWAY_PORT overrides the listener port)";
+const KEEP_RUNS = 10;
+const RUN_NAME = /^\d{8}T\d{6}Z-\d+$/;
+
+/** A new folder for this run's files under `base`, named by UTC start time and pid so names sort by age. */
+function createRunDir(base: string): string {
+  const stamp = new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
+  const dir = join(base, `${stamp}-${process.pid}`);
+  mkdirSync(dir, { recursive: true });
+  return dir;
 }
 
-const configPath = values.config ?? join(projectRoot, "config", "local.yaml");
-let stack: Stack;
-try {
-  const config = loadGatewayConfig(configPath);
+/** Keeps the newest KEEP_RUNS run folders; called once a run has started, so failed starts cost no old log. */
+function pruneRuns(base: string): void {
+  const runs = readdirSync(base).filter((name) => RUN_NAME.test(name)).sort();
+  for (const old of runs.slice(0, -KEEP_RUNS)) rmSync(join(base, old), { recursive: true, force: true });
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      config: { type: "string", short: "c" },
+      "run-dir": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help) {
+    console.log(USAGE);
+    return;
+  }
+  // A closed terminal (SIGHUP) makes writes fail with EIO; that must not
+  // crash the launcher while it is stopping what it started.
+  process.stdout.on("error", () => {});
+  process.stderr.on("error", () => {});
+
+  const configPath = values.config ?? join(projectRoot, "config", "local.yaml");
   const portEnv = process.env.GATEWAY_PORT;
   const gatewayPort = portEnv ? Number(portEnv) : undefined;
   if (gatewayPort !== undefined && !(Number.isInteger(gatewayPort) && gatewayPort > 0 && gatewayPort < 65536)) {
-    throw new Error(`GATEWAY_PORT must be a port number, got "${portEnv}"`);
+    console.error(`GATEWAY_PORT must be a port number, got "${portEnv}"`);
+    process.exit(1);
   }
-  console.log(`starting the gateway from ${configPath}`);
-  stack = await startStack(config, { gatewayPort, log: (line) => console.log(line) });
-} catch (err) {
-  console.error(err instanceof ConfigError ? err.message : `failed to start: ${(err as Error).message}`);
-  process.exit(1);
+
+  let starting: Promise<Stack> | undefined;
+  const shutdown = installShutdown({
+    stop: async () => {
+      // A stop during start-up waits for it, then closes what it started.
+      const stack = await starting?.catch(() => undefined);
+      await stack?.close();
+    },
+    log: (line) => console.log(line),
+  });
+
+  let stack: Stack;
+  const runsBase = resolve(values["run-dir"] ?? join(projectRoot, ".run"));
+  let runDir: string | undefined;
+  try {
+    const config = await resolveConfigHosts(loadGatewayConfig(configPath), configPath);
+    runDir = createRunDir(runsBase);
+    const envoyLog = join(runDir, "envoy.log");
+    console.log(`starting the gateway from ${configPath}`);
+    console.log(`envoy log: ${envoyLog}`);
+    const warning = envoyWarningFilter();
+    starting = startStack(config, {
+      gatewayPort,
+      // info in the file; the terminal only gets warnings and errors.
+      envoyLogLevel: "info",
+      envoyLogFile: envoyLog,
+      onEnvoyLog: (line) => {
+        if (warning(line)) console.error(`[envoy] ${line}`);
+      },
+      log: (line) => console.log(line),
+    });
+    stack = await starting;
+  } catch (err) {
+    if (shutdown.stopping) return; // the stop already under way exits
+    // A run that failed before Envoy wrote anything leaves no empty folder to crowd out real logs.
+    if (runDir && readdirSync(runDir).length === 0) rmSync(runDir, { recursive: true });
+    console.error(err instanceof ConfigError ? (err as Error).message : `failed to start: ${(err as Error).message}`);
+    process.exit(1);
+  }
+  if (shutdown.stopping) return;
+  pruneRuns(runsBase);
+
+  void stack.envoy.exited.then((code) => {
+    if (shutdown.stopping) return;
+    console.error(`envoy exited unexpectedly (${code === -1 ? "killed by a signal" : `exit code ${code}`}); its log is in the file above`);
+    shutdown.begin("envoy exited", 1);
+  });
+
+  const model = stack.config.pools[0]?.baseModel ?? "MODEL";
+  console.log(`envoy admin on ${stack.envoy.adminUrl} (pid ${stack.envoy.pid})`);
+  if (stack.aggregator.metricsPort) console.log(`aggregator metrics on http://${formatHostPort(stack.config.aggregator.host, stack.aggregator.metricsPort)}/metrics`);
+  console.log(`gateway ready at ${stack.gatewayUrl}`);
+  console.log(`try: curl ${stack.gatewayUrl}/v1/chat/completions -H 'content-type: application/json' ` +
+    `-d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}]}'`);
 }
 
-const model = stack.config.pools[0]?.baseModel ?? "MODEL";
-console.log(`envoy admin on ${stack.envoy.adminUrl}`);
-if (stack.aggregator.metricsPort) console.log(`aggregator metrics on http://${stack.config.aggregator.host}:${stack.aggregator.metricsPort}/metrics`);
-console.log(`gateway ready at ${stack.gatewayUrl}`);
-console.log(`try: curl ${stack.gatewayUrl}/v1/chat/completions -H 'content-type: application/json' ` +
-  `-d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}]}'`);
-
-let stopping = false;
-async function stop(signal: string) {
-  if (stopping) return;
-  stopping = true;
-  console.log(`${signal}: stopping`);
-  await stack.close();
-  console.log("stopped");
-  process.exit(0);
-}
-process.on("SIGINT", () => void stop("SIGINT"));
-process.on("SIGTERM", () => void stop("SIGTERM"));
+await main();

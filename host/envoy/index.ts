@@ -8,6 +8,7 @@ export {
 } from "./config.js";
 export {
   allocateBaseId,
+  envoyWarningFilter,
   startEnvoy,
   validateEnvoyConfig,
   type EnvoyProcess,

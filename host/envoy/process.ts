@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { findEnvoy } from "./paths.js";
 
@@ -17,6 +17,8 @@ export interface StartEnvoyOptions {
   baseId?: number;
   /** Called with every log line Envoy prints. */
   onLog?: (line: string) => void;
+  /** Append everything Envoy prints to this file (its folder is created). */
+  logFile?: string;
   /** Envoy binary; default findEnvoy(). */
   envoyBin?: string;
   /** How long to wait for LIVE and for the listeners; default 20 s. */
@@ -30,6 +32,8 @@ export interface EnvoyProcess {
   readonly adminUrl: string;
   /** Listener name -> the "host:port" it is bound to (resolves port 0). */
   readonly listenerAddresses: Readonly<Record<string, string>>;
+  /** Settles when Envoy has exited, stopped or not: its exit code, -1 after a signal. */
+  readonly exited: Promise<number | null>;
   /** The most recent log lines (stdout and stderr). */
   recentLogs(): string[];
   /** Counters and gauges by name; `filter` is Envoy's regex on stat names. */
@@ -57,6 +61,23 @@ let baseIdCounter = 0;
 export function allocateBaseId(): number {
   const block = process.pid % Math.floor((MAX_BASE_ID + 1) / IDS_PER_PROCESS);
   return block * IDS_PER_PROCESS + (baseIdCounter++ % IDS_PER_PROCESS);
+}
+
+const LEVELS = ["trace", "debug", "info", "warning", "error", "critical"];
+
+/**
+ * A predicate for lines at warning level or above, in Envoy's default format
+ * `[time][thread][level][logger] ...`. A line without that prefix continues
+ * the previous message (a multi-line error) or is raw stderr: it goes with
+ * the previous line, and is kept when there was none.
+ */
+export function envoyWarningFilter(): (line: string) => boolean {
+  let keep = true;
+  return (line) => {
+    const level = /^\[[^\]]*\]\[\d+\]\[(\w+)\]/.exec(line)?.[1];
+    if (level !== undefined) keep = LEVELS.indexOf(level) >= LEVELS.indexOf("warning");
+    return keep;
+  };
 }
 
 /** Keeps the last lines of a child's output, splitting chunks into lines. */
@@ -94,11 +115,37 @@ function withLogs(message: string, logs: LogRing): Error {
 }
 
 // Envoys still running when Node exits (a crashed test run) would hold their
-// ports; kill them synchronously on the way out.
-const running = new Set<ChildProcess>();
+// ports; kill them synchronously on the way out. Their watchdogs go first, so
+// none of them signals a pid after it has been reaped.
+const running = new Map<ChildProcess, ChildProcess | null>();
 process.on("exit", () => {
-  for (const child of running) child.kill("SIGKILL");
+  for (const [child, watchdog] of running) {
+    watchdog?.kill("SIGKILL");
+    child.kill("SIGKILL");
+  }
 });
+
+// A SIGKILLed Node runs no exit handler, and Envoy has no option to die with
+// its parent. This shell reads a pipe whose only writer is this process:
+// however we die, the kernel closes our end, `read` sees EOF, and Envoy gets
+// SIGTERM, then SIGKILL if it is still there 5 s later. While we live we kill
+// the watchdog as soon as Envoy exits. Like Envoy, it has its own process
+// group, away from a terminal's Ctrl-C.
+const WATCHDOG_SCRIPT =
+  'while read -r _; do :; done; kill -TERM "$1" 2>/dev/null || exit 0; ' +
+  'for _ in 1 2 3 4 5; do sleep 1; kill -0 "$1" 2>/dev/null || exit 0; done; kill -KILL "$1" 2>/dev/null';
+
+function spawnWatchdog(envoyPid: number, logs: LogRing): ChildProcess {
+  const watchdog = spawn("/bin/sh", ["-c", WATCHDOG_SCRIPT, "envoy-watchdog", String(envoyPid)], {
+    stdio: ["pipe", "ignore", "ignore"],
+    detached: true,
+  });
+  watchdog.once("error", (err) => logs.push(`envoy watchdog: ${err.message}\n`));
+  // Neither the process nor its idle pipe may keep Node's event loop alive.
+  watchdog.unref();
+  (watchdog.stdin as unknown as { unref(): void }).unref();
+  return watchdog;
+}
 
 interface Spawned {
   child: ChildProcess;
@@ -107,23 +154,62 @@ interface Spawned {
   hasExited(): boolean;
 }
 
-function spawnEnvoy(bin: string, args: string[], logs: LogRing): Spawned {
-  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
-  running.add(child);
+interface FileSink {
+  write(chunk: string): void;
+  close(): void;
+}
+
+/** Appends raw output to a file; a failing write turns the file off and says so in the ring. */
+function fileSink(path: string, logs: LogRing): FileSink {
+  mkdirSync(dirname(path), { recursive: true });
+  let fd: number | null = openSync(path, "a");
+  const close = () => {
+    if (fd !== null) closeSync(fd);
+    fd = null;
+  };
+  return {
+    write(chunk) {
+      if (fd === null) return;
+      try {
+        // Synchronous, so nothing is lost when the process exits right after.
+        writeSync(fd, chunk);
+      } catch (err) {
+        close();
+        logs.push(`writing ${path} failed, no more lines go there: ${(err as Error).message}\n`);
+      }
+    },
+    close,
+  };
+}
+
+function spawnEnvoy(bin: string, args: string[], logs: LogRing, file: FileSink | null = null): Spawned {
+  // Its own process group: a terminal's Ctrl-C reaches only us, and we stop
+  // Envoy in order (the watchdog covers our own sudden death).
+  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const watchdog = child.pid === undefined ? null : spawnWatchdog(child.pid, logs);
+  running.set(child, watchdog);
   let done = false;
-  child.stdout!.setEncoding("utf8").on("data", (c: string) => logs.push(c));
-  child.stderr!.setEncoding("utf8").on("data", (c: string) => logs.push(c));
+  const onOutput = (c: string) => {
+    file?.write(c);
+    logs.push(c);
+  };
+  child.stdout!.setEncoding("utf8").on("data", onOutput);
+  child.stderr!.setEncoding("utf8").on("data", onOutput);
+  const finish = () => {
+    watchdog?.kill("SIGKILL");
+    done = true;
+    running.delete(child);
+    file?.close();
+  };
   const exited = new Promise<number | null>((resolve) => {
     child.once("error", (err) => {
       logs.push(`spawn ${bin}: ${err.message}\n`);
-      done = true;
-      running.delete(child);
+      finish();
       resolve(null);
     });
     child.once("close", (code, signal) => {
       logs.flush();
-      done = true;
-      running.delete(child);
+      finish();
       resolve(code ?? (signal ? -1 : null));
     });
   });
@@ -229,12 +315,14 @@ const commonArgs = (configPath: string, baseId: number, logLevel: string) => [
 export async function startEnvoy(opts: StartEnvoyOptions): Promise<EnvoyProcess> {
   const bin = opts.envoyBin ?? findEnvoy();
   const baseId = opts.baseId ?? allocateBaseId();
+  const logs = new LogRing(opts.onLog);
+  // Opened first: a log file that cannot be created leaves nothing behind.
+  const file = opts.logFile === undefined ? null : fileSink(opts.logFile, logs);
   const dir = mkdtempSync(join(tmpdir(), "llm-gateway-envoy-"));
   const configPath = join(dir, "envoy.yaml");
   const adminPathFile = join(dir, "admin-address");
   writeFileSync(configPath, opts.configYaml);
 
-  const logs = new LogRing(opts.onLog);
   const s = spawnEnvoy(
     bin,
     [
@@ -245,6 +333,7 @@ export async function startEnvoy(opts: StartEnvoyOptions): Promise<EnvoyProcess>
       adminPathFile,
     ],
     logs,
+    file,
   );
 
   let stopping: Promise<void> | undefined;
@@ -264,6 +353,7 @@ export async function startEnvoy(opts: StartEnvoyOptions): Promise<EnvoyProcess>
     baseId,
     adminUrl: ready.adminUrl,
     listenerAddresses: ready.listeners,
+    exited: s.exited,
     recentLogs: () => logs.tail(),
     async stats(filter?: string) {
       const query = filter === undefined ? "" : `&filter=${encodeURIComponent(filter)}`;
