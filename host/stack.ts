@@ -73,8 +73,7 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
   const config = await resolveConfigHosts(input);
   const claims = portClaims(config, opts);
   // Before anything starts: a port taken by another gateway must not end in
-  // two half-started stacks (Envoy would even share a listener port with
-  // SO_REUSEPORT and split the traffic).
+  // two half-started stacks.
   await checkPortsFree([...claims.gateway, ...claims.aggregator, ...claims.fleet]);
   // Stop whatever already started if a later part fails.
   const started: Array<() => Promise<void>> = [];
