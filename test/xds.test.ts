@@ -127,7 +127,7 @@ describe("ADS protocol", () => {
     envoy.send({ node: { id: "envoy-1" }, resource_names: [A, B] });
     const r = await envoy.next();
     expect(r.type_url).toBe(CLA);
-    expect(r.version_info).toBe(discovery.version());
+    expect(r.version_info).toBe(String(discovery.version()));
     expect(r.nonce).not.toBe("");
     expect(hostsOf(r)).toEqual({ [A]: ["127.0.0.1:9001", "127.0.0.1:9002"], [B]: ["::1:9003"] });
     expect(discovery.streams()).toBe(1);
@@ -342,7 +342,7 @@ describe("the aggregator", () => {
     );
     const aggregator = await startAggregator(config, {
       port: 0,
-      metricsPort: false,
+      metricsPort: 0,
       log: () => {},
       lookup: async () => [{ address: answer, family: 4 }],
     });
@@ -358,6 +358,9 @@ describe("the aggregator", () => {
       const moved = await envoy.next(5_000);
       expect(hostsOf(moved)).toEqual({ llm_gateway_pool_llama: ["127.0.0.1:9302", "127.0.0.9:9301"] });
       expect(Number(moved.version_info)).toBeGreaterThan(Number(first.version_info));
+      const metrics = await (await fetch(`http://127.0.0.1:${aggregator.metricsPort}/metrics`)).text();
+      expect(metrics).toContain(`llm_gateway_endpoints_version ${moved.version_info}\n`);
+      expect(metrics).toContain("llm_gateway_ads_streams 1\n");
     } finally {
       envoy.close();
       await aggregator.close();

@@ -221,6 +221,8 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
         snapshotVersion: tracker.current.version,
         snapshotsPushed: push.pushed(),
         streams: push.streams(),
+        endpointsVersion: discovery.version(),
+        adsStreams: discovery.streams(),
       };
     };
     try {

@@ -1,5 +1,5 @@
 // The aggregator's own Prometheus /metrics: what it last saw per endpoint,
-// how scraping goes, and how many snapshots it pushed.
+// how scraping goes, how many snapshots it pushed, and what it serves Envoy over ADS.
 import http from "node:http";
 import { formatHostPort } from "../config.js";
 import type { EndpointMetrics } from "./normalise.js";
@@ -19,6 +19,9 @@ export interface AggregatorStats {
   snapshotVersion: number;
   snapshotsPushed: number;
   streams: number;
+  /** Version of the pool endpoint sets served over ADS. */
+  endpointsVersion: number;
+  adsStreams: number;
 }
 
 const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
@@ -53,6 +56,8 @@ export function renderMetrics(stats: AggregatorStats): string {
   family("llm_gateway_snapshot_version", "gauge", "Version of the current snapshot.", [[{}, stats.snapshotVersion]]);
   family("llm_gateway_snapshots_pushed_total", "counter", "Snapshot messages written to Watch streams.", [[{}, stats.snapshotsPushed]]);
   family("llm_gateway_connected_streams", "gauge", "Open SnapshotService/Watch streams.", [[{}, stats.streams]]);
+  family("llm_gateway_endpoints_version", "gauge", "Version of the pools' endpoint sets served to Envoy over ADS.", [[{}, stats.endpointsVersion]]);
+  family("llm_gateway_ads_streams", "gauge", "Open ADS streams (one per Envoy).", [[{}, stats.adsStreams]]);
   return out.join("\n") + "\n";
 }
 

@@ -75,8 +75,8 @@ export interface EndpointDiscovery {
    * every stream subscribed to that pool's cluster gets the new assignment.
    */
   update(sets: ReadonlyMap<string, readonly string[]>): void;
-  /** The version of the current endpoint sets ("0" before the first update). */
-  version(): string;
+  /** The version of the current endpoint sets (0 before the first update). */
+  version(): number;
   /** Open ADS streams. */
   streams(): number;
   /** Ends every stream with OK (Envoy reconnects to whoever serves next). */
@@ -209,7 +209,7 @@ export function createEndpointDiscovery(opts: { log: (line: string) => void }): 
         if (s.subscribed && [...changed].some((c) => s.subscribed!.has(c))) send(s);
       }
     },
-    version: () => String(version),
+    version: () => version,
     streams: () => streams.size,
     close() {
       for (const s of streams) s.call.end();
