@@ -12,10 +12,10 @@
 // follows.
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import { createRequire } from "node:module";
 import { isIP } from "node:net";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { parseEndpoint } from "../config.js";
-import { projectRoot } from "../paths.js";
 
 export const CLUSTER_LOAD_ASSIGNMENT_TYPE = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
 
@@ -24,7 +24,7 @@ export function poolClusterName(pool: string): string {
 }
 
 // Envoy's API protos ship with @grpc/grpc-js-xds; nothing is copied here.
-const PROTO_ROOT = join(projectRoot, "node_modules", "@grpc", "grpc-js-xds", "deps");
+const PROTO_ROOT = join(dirname(createRequire(import.meta.url).resolve("@grpc/grpc-js-xds/package.json")), "deps");
 
 // Loaded once, on first use: parsing Envoy's API takes ~0.2 s.
 let adsDefinition: grpc.ServiceDefinition | undefined;
