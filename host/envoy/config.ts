@@ -179,8 +179,8 @@ function withoutWasmFilter(doc: Document): void {
 }
 
 /**
- * Puts Envoy's own jwt_authn filter right before ours (after the header
- * wall), so unauthenticated requests are refused before the body is buffered;
+ * Puts Envoy's own jwt_authn filter right before ours, so unauthenticated
+ * requests are refused before the body is buffered;
  * its 401 is rewritten into the OpenAI error format by the template's
  * local_reply_config.
  */
