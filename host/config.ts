@@ -16,8 +16,25 @@ export interface GatewayListenerConfig {
   port: number;
   adminPort: number;
   maxBodyBytes: number;
+  staleView: StaleViewConfig;
+  passiveHealth: PassiveHealthConfig;
   /** When set, every request needs a valid JWT (Envoy's jwt_authn). */
   jwt?: JwtConfig;
+}
+
+/** What the filter does when it has not heard from the aggregator for a while. */
+export interface StaleViewConfig {
+  /** Silence from the aggregator after which per-pod metrics are not trusted. */
+  maxAgeMs: number;
+  /** failOpen: Envoy's least-request among the pool's known pods; reject: 503 + Retry-After. */
+  policy: "failOpen" | "reject";
+  retryAfterS: number;
+}
+
+/** The filter's passive health: consecutive failures eject a pod for a while. */
+export interface PassiveHealthConfig {
+  ejectAfterFailures: number;
+  ejectMs: number;
 }
 
 export interface JwtConfig {
@@ -38,6 +55,8 @@ export interface AggregatorConfig {
   scrapeTimeoutMs: number;
   /** An endpoint is not fresh once its last good scrape is older than this. */
   staleAfterMs: number;
+  /** Longest silence on a snapshot stream; Envoy judges the aggregator alive by it. */
+  heartbeatMs: number;
 }
 
 export interface ScorerWeights {
@@ -172,6 +191,19 @@ const configSchema = z.strictObject({
       port: port(true).default(8080),
       adminPort: port(true).default(9901),
       maxBodyBytes: positiveInt.default(4 * 1024 * 1024),
+      staleView: z
+        .strictObject({
+          maxAgeMs: positiveInt.default(3000),
+          policy: z.enum(["failOpen", "reject"], { error: msg("expected failOpen or reject") }).default("failOpen"),
+          retryAfterS: positiveInt.default(1),
+        })
+        .prefault({}),
+      passiveHealth: z
+        .strictObject({
+          ejectAfterFailures: positiveInt.default(3),
+          ejectMs: positiveInt.default(10_000),
+        })
+        .prefault({}),
       jwt: z
         .strictObject({
           issuer: z.string({ error: msg("expected the token issuer (iss)") }).min(1, { error: "expected the token issuer (iss)" }),
@@ -189,6 +221,7 @@ const configSchema = z.strictObject({
       scrapeIntervalMs: positiveInt.default(50),
       scrapeTimeoutMs: positiveInt.default(1000),
       staleAfterMs: positiveInt.default(1000),
+      heartbeatMs: positiveInt.default(1000),
     })
     .prefault({}),
   pools: z.array(poolSchema, { error: msg("expected a list of pools") }).min(1, { error: "expected at least one pool" }),
@@ -245,6 +278,9 @@ function crossCheck(raw: RawConfig): string[] {
   });
 
   const agg = raw.aggregator;
+  if (raw.gateway.staleView.maxAgeMs <= agg.heartbeatMs) {
+    issues.push(`gateway.staleView.maxAgeMs: must be greater than aggregator.heartbeatMs (${agg.heartbeatMs}), or a quiet but healthy aggregator looks lost between heartbeats`);
+  }
   if (agg.staleAfterMs <= agg.scrapeIntervalMs) {
     issues.push(`aggregator.staleAfterMs: must be greater than scrapeIntervalMs (${agg.scrapeIntervalMs}), or every endpoint flaps between fresh and stale`);
   }

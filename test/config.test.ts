@@ -39,8 +39,14 @@ describe("gateway config", () => {
     const c = parseGatewayConfig(MINIMAL);
     expect(c.apiVersion).toBe("llm-gateway/v1");
     expect(c.kind).toBe("InferenceGatewayConfig");
-    expect(c.gateway).toEqual({ host: "127.0.0.1", port: 8080, adminPort: 9901, maxBodyBytes: 4194304 });
-    expect(c.aggregator).toEqual({ host: "127.0.0.1", port: 50051, metricsPort: 9464, scrapeIntervalMs: 50, scrapeTimeoutMs: 1000, staleAfterMs: 1000 });
+    expect(c.gateway).toEqual({
+      host: "127.0.0.1", port: 8080, adminPort: 9901, maxBodyBytes: 4194304,
+      staleView: { maxAgeMs: 3000, policy: "failOpen", retryAfterS: 1 },
+      passiveHealth: { ejectAfterFailures: 3, ejectMs: 10000 },
+    });
+    expect(c.aggregator).toEqual({
+      host: "127.0.0.1", port: 50051, metricsPort: 9464, scrapeIntervalMs: 50, scrapeTimeoutMs: 1000, staleAfterMs: 1000, heartbeatMs: 1000,
+    });
     expect(c.pools[0]).toEqual({
       name: "llama",
       baseModel: "llama-3.1-8b",
@@ -132,6 +138,8 @@ describe("gateway config", () => {
 
   it("requires staleAfterMs above the scrape interval", () => {
     expect(issues(`${MINIMAL}\naggregator: { scrapeIntervalMs: 100, staleAfterMs: 100 }\n`)[0]).toMatch(/^aggregator\.staleAfterMs: must be greater than scrapeIntervalMs \(100\)/);
+    expect(issues(`${MINIMAL}\naggregator: { heartbeatMs: 3000 }\n`)[0]).toMatch(/^gateway\.staleView\.maxAgeMs: must be greater than aggregator\.heartbeatMs \(3000\)/);
+    expect(issues(`${MINIMAL}\ngateway: { staleView: { policy: failClosed } }\n`)[0]).toMatch(/^gateway\.staleView\.policy: expected failOpen or reject/);
   });
 
   it("reports YAML syntax errors and unreadable files with their source", () => {

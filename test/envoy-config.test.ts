@@ -147,6 +147,20 @@ describe("renderEnvoyConfig", () => {
     expect(JSON.parse(cfg.configuration.value)).toEqual({ max_body_bytes: params.maxBodyBytes });
   });
 
+  it("passes the gateway config's view-age and passive-health settings to the filter", () => {
+    const withSettings = parseYaml(renderEnvoyConfig({
+      ...params,
+      staleView: { maxAgeMs: 2500, policy: "reject", retryAfterS: 2 },
+      passiveHealth: { ejectAfterFailures: 4, ejectMs: 7000 },
+    }));
+    const filters = withSettings.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters;
+    const wasm = filters.find((f: { name: string }) => f.name === "envoy.filters.http.wasm").typed_config.config;
+    expect(JSON.parse(wasm.configuration.value)).toEqual({
+      max_body_bytes: params.maxBodyBytes, max_view_age_ms: 2500, stale_view_policy: "reject", retry_after_s: 2,
+      eject_after_failures: 4, eject_ms: 7000,
+    });
+  });
+
   it("makes each pool an EDS cluster fed over ADS, with override_host over least-request and outlier detection", () => {
     expect(doc.node).toEqual({ id: "llm-gateway", cluster: "llm-gateway" });
     expect(doc.dynamic_resources.ads_config).toMatchObject({

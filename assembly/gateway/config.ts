@@ -66,11 +66,11 @@ export class FilterConfig {
     if (s.scanObject(ptr, len)) {
       c.maxBodyBytes = <i64>s.numberOr("max_body_bytes", <f64>c.maxBodyBytes, 1, <f64>(1 << 30));
       c.refreshMs = <u32>s.numberOr("refresh_ms", <f64>c.refreshMs, 1, 60_000);
-      c.view.maxAgeMs = <u64>s.numberOr("max_view_age_ms", <f64>c.view.maxAgeMs, 100, 3_600_000);
+      c.view.maxAgeMs = <u64>s.numberOr("max_view_age_ms", <f64>c.view.maxAgeMs, 1, 86_400_000);
       c.view.stalePolicy = <StaleViewPolicy>s.choiceOr("stale_view_policy", ["fail_open", "reject"], c.view.stalePolicy);
-      c.view.retryAfterS = <u32>s.numberOr("retry_after_s", <f64>c.view.retryAfterS, 1, 3600);
-      c.health.threshold = <u32>s.numberOr("eject_after_failures", <f64>c.health.threshold, 1, 1000);
-      c.health.ejectMs = <u64>s.numberOr("eject_ms", <f64>c.health.ejectMs, 100, 3_600_000);
+      c.view.retryAfterS = <u32>s.numberOr("retry_after_s", <f64>c.view.retryAfterS, 1, 86_400);
+      c.health.threshold = <u32>s.numberOr("eject_after_failures", <f64>c.health.threshold, 1, 1_000_000);
+      c.health.ejectMs = <u64>s.numberOr("eject_ms", <f64>c.health.ejectMs, 1, 86_400_000);
       s.onlyKeys(["max_body_bytes", "refresh_ms", "max_view_age_ms", "stale_view_policy", "retry_after_s",
         "eject_after_failures", "eject_ms"]);
     }

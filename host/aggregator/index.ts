@@ -179,6 +179,7 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
       port: opts.port ?? config.aggregator.port,
       current: () => tracker.current,
       log,
+      heartbeatMs: config.aggregator.heartbeatMs,
       services: [discovery.service],
     });
   } catch (err) {

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { isMap, isSeq, parseDocument, visit, type Document, type Node } from "yaml";
-import type { GatewayConfig, JwtConfig } from "../config.js";
+import type { GatewayConfig, JwtConfig, PassiveHealthConfig, StaleViewConfig } from "../config.js";
 import { projectRoot } from "../paths.js";
 
 /**
@@ -25,6 +25,10 @@ export interface EnvoyConfigParams {
   wasmPath: string;
   /** Largest request body the filter accepts. */
   maxBodyBytes: number;
+  /** The filter's view-age bound and policy; the filter's defaults when absent. */
+  staleView?: StaleViewConfig;
+  /** The filter's passive-health rules; the filter's defaults when absent. */
+  passiveHealth?: PassiveHealthConfig;
   /** Pool names, in config order: one route and one EDS cluster each. */
   pools: string[];
   /** Require a JWT on every request (Envoy's jwt_authn filter, ahead of ours). */
@@ -50,6 +54,8 @@ export function envoyParamsFromGatewayConfig(
     aggregatorPort: cfg.aggregator.port,
     wasmPath: opts.wasmPath,
     maxBodyBytes: cfg.gateway.maxBodyBytes,
+    staleView: cfg.gateway.staleView,
+    passiveHealth: cfg.gateway.passiveHealth,
     pools: cfg.pools.map((p) => p.name),
     jwt: cfg.gateway.jwt,
   };
@@ -101,7 +107,7 @@ export function renderEnvoyConfig(
     AGGREGATOR_HOST: JSON.stringify(checkString("aggregatorHost", params.aggregatorHost)),
     AGGREGATOR_PORT: String(checkInt("aggregatorPort", params.aggregatorPort, 1, 65535)),
     WASM_PATH: JSON.stringify(params.wasmPath),
-    MAX_BODY_BYTES: String(maxBodyBytes),
+    FILTER_SETTINGS: JSON.stringify(JSON.stringify(filterSettings({ ...params, maxBodyBytes }))),
     BUFFER_LIMIT_BYTES: String(maxBodyBytes + BUFFER_SLACK_BYTES),
   };
   const pools = checkPools(params.pools);
@@ -114,6 +120,21 @@ export function renderEnvoyConfig(
   const rendered = doc.toString();
   checkNoPlaceholders(rendered);
   return rendered;
+}
+
+/** The Wasm filter's plugin configuration (assembly/gateway/config.ts reads it; unknown keys are refused there). */
+function filterSettings(p: EnvoyConfigParams): Record<string, number | string> {
+  const out: Record<string, number | string> = { max_body_bytes: p.maxBodyBytes };
+  if (p.staleView) {
+    out.max_view_age_ms = p.staleView.maxAgeMs;
+    out.stale_view_policy = p.staleView.policy === "reject" ? "reject" : "fail_open";
+    out.retry_after_s = p.staleView.retryAfterS;
+  }
+  if (p.passiveHealth) {
+    out.eject_after_failures = p.passiveHealth.ejectAfterFailures;
+    out.eject_ms = p.passiveHealth.ejectMs;
+  }
+  return out;
 }
 
 function checkNoPlaceholders(text: string, except?: string): void {
