@@ -26,6 +26,20 @@ async function post(url: string, body: string, headers: Record<string, string> =
   return { status: r.status, servedBy: r.headers.get("x-served-by"), json: await r.json().catch(() => null) };
 }
 
+/** A POST on a connection of its own (Envoy hands each connection to one worker). */
+function postOnNewConnection(base: string, body: string): Promise<{ status: number; servedBy: string | undefined }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: hostname, port, method: "POST", path: "/v1/chat/completions", agent: false,
+      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } }, (res) => {
+      res.resume();
+      res.on("end", () => resolve({ status: res.statusCode!, servedBy: res.headers["x-served-by"] as string | undefined }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
 /** A plain HTTP server outside every pool, counting what reaches it. */
 async function startDecoy(): Promise<{ address: string; hits: () => number; close: () => Promise<void> }> {
   let hits = 0;
@@ -135,16 +149,26 @@ describe("a crashed VM", () => {
     expect(crashed.servedBy).toBeNull();
 
     // FAIL_RELOAD rebuilds the VM after its backoff; until then every request is refused, never passed unchecked.
+    // FAIL_RELOAD rebuilds the VM after a backoff; meanwhile its requests are refused, never passed
+    // unchecked. Each request opens its own connection, so the crashed worker gets some of them.
     const statuses: number[] = [];
-    await waitFor("the reloaded VM to route again", async () => {
-      const r = await post(`${stack.gatewayUrl}/v1/chat/completions`, CHAT_BODY);
+    const backoffs = async () => (await stack.envoy.stats("wasm"))["wasm.llm_gateway.vm_reload_backoff"] ?? 0;
+    await waitFor("a request refused by the crashed worker", async () => {
+      const r = await postOnNewConnection(stack.gatewayUrl, CHAT_BODY);
       statuses.push(r.status);
-      if (r.status !== 200) expect(r.servedBy).toBeNull();
-      return r.status === 200 && /^llama-[ab]$/.test(r.servedBy ?? "");
+      if (r.status !== 200) expect(r.servedBy).toBeUndefined();
+      return (await backoffs()) > 0;
     }, 20_000);
+    await waitFor("every worker to route again", async () => {
+      const rs = await Promise.all(Array.from({ length: 6 }, () => postOnNewConnection(stack.gatewayUrl, CHAT_BODY)));
+      for (const r of rs) {
+        statuses.push(r.status);
+        if (r.status !== 200) expect(r.servedBy).toBeUndefined();
+      }
+      return rs.every((r) => r.status === 200 && /^llama-[ab]$/.test(r.servedBy ?? ""));
+    }, 20_000);
+    expect(statuses).toContain(503);
     expect(statuses.every((s) => s === 200 || s === 503)).toBe(true);
-    const stats = await stack.envoy.stats("wasm");
-    expect(Object.entries(stats).some(([k, v]) => /vm_reload|reload/.test(k) && v > 0)).toBe(true);
     // Bad input still gets the filter's answers after the reload.
     expect((await post(`${stack.gatewayUrl}/v1/chat/completions`, "{")).status).toBe(400);
   });
@@ -156,7 +180,7 @@ describe("losing the aggregator, then a pod", () => {
   beforeAll(async () => {
     stack = await startTestStack(
       [{ name: "llama", baseModel: "llama-3.1-8b", pods: [{ name: "llama-a" }, { name: "llama-b" }, { name: "llama-c" }] }],
-      { staleView: { maxAgeMs: 1000, policy: "failOpen" } },
+      { staleView: { maxAgeMs: 1500, policy: "failOpen" } },
     );
   });
 
@@ -171,7 +195,7 @@ describe("losing the aggregator, then a pod", () => {
     // llama-a dies; the last snapshot still calls it fresh.
     const dead = stack.fleet.pod("llama-a");
     await dead.close();
-    await new Promise((r) => setTimeout(r, 1_300));
+    await new Promise((r) => setTimeout(r, 1_800));
 
     const health = await fetch(`${stack.gatewayUrl}/health`);
     expect(health.status).toBe(200);
