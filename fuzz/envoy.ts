@@ -81,11 +81,12 @@ export async function runEnvoy(opts: EnvoyOptions): Promise<StageReport> {
 
     watchLogs();
     for (const line of suspicious) report.failStage(`Envoy log: ${line}`);
-    const stats = await stack.envoy.stats("wasm");
-    for (const [name, value] of Object.entries(stats)) {
-      if (/vm_reload/.test(name) && value !== 0) report.failStage(`Envoy stat ${name} = ${value}`);
-    }
-    for (const problem of await everyWorkerServes(stack, opts.workers ?? 2)) report.failStage(problem);
+    const reloads = Object.entries(await stack.envoy.stats("wasm")).filter(([name]) => /vm_reload/.test(name));
+    for (const [name, value] of reloads) if (value !== 0) report.failStage(`Envoy stat ${name} = ${value}`);
+    if (suspicious.size === 0) report.notes.push(`Envoy log: no line about wasm, abort, trap or unreachable; ${reloads.map(([n, v]) => `${n}=${v}`).join(", ")}`);
+    const serving = await everyWorkerServes(stack, opts.workers ?? 2);
+    if (typeof serving === "string") report.notes.push(serving);
+    else for (const problem of serving) report.failStage(problem);
   } finally {
     clearInterval(logTimer);
     clearInterval(progressTimer);
@@ -108,8 +109,10 @@ function compare(decision: Decision, nativeOutcome: string, answer: Answer, pods
     if (!sameError(error, decision.error)) return { outcome, problem: `error differs from the native build's ${JSON.stringify(decision.error)}: ${JSON.stringify(error)}` };
     return { outcome };
   }
+  if (typeof servedBy !== "string") {
+    return { outcome: `no pod, gateway answered ${answer.status}`, problem: `expected routing of model ${JSON.stringify(decision.model)}, got ${answer.status}: ${text.slice(0, 300)}` };
+  }
   const outcome = `routed, pod answered ${answer.status}`;
-  if (typeof servedBy !== "string") return { outcome, problem: `expected routing of model ${JSON.stringify(decision.model)}, got ${answer.status}: ${text.slice(0, 300)}` };
   if (!podsOf.get(decision.model)?.has(servedBy)) return { outcome, problem: `pod ${servedBy} does not serve ${JSON.stringify(decision.model)}` };
   const parsed = answer.headers["x-fake-parsed-model"];
   if (parsed !== encodeURIComponent(decision.model)) {
@@ -202,8 +205,9 @@ async function waitForSnapshot(stack: FuzzStack): Promise<void> {
 /**
  * New connections until each worker's listener counter has moved, each with
  * a valid request that must be routed: proof every worker's VM still serves.
+ * A note when they all did, else the problems.
  */
-async function everyWorkerServes(stack: FuzzStack, workers: number): Promise<string[]> {
+async function everyWorkerServes(stack: FuzzStack, workers: number): Promise<string | string[]> {
   const perWorker = async () => {
     const counts = new Map<string, number>();
     for (const [name, value] of Object.entries(await stack.envoy.stats("downstream_cx_total"))) {
@@ -216,17 +220,15 @@ async function everyWorkerServes(stack: FuzzStack, workers: number): Promise<str
   if (before.size !== workers) return [`expected ${workers} workers in Envoy's listener stats, found ${before.size}`];
   const body = Buffer.from(JSON.stringify({ model: ENVOY_POOLS[0].baseModel, messages: [{ role: "user", content: "still there?" }], max_tokens: 1 }));
   const url = new URL(stack.gatewayUrl);
-  const problems: string[] = [];
-  for (let attempt = 0; attempt < 100; attempt++) {
+  for (let attempt = 1; attempt <= 100; attempt++) {
     const answer = await post(false, url, PATHS.chat, body).catch((err: unknown) => String(err));
     if (typeof answer === "string" || answer.status !== 200 || answer.headers["x-fake-parsed-model"] !== ENVOY_POOLS[0].baseModel) {
-      problems.push(`a valid request after the run failed: ${typeof answer === "string" ? answer : `${answer.status} ${answer.body.toString().slice(0, 200)}`}`);
-      return problems;
+      return [`a valid request after the run failed: ${typeof answer === "string" ? answer : `${answer.status} ${answer.body.toString().slice(0, 200)}`}`];
     }
     const after = await perWorker();
-    if ([...before].every(([w, n]) => (after.get(w) ?? 0) > n)) return problems;
+    if ([...before].every(([w, n]) => (after.get(w) ?? 0) > n)) {
+      return `after the run, valid requests on ${attempt} new connections were routed by every worker (${[...after.keys()].join(", ")})`;
+    }
   }
-  const after = await perWorker();
-  return [`not every worker took a connection in 100 attempts: ${JSON.stringify(Object.fromEntries(after))}`];
+  return [`not every worker took a connection in 100 attempts: ${JSON.stringify(Object.fromEntries(await perWorker()))}`];
 }
-

@@ -23,6 +23,8 @@ export class StageReport {
   readonly failures: Failure[] = [];
   /** Failures of the stage as a whole (e.g. a worker that stopped serving), not of one body. */
   readonly stageProblems: string[] = [];
+  /** What the stage-level checks found when they passed. */
+  readonly notes: string[] = [];
   failureCount = 0;
   cases = 0;
   private readonly started = Date.now();
@@ -58,6 +60,7 @@ export class StageReport {
   summary(): string {
     const lines = [`${this.stage}: ${this.cases.toLocaleString("en")} bodies in ${this.elapsedS().toFixed(1)} s, ${this.failureCount} failures`];
     for (const [name, n] of [...this.outcomes].sort((a, b) => b[1] - a[1])) lines.push(`  ${String(n).padStart(8)}  ${name}`);
+    for (const note of this.notes) lines.push(`  ${note}`);
     lines.push("  by generator: " + [...this.generators].sort((a, b) => b[1] - a[1]).map(([g, n]) => `${g} ${n}`).join(", "));
     for (const p of this.stageProblems) lines.push(`FAIL [${this.stage}] ${p}`);
     for (const f of this.failures) lines.push(describeFailure(f));
