@@ -29,12 +29,13 @@ function run(script) {
   if (r.status !== 0) process.exit(r.status ?? 1);
 }
 
-export function ensureBuilt() {
+/** `envoy: false` skips installing Envoy, for runs that bring their own (ENVOY_BIN) or need none. */
+export function ensureBuilt({ envoy = true } = {}) {
   if (!existsSync(join(root, "node_modules"))) {
     console.error("Dependencies are missing: run `npm install` first.");
     process.exit(1);
   }
   if (outdated("build/filter.wasm", ["assembly"]) || outdated("build/native.wasm", ["assembly"])) run("build:wasm");
-  if (outdated("dist/host/cli/start.js", ["host", "bench"])) run("build:host");
-  run("setup:envoy");
+  if (outdated("dist/host/cli/start.js", ["host", "bench", "fuzz"])) run("build:host");
+  if (envoy) run("setup:envoy");
 }

@@ -182,6 +182,44 @@ describe("fake model servers", () => {
     expect(((await tooLong.json()) as { error: { code: string } }).error.code).toBe("context_length_exceeded");
   });
 
+  it("reads bodies as vLLM does and reports the model it read in x-fake-parsed-model", async () => {
+    const url = `${fleet.pod("fast").url}/v1/chat/completions`;
+    const post = (body: Buffer | string) => fetch(url, { method: "POST", body });
+    const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+    const ask = '"messages":[{"role":"user","content":"hi"}],"max_tokens":1';
+
+    const lastWins = await post(Buffer.concat([bom, Buffer.from(`{"model":"gpt-nope","m\\u006fdel":"${MODEL}",${ask}}`)]));
+    expect(lastWins.status).toBe(200);
+    expect(lastWins.headers.get("x-fake-parsed-model")).toBe(MODEL);
+    await lastWins.text();
+
+    const streamed = await post(`{"model":"sql-lora","stream":true,${ask}}`);
+    expect(streamed.headers.get("content-type")).toBe("text/event-stream");
+    expect(streamed.headers.get("x-fake-parsed-model")).toBe("sql-lora");
+    expect(await streamed.text()).toContain("[DONE]");
+
+    const unknown = await post(`{"model":"a/b \u00fc",${ask}}`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.headers.get("x-fake-parsed-model")).toBe("a%2Fb%20%C3%BC");
+    await unknown.text();
+
+    // No header can carry a lone surrogate; the pod still answers.
+    const lone = await post(`{"model":"\\ud800",${ask}}`);
+    expect(lone.status).toBe(404);
+    expect(lone.headers.get("x-fake-parsed-model")).toBeNull();
+    await lone.text();
+
+    for (const [body, message] of [
+      [Buffer.from([...Buffer.from('{"model":"'), 0xed, 0xa0, 0x80, ...Buffer.from(`",${ask}}`)]), "Request body is not valid UTF-8"],
+      [Buffer.concat([bom, bom, Buffer.from(`{"model":"${MODEL}",${ask}}`)]), "Request body is not valid JSON"],
+    ] as const) {
+      const r = await post(body);
+      expect(r.status).toBe(400);
+      expect(r.headers.get("x-fake-parsed-model")).toBeNull();
+      expect(await r.json()).toEqual({ error: { message, type: "invalid_request_error", param: null, code: "invalid_json" } });
+    }
+  });
+
   it("answers /health, and 404/405 elsewhere, always with x-served-by", async () => {
     const base = fleet.pod("frozen-tgi").url;
     const health = await fetch(`${base}/health`);

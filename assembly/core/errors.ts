@@ -40,21 +40,49 @@ export function unavailable(message: string): ApiError {
   return new ApiError(503, message, "service_unavailable", "", "no_endpoint");
 }
 
-/** A JSON string literal for `s`, escaping what JSON requires. */
+/**
+ * A JSON string literal for `s`, escaping what JSON requires and any lone
+ * UTF-16 surrogate (a client can send "\ud800"), which has no UTF-8 form and
+ * would otherwise make the error body invalid text. Sized first and written
+ * once: `s` may be a client's multi-megabyte model name full of escapes.
+ */
 export function jsonString(s: string): string {
-  let out = '"';
-  let run = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0x20 && c != 0x22 && c != 0x5c) continue;
-    out += s.substring(run, i);
-    if (c == 0x22) out += '\\"';
-    else if (c == 0x5c) out += "\\\\";
-    else if (c == 0x0a) out += "\\n";
-    else if (c == 0x0d) out += "\\r";
-    else if (c == 0x09) out += "\\t";
-    else out += "\\u00" + (c < 0x10 ? "0" : "") + c.toString(16);
-    run = i + 1;
+  const src = changetype<usize>(s);
+  const n = s.length;
+  let size = 2;
+  for (let i = 0; i < n; i++) size += escapedWidth(src, i, n);
+  const out = new StaticArray<u16>(size);
+  const dst = changetype<usize>(out);
+  store<u16>(dst, 0x22);
+  let o: usize = 1;
+  for (let i = 0; i < n; i++) {
+    const c = load<u16>(src + (<usize>i << 1));
+    const w = escapedWidth(src, i, n);
+    if (w == 1) {
+      store<u16>(dst + (o << 1), c);
+    } else if (w == 2) {
+      store<u16>(dst + (o << 1), 0x5c);
+      store<u16>(dst + ((o + 1) << 1), c == 0x0a ? 0x6e : c == 0x0d ? 0x72 : c == 0x09 ? 0x74 : c);
+    } else {
+      store<u16>(dst + (o << 1), 0x5c);
+      store<u16>(dst + ((o + 1) << 1), 0x75);
+      for (let k: usize = 0; k < 4; k++) {
+        const d = (c >> <u16>(12 - 4 * k)) & 0xf;
+        store<u16>(dst + ((o + 2 + k) << 1), d < 10 ? 0x30 + d : 0x57 + d);
+      }
+    }
+    o += <usize>w;
   }
-  return out + s.substring(run) + '"';
+  store<u16>(dst + (o << 1), 0x22);
+  return String.UTF16.decodeUnsafe(dst, <usize>size << 1);
+}
+
+/** How many units the UTF-16 unit at `i` takes in a JSON string: 1 as it is, 2 or 6 escaped. */
+function escapedWidth(src: usize, i: i32, n: i32): i32 {
+  const c = load<u16>(src + (<usize>i << 1));
+  if (c >= 0x20 && c != 0x22 && c != 0x5c && (c & 0xf800) != 0xd800) return 1;
+  if (c == 0x22 || c == 0x5c || c == 0x0a || c == 0x0d || c == 0x09) return 2;
+  if (c < 0x20) return 6;
+  if (c < 0xdc00) return i + 1 < n && (load<u16>(src + (<usize>(i + 1) << 1)) & 0xfc00) == 0xdc00 ? 1 : 6;
+  return i > 0 && (load<u16>(src + (<usize>(i - 1) << 1)) & 0xfc00) == 0xd800 ? 1 : 6;
 }

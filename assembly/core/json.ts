@@ -3,27 +3,54 @@
 // VM on hostile input). It checks the whole document and hands each top-level
 // object member to `member()` as byte spans, so callers decode only what they
 // need and never build a tree.
+//
+// It accepts exactly the bytes the model server accepts (Python's json.loads
+// on the raw body): strict UTF-8 with one optional leading BOM, and reports
+// invalid UTF-8 ahead of any syntax error, as Python decodes before it parses.
+import { firstInvalidUtf8, utf8SequenceEnd } from "./utf8";
 
 export const enum JsonType { Object = 1, Array = 2, String = 3, Number = 4, True = 5, False = 6, Null = 7 }
 
 // Deep enough for any real request; bounded so recursion cannot exhaust the stack.
 const MAX_DEPTH = 64;
+// CPython refuses to convert longer integer literals (sys.int_info
+// default_max_str_digits), so the server would fail such a body anyway.
+const MAX_INTEGER_DIGITS = 4300;
 
 const QUOTE: u8 = 0x22;
 const BACKSLASH: u8 = 0x5c;
+
+const ONES: u64 = 0x0101010101010101;
+const HIGHS: u64 = 0x8080808080808080;
 
 export class JsonScanner {
   protected base: usize = 0;
   protected len: i32 = 0;
   /** Empty when the last scan succeeded. */
   error: string = "";
+  /** The last failed scan failed because the body is not valid UTF-8. */
+  badUtf8: bool = false;
 
   /** Scans a document that must be one JSON object; false on any error. */
   scanObject(ptr: usize, len: i32): bool {
     this.base = ptr;
     this.len = len;
     this.error = "";
-    let pos = this.skipWs(0);
+    this.badUtf8 = false;
+    const start = hasBom(ptr, len) ? 3 : 0;
+    if (this.scanFrom(start)) return true;
+    // Error path only: the server decodes the whole body before parsing it.
+    const bad = firstInvalidUtf8(ptr, start, len);
+    if (bad >= 0) {
+      this.error = "invalid byte sequence at byte " + bad.toString();
+      this.badUtf8 = true;
+    }
+    return false;
+  }
+
+  private scanFrom(start: i32): bool {
+    const len = this.len;
+    let pos = this.skipWs(start);
     if (pos >= len) return this.fail("body is empty", pos);
     if (this.at(pos) != 0x7b) return this.fail("expected a JSON object", pos);
     pos = this.object(pos, 1, true);
@@ -36,25 +63,46 @@ export class JsonScanner {
   /** Called for each member of the top-level object, spans as byte offsets. */
   protected member(keyStart: i32, keyEnd: i32, type: JsonType, valueStart: i32, valueEnd: i32): void {}
 
-  /** True if the raw key span (without quotes) equals `name` (ASCII). */
+  /**
+   * True if the key span (without quotes) equals the ASCII `name` once its
+   * escapes are decoded ("m\u006fdel" is "model"). Compares while decoding,
+   * so it allocates nothing.
+   */
   protected keyIs(keyStart: i32, keyEnd: i32, name: string): bool {
-    if (keyEnd - keyStart != name.length) return false;
-    for (let i = 0; i < name.length; i++) {
-      if (<i32>this.at(keyStart + i) != name.charCodeAt(i)) return false;
+    const n = name.length;
+    // Every escape is longer than the character it stands for.
+    if (keyEnd - keyStart < n) return false;
+    const base = this.base;
+    let pos = keyStart;
+    for (let i = 0; i < n; i++) {
+      if (pos >= keyEnd) return false;
+      let c = <i32>load<u8>(base + <usize>pos);
+      if (c == BACKSLASH) {
+        const e = load<u8>(base + <usize>(pos + 1));
+        if (e == 0x75) {
+          c = hex4(base + <usize>(pos + 2));
+          pos += 6;
+        } else {
+          c = escaped(e);
+          pos += 2;
+        }
+      } else {
+        pos++;
+      }
+      if (c != name.charCodeAt(i)) return false;
     }
-    return true;
+    return pos == keyEnd;
   }
 
-  /** Decodes a string value span (including its quotes). */
+  /** Decodes a string value span (including its quotes); the span was already validated. */
   stringAt(start: i32, end: i32): string {
     const inner = start + 1;
     const innerEnd = end - 1;
-    let plain = true;
+    const base = this.base;
     for (let i = inner; i < innerEnd; i++) {
-      if (this.at(i) == BACKSLASH) { plain = false; break; }
+      if (load<u8>(base + <usize>i) == BACKSLASH) return this.unescape(inner, innerEnd);
     }
-    if (plain) return String.UTF8.decodeUnsafe(this.base + <usize>inner, <usize>(innerEnd - inner));
-    return this.unescape(inner, innerEnd);
+    return String.UTF8.decodeUnsafe(base + <usize>inner, <usize>(innerEnd - inner));
   }
 
   /** Parses a number span as f64 (the span was already validated). */
@@ -129,10 +177,7 @@ export class JsonScanner {
       const valueStart = pos;
       pos = this.value(pos, depth);
       if (pos < 0) return -1;
-      if (topLevel) {
-        this.member(keyStart + 1, keyEnd - 1, this.typeAt(valueStart), valueStart, pos);
-        if (this.error.length != 0) return -1;
-      }
+      if (topLevel) this.member(keyStart + 1, keyEnd - 1, this.typeAt(valueStart), valueStart, pos);
       pos = this.skipWs(pos);
       if (pos >= this.len) return this.failPos("unterminated object", pos);
       const c = this.at(pos);
@@ -158,15 +203,25 @@ export class JsonScanner {
     }
   }
 
-  /** Most of a body is string content: this loop reads bytes from locals, not fields. */
+  /**
+   * Most of a body is string content: this loop reads from locals, not
+   * fields. After a plain ASCII byte it skips eight plain bytes per step;
+   * non-ASCII characters and escapes are taken one at a time.
+   */
   private skipString(pos: i32): i32 {
     const base = this.base;
     const len = this.len;
     pos++;
     while (pos < len) {
       const c = load<u8>(base + <usize>pos);
-      if (c == QUOTE) return pos + 1;
-      if (c == BACKSLASH) {
+      if (c >= 0x80) {
+        const end = utf8SequenceEnd(base, pos, len);
+        // scanObject() words this error itself.
+        if (end < 0) return this.failPos("invalid UTF-8", pos);
+        pos = end;
+      } else if (c == QUOTE) {
+        return pos + 1;
+      } else if (c == BACKSLASH) {
         if (pos + 1 >= len) break;
         const e = load<u8>(base + <usize>(pos + 1));
         if (e == 0x75) {
@@ -175,16 +230,26 @@ export class JsonScanner {
             if (hexValue(load<u8>(base + <usize>(pos + i))) < 0) return this.failPos("bad \\u escape", pos);
           }
           pos += 6;
-          continue;
-        }
-        if (e != QUOTE && e != BACKSLASH && e != 0x2f && e != 0x62 && e != 0x66 && e != 0x6e && e != 0x72 && e != 0x74) {
+        } else if (e == QUOTE || e == BACKSLASH || e == 0x2f || e == 0x62 || e == 0x66 || e == 0x6e || e == 0x72 || e == 0x74) {
+          pos += 2;
+        } else {
           return this.failPos("bad escape", pos);
         }
-        pos += 2;
-        continue;
+      } else if (c < 0x20) {
+        return this.failPos("control character in string", pos);
+      } else {
+        pos++;
+        // A single space between words of non-ASCII text is not worth a block.
+        if (pos < len && load<u8>(base + <usize>pos) >= 0x80) continue;
+        while (pos + 8 <= len) {
+          const special = specialBytes(load<u64>(base + <usize>pos));
+          if (special != 0) {
+            pos += <i32>(ctz(special) >> 3);
+            break;
+          }
+          pos += 8;
+        }
       }
-      if (c < 0x20) return this.failPos("control character in string", pos);
-      pos++;
     }
     return this.failPos("unterminated string", pos);
   }
@@ -193,17 +258,20 @@ export class JsonScanner {
     const start = pos;
     if (this.at(pos) == 0x2d) pos++;
     if (pos >= this.len) return this.failPos("bad number", start);
+    const intStart = pos;
     if (this.at(pos) == 0x30) {
       pos++;
     } else {
-      const d = pos;
       pos = this.digits(pos);
-      if (pos == d) return this.failPos("bad number", start);
+      if (pos == intStart) return this.failPos("bad number", start);
     }
+    const intEnd = pos;
+    let integer = true;
     if (pos < this.len && this.at(pos) == 0x2e) {
       const d = pos + 1;
       pos = this.digits(d);
       if (pos == d) return this.failPos("bad number", start);
+      integer = false;
     }
     if (pos < this.len && (this.at(pos) | 0x20) == 0x65) {
       pos++;
@@ -211,6 +279,10 @@ export class JsonScanner {
       const d = pos;
       pos = this.digits(d);
       if (pos == d) return this.failPos("bad number", start);
+      integer = false;
+    }
+    if (integer && intEnd - intStart > MAX_INTEGER_DIGITS) {
+      return this.failPos("integer with more than " + MAX_INTEGER_DIGITS.toString() + " digits", start);
     }
     return pos;
   }
@@ -234,27 +306,71 @@ export class JsonScanner {
     return pos + word.length;
   }
 
+  /**
+   * Decodes a validated string span with escapes in one pass into a buffer
+   * of the largest possible size (one UTF-16 unit per byte), so long runs of
+   * escapes cost linear time.
+   */
   private unescape(start: i32, end: i32): string {
-    let out = "";
-    let run = start;
+    const base = this.base;
+    const out = new StaticArray<u16>(end - start);
+    const dst = changetype<usize>(out);
+    let n: usize = 0;
     let pos = start;
     while (pos < end) {
-      if (this.at(pos) != BACKSLASH) { pos++; continue; }
-      out += String.UTF8.decodeUnsafe(this.base + <usize>run, <usize>(pos - run));
-      const e = this.at(pos + 1);
-      if (e == 0x75) {
-        let code = 0;
-        for (let i = 2; i < 6; i++) code = (code << 4) | hexValue(this.at(pos + i));
-        out += String.fromCharCode(code);
-        pos += 6;
+      const c = <u32>load<u8>(base + <usize>pos);
+      if (c == BACKSLASH) {
+        const e = load<u8>(base + <usize>(pos + 1));
+        if (e == 0x75) {
+          store<u16>(dst + (n++ << 1), <u16>hex4(base + <usize>(pos + 2)));
+          pos += 6;
+        } else {
+          store<u16>(dst + (n++ << 1), <u16>escaped(e));
+          pos += 2;
+        }
+      } else if (c < 0x80) {
+        store<u16>(dst + (n++ << 1), <u16>c);
+        pos++;
       } else {
-        out += String.fromCharCode(<i32>escaped(e));
-        pos += 2;
+        // Well-formed (validated by the scan): 2, 3 or 4 bytes.
+        const c1 = <u32>load<u8>(base + <usize>(pos + 1)) & 0x3f;
+        if (c < 0xe0) {
+          store<u16>(dst + (n++ << 1), <u16>(((c & 0x1f) << 6) | c1));
+          pos += 2;
+        } else {
+          const c2 = <u32>load<u8>(base + <usize>(pos + 2)) & 0x3f;
+          if (c < 0xf0) {
+            store<u16>(dst + (n++ << 1), <u16>(((c & 0x0f) << 12) | (c1 << 6) | c2));
+            pos += 3;
+          } else {
+            const c3 = <u32>load<u8>(base + <usize>(pos + 3)) & 0x3f;
+            const cp = (((c & 0x07) << 18) | (c1 << 12) | (c2 << 6) | c3) - 0x10000;
+            store<u16>(dst + (n++ << 1), <u16>(0xd800 | (cp >> 10)));
+            store<u16>(dst + (n++ << 1), <u16>(0xdc00 | (cp & 0x3ff)));
+            pos += 4;
+          }
+        }
       }
-      run = pos;
     }
-    return out + String.UTF8.decodeUnsafe(this.base + <usize>run, <usize>(end - run));
+    return String.UTF16.decodeUnsafe(dst, n << 1);
   }
+}
+
+/** One leading UTF-8 byte order mark, which the server's decoder strips. */
+function hasBom(ptr: usize, len: i32): bool {
+  return len >= 3 && load<u8>(ptr) == 0xef && load<u8>(ptr + 1) == 0xbb && load<u8>(ptr + 2) == 0xbf;
+}
+
+/**
+ * A mask with the high bit set in each byte of `x` that a string loop must
+ * look at: '"', '\', a control character or a non-ASCII byte. Borrows can set
+ * false bits only above a true one, so the lowest set bit is exact.
+ */
+// @ts-ignore: decorator
+@inline function specialBytes(x: u64): u64 {
+  const quote = x ^ (ONES * QUOTE);
+  const backslash = x ^ (ONES * BACKSLASH);
+  return ((x - ONES * 0x20) | (quote - ONES) | (backslash - ONES) | x) & HIGHS;
 }
 
 function hexValue(c: u8): i32 {
@@ -264,7 +380,14 @@ function hexValue(c: u8): i32 {
   return -1;
 }
 
-function escaped(e: u8): u8 {
+/** The UTF-16 unit of four validated hex digits at `ptr`. */
+function hex4(ptr: usize): i32 {
+  let code = 0;
+  for (let i: usize = 0; i < 4; i++) code = (code << 4) | hexValue(load<u8>(ptr + i));
+  return code;
+}
+
+function escaped(e: u8): i32 {
   if (e == 0x62) return 0x08;
   if (e == 0x66) return 0x0c;
   if (e == 0x6e) return 0x0a;

@@ -1,5 +1,6 @@
 // Minimal protobuf wire-format reader and writer: just what the snapshot
 // stream needs. Malformed input sets `ok = false` instead of trapping.
+import { firstInvalidUtf8 } from "./utf8";
 
 export const enum WireType { Varint = 0, Fixed64 = 1, Bytes = 2, Fixed32 = 5 }
 
@@ -38,21 +39,28 @@ export class ProtoReader {
     return v;
   }
 
-  /** Reads a length-delimited field and returns a reader over its bytes. */
+  /**
+   * Reads a length-delimited field and returns a reader over its bytes. An
+   * error inside the nested message shows only in the sub-reader's `ok`, so
+   * callers must check it too; a bad length gives a sub-reader already not ok.
+   */
   message(): ProtoReader {
     const len = this.varint();
     if (!this.ok || len > <u64>(this.end - this.pos)) {
       this.ok = false;
-      return new ProtoReader(0, 0);
+      const bad = new ProtoReader(0, 0);
+      bad.ok = false;
+      return bad;
     }
     const sub = new ProtoReader(this.pos, this.pos + <usize>len);
     this.pos += <usize>len;
     return sub;
   }
 
+  /** A string field; proto3 requires valid UTF-8, and the lax decoder could map bad bytes onto a real name. */
   string(): string {
     const len = this.varint();
-    if (!this.ok || len > <u64>(this.end - this.pos)) {
+    if (!this.ok || len > <u64>(this.end - this.pos) || firstInvalidUtf8(this.pos, 0, <i32>len) >= 0) {
       this.ok = false;
       return "";
     }

@@ -1,9 +1,27 @@
 // Reads what routing needs from an OpenAI-style request body: `model`,
 // `stream`, and where the prompt (`messages` or `prompt`) lies, as a byte span
 // for prefix hashing without decoding it.
+//
+// Fields are read as the model server reads them: Python's json.loads keeps
+// the last of duplicate keys, then pydantic validates that final value. So the
+// scan only records where each field's last occurrence is, and read()
+// validates after the scan.
 import { JsonScanner, JsonType } from "./json";
 
 export const enum ApiKind { Chat = 0, Completions = 1, Other = 2 }
+
+/** Where the last occurrence of a top-level member's value lies; type 0 = absent. */
+class Member {
+  type: i32 = 0;
+  start: i32 = 0;
+  end: i32 = 0;
+
+  set(type: JsonType, start: i32, end: i32): void {
+    this.type = type;
+    this.start = start;
+    this.end = end;
+  }
+}
 
 export class OpenAIRequest extends JsonScanner {
   model: string = "";
@@ -18,7 +36,16 @@ export class OpenAIRequest extends JsonScanner {
   /** The field the problem is about, for the OpenAI error's `param`. */
   problemParam: string = "";
 
-  /** Scans the body; on false, `problem` and `problemParam` say why. */
+  private modelMember: Member = new Member();
+  private streamMember: Member = new Member();
+  private messagesMember: Member = new Member();
+  private promptMember: Member = new Member();
+
+  /**
+   * Scans the body; on false, `problem` and `problemParam` say why. Chat
+   * requires `messages` and completions `prompt`; the other field is then
+   * an extra the server ignores, whatever its type.
+   */
   read(ptr: usize, len: i32, kind: ApiKind): bool {
     this.model = "";
     this.hasModel = false;
@@ -28,16 +55,43 @@ export class OpenAIRequest extends JsonScanner {
     this.promptField = "";
     this.problem = "";
     this.problemParam = "";
+    this.modelMember.type = 0;
+    this.streamMember.type = 0;
+    this.messagesMember.type = 0;
+    this.promptMember.type = 0;
     if (!this.scanObject(ptr, len)) {
-      if (this.problem.length == 0) this.problem = "request body is not valid JSON: " + this.error;
+      this.problem = (this.badUtf8 ? "request body is not valid UTF-8: " : "request body is not valid JSON: ") + this.error;
       return false;
     }
-    if (!this.hasModel) return this.reject("you must provide a model parameter", "model");
-    if (kind == ApiKind.Chat && this.promptField != "messages") {
-      return this.reject("'messages' is a required property", "messages");
+
+    const model = this.modelMember;
+    if (model.type == 0) return this.reject("you must provide a model parameter", "model");
+    if (model.type != JsonType.String) return this.reject("'model' must be a string", "model");
+    this.model = this.stringAt(model.start, model.end);
+    if (this.model.length == 0) return this.reject("'model' must not be empty", "model");
+    this.hasModel = true;
+
+    const stream = this.streamMember.type;
+    if (stream == JsonType.True) this.stream = true;
+    else if (stream != 0 && stream != JsonType.False && stream != JsonType.Null) {
+      return this.reject("'stream' must be a boolean", "stream");
     }
-    if (kind == ApiKind.Completions && this.promptField != "prompt") {
-      return this.reject("'prompt' is a required property", "prompt");
+
+    const messages = this.messagesMember;
+    const prompt = this.promptMember;
+    const promptOk = prompt.type == JsonType.String || prompt.type == JsonType.Array;
+    if (kind == ApiKind.Chat) {
+      if (messages.type == 0) return this.reject("'messages' is a required property", "messages");
+      if (messages.type != JsonType.Array) return this.reject("'messages' must be an array", "messages");
+      this.setPrompt("messages", messages);
+    } else if (kind == ApiKind.Completions) {
+      if (prompt.type == 0) return this.reject("'prompt' is a required property", "prompt");
+      if (!promptOk) return this.reject("'prompt' must be a string or an array", "prompt");
+      this.setPrompt("prompt", prompt);
+    } else if (messages.type == JsonType.Array) {
+      this.setPrompt("messages", messages);
+    } else if (promptOk) {
+      this.setPrompt("prompt", prompt);
     }
     return true;
   }
@@ -48,51 +102,21 @@ export class OpenAIRequest extends JsonScanner {
   }
 
   protected member(keyStart: i32, keyEnd: i32, type: JsonType, valueStart: i32, valueEnd: i32): void {
-    if (this.keyIs(keyStart, keyEnd, "model")) {
-      if (type != JsonType.String) {
-        this.rejectMember("'model' must be a string", "model");
-        return;
-      }
-      this.model = this.stringAt(valueStart, valueEnd);
-      if (this.model.length == 0) {
-        this.rejectMember("'model' must not be empty", "model");
-        return;
-      }
-      this.hasModel = true;
-    } else if (this.keyIs(keyStart, keyEnd, "stream")) {
-      if (type == JsonType.True) this.stream = true;
-      else if (type == JsonType.False || type == JsonType.Null) this.stream = false;
-      else this.rejectMember("'stream' must be a boolean", "stream");
-    } else if (this.keyIs(keyStart, keyEnd, "messages")) {
-      if (type != JsonType.Array) {
-        this.rejectMember("'messages' must be an array", "messages");
-        return;
-      }
-      this.setPrompt("messages", valueStart, valueEnd);
-    } else if (this.keyIs(keyStart, keyEnd, "prompt")) {
-      if (type != JsonType.String && type != JsonType.Array) {
-        this.rejectMember("'prompt' must be a string or an array", "prompt");
-        return;
-      }
-      this.setPrompt("prompt", valueStart, valueEnd);
-    }
+    if (this.keyIs(keyStart, keyEnd, "model")) this.modelMember.set(type, valueStart, valueEnd);
+    else if (this.keyIs(keyStart, keyEnd, "stream")) this.streamMember.set(type, valueStart, valueEnd);
+    else if (this.keyIs(keyStart, keyEnd, "messages")) this.messagesMember.set(type, valueStart, valueEnd);
+    else if (this.keyIs(keyStart, keyEnd, "prompt")) this.promptMember.set(type, valueStart, valueEnd);
   }
 
-  private setPrompt(field: string, start: i32, end: i32): void {
+  private setPrompt(field: string, m: Member): void {
     this.promptField = field;
-    this.promptStart = start;
-    this.promptEnd = end;
+    this.promptStart = m.start;
+    this.promptEnd = m.end;
   }
 
   private reject(message: string, param: string): bool {
     this.problem = message;
     this.problemParam = param;
     return false;
-  }
-
-  /** Stops the scan from inside member(): setting `error` aborts it. */
-  private rejectMember(message: string, param: string): void {
-    this.reject(message, param);
-    this.error = message;
   }
 }

@@ -64,7 +64,11 @@ export class Snapshot {
   }
 }
 
-/** Decodes a Snapshot message; null if the bytes are not a valid snapshot. */
+// Queue and batch figures are counts: uint32 on the wire, capped here so that
+// adding this worker's pending requests can never overflow an i32.
+const MAX_COUNT: u32 = 1 << 30;
+
+/** Decodes a Snapshot message; null if the bytes (or any nested message) are not a valid snapshot. */
 export function decodeSnapshot(ptr: usize, len: i32): Snapshot | null {
   const r = ProtoReader.over(ptr, len);
   const snap = new Snapshot();
@@ -72,16 +76,22 @@ export function decodeSnapshot(ptr: usize, len: i32): Snapshot | null {
     const tag = <u32>r.varint();
     const field = tag >> 3;
     if (field == 1 && (tag & 7) == 0) snap.version = r.varint();
-    else if (field == 2 && (tag & 7) == 2) snap.models.push(decodeModel(r.message()));
-    else if (field == 3 && (tag & 7) == 2) snap.pools.push(decodePool(r.message()));
-    else if (field == 4 && (tag & 7) == 0) snap.generatedMs = r.varint();
+    else if (field == 2 && (tag & 7) == 2) {
+      const m = decodeModel(r.message());
+      if (m == null) r.ok = false;
+      else snap.models.push(m);
+    } else if (field == 3 && (tag & 7) == 2) {
+      const p = decodePool(r.message());
+      if (p == null) r.ok = false;
+      else snap.pools.push(p);
+    } else if (field == 4 && (tag & 7) == 0) snap.generatedMs = r.varint();
     else r.skip(tag & 7);
   }
   if (!r.ok || !snap.index()) return null;
   return snap;
 }
 
-function decodeModel(r: ProtoReader): ModelRoute {
+function decodeModel(r: ProtoReader): ModelRoute | null {
   const m = new ModelRoute();
   while (r.more()) {
     const tag = <u32>r.varint();
@@ -91,10 +101,11 @@ function decodeModel(r: ProtoReader): ModelRoute {
     else if (field == 3 && (tag & 7) == 2) m.adapter = r.string();
     else r.skip(tag & 7);
   }
-  return m;
+  return r.ok ? m : null;
 }
 
-function decodeWeights(r: ProtoReader): Weights {
+/** Null if a weight is negative or not finite: the picker multiplies scores by it. */
+function decodeWeights(r: ProtoReader): Weights | null {
   const w = new Weights();
   while (r.more()) {
     const tag = <u32>r.varint();
@@ -104,30 +115,37 @@ function decodeWeights(r: ProtoReader): Weights {
       continue;
     }
     const v = <f64>r.float();
+    if (!isFinite(v) || v < 0) return null;
     if (field == 1) w.queue = v;
     else if (field == 2) w.kvCache = v;
     else if (field == 3) w.running = v;
     else if (field == 4) w.lora = v;
     else if (field == 5) w.prefix = v;
   }
-  return w;
+  return r.ok ? w : null;
 }
 
-function decodePool(r: ProtoReader): Pool {
+function decodePool(r: ProtoReader): Pool | null {
   const p = new Pool();
   while (r.more()) {
     const tag = <u32>r.varint();
     const field = tag >> 3;
     if (field == 1 && (tag & 7) == 2) p.name = r.string();
     else if (field == 2 && (tag & 7) == 2) p.baseModel = r.string();
-    else if (field == 3 && (tag & 7) == 2) p.weights = decodeWeights(r.message());
-    else if (field == 4 && (tag & 7) == 2) p.endpoints.push(decodeEndpoint(r.message()));
-    else r.skip(tag & 7);
+    else if (field == 3 && (tag & 7) == 2) {
+      const w = decodeWeights(r.message());
+      if (w == null) return null;
+      p.weights = w;
+    } else if (field == 4 && (tag & 7) == 2) {
+      const e = decodeEndpoint(r.message());
+      if (e == null) return null;
+      p.endpoints.push(e);
+    } else r.skip(tag & 7);
   }
-  return p;
+  return r.ok ? p : null;
 }
 
-function decodeEndpoint(r: ProtoReader): Endpoint {
+function decodeEndpoint(r: ProtoReader): Endpoint | null {
   const e = new Endpoint();
   while (r.more()) {
     const tag = <u32>r.varint();
@@ -136,14 +154,27 @@ function decodeEndpoint(r: ProtoReader): Endpoint {
     if (field == 1 && wire == 2) {
       e.address = r.string();
       e.addressBytes = String.UTF8.encode(e.address);
-    } else if (field == 2 && wire == 0) e.waiting = <i32>r.varint();
-    else if (field == 3 && wire == 0) e.running = <i32>r.varint();
+    } else if (field == 2 && wire == 0) e.waiting = count(r.varint());
+    else if (field == 3 && wire == 0) e.running = count(r.varint());
     else if (field == 4 && wire == 5) e.kvCacheUsage = <f64>r.float();
     else if (field == 5 && wire == 0) e.fresh = r.varint() != 0;
-    else if (field == 6 && wire == 0) e.maxLora = <i32>r.varint();
+    else if (field == 6 && wire == 0) e.maxLora = count(r.varint());
     else if (field == 7 && wire == 2) e.runningAdapters.push(r.string());
     else if (field == 8 && wire == 2) e.waitingAdapters.push(r.string());
     else r.skip(wire);
   }
+  if (!r.ok) return null;
+  // A usage outside 0..1 (or NaN) is a broken scrape, not a reading: do not
+  // route on it, and score it as a full cache should every endpoint be stale.
+  if (!(e.kvCacheUsage >= 0 && e.kvCacheUsage <= 1)) {
+    e.kvCacheUsage = 1;
+    e.fresh = false;
+  }
   return e;
+}
+
+/** A uint32 count (proto3 truncates the varint to 32 bits), capped at MAX_COUNT. */
+function count(v: u64): i32 {
+  const n = <u32>v;
+  return <i32>(n > MAX_COUNT ? MAX_COUNT : n);
 }

@@ -1,7 +1,9 @@
 /**
  * HTTP front of one fake model-server pod: the OpenAI-compatible routes vLLM
  * serves, /metrics in the pod's dialect, /health, and optional /admin hooks.
- * Every response carries `x-served-by: <pod name>`.
+ * Every response carries `x-served-by: <pod name>`; completion answers also
+ * carry `x-fake-parsed-model`, the model as the pod read the body, so tests
+ * can check that the gateway routed on the same name.
  */
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -114,7 +116,10 @@ function models(ctx: PodContext): object {
 }
 
 async function completion(ctx: PodContext, kind: ApiKind, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const parsed = parseCompletionRequest(kind, await readJson(req));
+  const body = await readJson(req);
+  const model = parsedModelHeader(body);
+  if (model !== undefined) res.setHeader(PARSED_MODEL_HEADER, model);
+  const parsed = parseCompletionRequest(kind, body);
   if (parsed.model !== ctx.model && !ctx.adapters.has(parsed.model)) {
     throw invalidRequest(`The model \`${parsed.model}\` does not exist.`, "model", "model_not_found", 404);
   }
@@ -198,6 +203,27 @@ function adminLoad(ctx: PodContext, body: unknown, res: ServerResponse): void {
   sendJson(res, 200, ctx.driver.engine.metrics());
 }
 
+const PARSED_MODEL_HEADER = "x-fake-parsed-model";
+
+/**
+ * `model` percent-encoded for a header; none when it is no string or holds a
+ * lone surrogate (JSON allows "\ud800"; encodeURIComponent cannot encode it).
+ */
+function parsedModelHeader(body: unknown): string | undefined {
+  const model = (body as { model?: unknown } | null)?.model;
+  if (typeof model !== "string") return undefined;
+  try {
+    return encodeURIComponent(model);
+  } catch {
+    return undefined;
+  }
+}
+
+// vLLM runs json.loads on the raw bytes: strict UTF-8, one leading BOM
+// stripped (TextDecoder strips it too), the last of duplicate keys kept
+// (as JSON.parse does).
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
 async function readJson(req: IncomingMessage): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
@@ -206,8 +232,14 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
     if (size > MAX_BODY_BYTES) throw invalidRequest("Request body too large", null, "body_too_large", 413);
     chunks.push(chunk as Buffer);
   }
+  let text: string;
   try {
-    return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    text = utf8.decode(Buffer.concat(chunks));
+  } catch {
+    throw invalidRequest("Request body is not valid UTF-8", null, "invalid_json");
+  }
+  try {
+    return JSON.parse(text);
   } catch {
     throw invalidRequest("Request body is not valid JSON", null, "invalid_json");
   }

@@ -67,7 +67,12 @@ export class NativeRouter {
   }
 
   route(body: string | Uint8Array, kind: ApiKind = "chat"): RouteResult {
+    return JSON.parse(this.routeText(body, kind)) as RouteResult;
+  }
+
+  /** The JSON text route() parses, exactly as the module wrote it (for checks on the text itself). */
+  routeText(body: string | Uint8Array, kind: ApiKind = "chat"): string {
     const bytes = typeof body === "string" ? Buffer.from(body) : body;
-    return JSON.parse(this.wasm.route(bytes, KIND_CODE[kind])) as RouteResult;
+    return this.wasm.route(bytes, KIND_CODE[kind]);
   }
 }

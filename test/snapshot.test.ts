@@ -1,0 +1,91 @@
+// The snapshot codec as compiled into the filter, driven through the native
+// build: malformed or nonsensical snapshots must be refused or neutralised,
+// never reach a score.
+import { beforeAll, describe, expect, it } from "vitest";
+import { NativeRouter } from "../host/native/router.js";
+import type { EndpointMsg, WeightsMsg } from "../host/proto.js";
+import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
+
+let router: NativeRouter;
+const CHAT = '{"model":"m","messages":[]}';
+
+beforeAll(async () => {
+  router = await NativeRouter.load();
+});
+
+// Just enough of the protobuf wire format to build broken messages by hand.
+const varint = (n: number): number[] => {
+  const out: number[] = [];
+  for (; n >= 0x80; n = Math.floor(n / 128)) out.push((n % 128) | 0x80);
+  return [...out, n];
+};
+const tag = (field: number, wire: number) => varint(field * 8 + wire);
+const len = (field: number, content: number[]) => [...tag(field, 2), ...varint(content.length), ...content];
+const str = (field: number, s: string) => len(field, [...Buffer.from(s)]);
+
+/** Snapshot { models: [m -> pool 0], pools: [{ name p, base m, weights?, endpoint }] } with the given inner parts. */
+function handMade(parts: { model?: number[]; weights?: number[]; endpoint?: number[]; pool?: number[] } = {}): Uint8Array {
+  const model = [...str(1, "m"), ...tag(2, 0), 0, ...(parts.model ?? [])];
+  const ep = [...str(1, "127.0.0.1:1"), ...tag(5, 0), 1, ...(parts.endpoint ?? [])];
+  const p = [...str(1, "p"), ...str(2, "m"), ...(parts.weights ? len(3, parts.weights) : []), ...len(4, ep), ...(parts.pool ?? [])];
+  return new Uint8Array([...tag(1, 0), 1, ...len(2, model), ...len(3, p)]);
+}
+
+function accepts(bytes: Uint8Array): boolean {
+  try {
+    router.setSnapshot(bytes);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function pick(endpoints: EndpointMsg[], weights: Partial<WeightsMsg>): string {
+  router.reset(7);
+  router.setSnapshot(snapshot([pool("p", "m", endpoints, weights)]));
+  const r = router.route(CHAT);
+  if (!("endpoint" in r)) throw new Error(JSON.stringify(r));
+  return r.endpoint;
+}
+
+describe("snapshot decoding", () => {
+  it("accepts the hand-made snapshot the failure cases start from", () => {
+    expect(accepts(handMade())).toBe(true);
+    expect(router.route(CHAT)).toMatchObject({ endpoint: "127.0.0.1:1" });
+    expect(accepts(handMade({ weights: [...tag(1, 5), 0, 0, 0x80, 0x3f] }))).toBe(true);
+  });
+
+  it.each([
+    ["a truncated varint in a model", { model: [...tag(2, 0), 0x80] }],
+    ["an unknown wire type in a pool", { pool: [...tag(9, 7)] }],
+    ["a truncated float in the weights", { weights: [...tag(1, 5), 0, 0] }],
+    ["a string running past an endpoint's end", { endpoint: [...tag(1, 2), 50, 0x31] }],
+    ["invalid UTF-8 in a model name", { model: len(1, [0x6d, 0xc0, 0xaf]) }],
+  ])("refuses the whole snapshot for %s", (_name, parts) => {
+    expect(accepts(handMade(parts))).toBe(false);
+  });
+
+  it.each([
+    ["NaN", NaN],
+    ["-Infinity", -Infinity],
+    ["Infinity", Infinity],
+    ["negative", -1],
+  ])("refuses a weight of %s", (_name, value) => {
+    expect(accepts(snapshot([pool("p", "m", [endpoint("10.0.0.1:80")], { kvCache: value })]))).toBe(false);
+    expect(accepts(snapshot([pool("p", "m", [endpoint("10.0.0.1:80")], { queue: 0, kvCache: 3e38 })]))).toBe(true);
+  });
+
+  it.each([NaN, Infinity, -Infinity, -0.5, 1.5])("does not route on a KV-cache usage of %s, and scores it as full", (usage) => {
+    // Fresh, it would win on its empty queue; marked stale, the other pod gets the request.
+    const bad = endpoint("10.0.0.1:80", { kvCacheUsage: usage, waiting: 0 });
+    expect(pick([bad, endpoint("10.0.0.2:80", { kvCacheUsage: 0.5, waiting: 10 })], { queue: 1, kvCache: 0, running: 0 })).toBe("10.0.0.2:80");
+    // All stale: fail open, with the bad usage counted as a full cache.
+    expect(pick([bad, endpoint("10.0.0.2:80", { kvCacheUsage: 0.9, fresh: false })], { queue: 0, kvCache: 1, running: 0 })).toBe("10.0.0.2:80");
+  });
+
+  it("reads queue counts as unsigned, never as negative loads", () => {
+    const huge = 2 ** 32 - 1;
+    expect(pick([endpoint("10.0.0.1:80", { waiting: huge }), endpoint("10.0.0.2:80", { waiting: 5 })], { queue: 1, kvCache: 0, running: 0 })).toBe("10.0.0.2:80");
+    expect(pick([endpoint("10.0.0.1:80", { running: huge }), endpoint("10.0.0.2:80", { running: 5 })], { queue: 0, kvCache: 0, running: 1 })).toBe("10.0.0.2:80");
+  });
+});
