@@ -16,7 +16,7 @@ import {
   nowMillis, propertyPath, removeHeaderRaw, replaceHeader, replaceHeaderRaw, sendLocalResponse, setTickPeriod, utf8,
 } from "../abi/hostcalls";
 import { encodePairs, PairsReader } from "../abi/pairs";
-import { ApiError, badRequest, bodyTooLarge, jsonString, modelNotFound } from "../core/errors";
+import { ApiError, bodyTooLarge, jsonString, modelNotFound } from "../core/errors";
 import { ApiKind } from "../core/request";
 import { Router } from "../core/router";
 import { Endpoint, Snapshot } from "../core/snapshot";
@@ -215,7 +215,8 @@ class GatewayStream extends HttpContext {
     if (this.route == Route.GetModel) return this.answerModel(modelId);
     if (this.route == Route.Health) return this.answerHealth();
     if (contentLength > root.config.maxBodyBytes) return this.fail(bodyTooLarge(root.config.maxBodyBytes));
-    if (endOfStream) return this.fail(badRequest("request body is required", ""));
+    // No body at all: the router answers it, in the same words as for any body it cannot read.
+    if (endOfStream) return this.decide(0) ? HeaderAction.Continue : HeaderAction.StopIteration;
     this.holding = true;
     return HeaderAction.StopIteration;
   }
@@ -263,7 +264,7 @@ class GatewayStream extends HttpContext {
     const router = root.router;
     // On failure `body` stays empty, which the router answers with a 400.
     const body = root.scratch;
-    getBufferBytes(BufferType.RequestBody, 0, bodySize, body);
+    if (bodySize > 0) getBufferBytes(BufferType.RequestBody, 0, bodySize, body);
     const routed = router.route(body.ptr, body.len, this.kind, root.snapshot(), root.nowMs, root.snapshots.heardMs);
     body.release();
     if (!routed) {
