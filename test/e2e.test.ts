@@ -132,6 +132,29 @@ describe("bad input", () => {
     expect(stats["wasm.llm_gateway.vm_reload"] ?? 0).toBe(0);
   });
 
+  it("reads the body as the pod does: escaped and duplicate keys, invalid UTF-8, a BOM, messages beside prompt", async () => {
+    const send = async (body: Buffer) => {
+      const r = await fetch(`${stack.gatewayUrl}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
+      return { status: r.status, servedBy: r.headers.get("x-served-by"), parsed: r.headers.get("x-fake-parsed-model"), json: await r.json() };
+    };
+    const msgs = '"messages":[{"role":"user","content":"hi"}],"max_tokens":2';
+    // The second key is "model" once unescaped, and the last duplicate wins, as in Python.
+    const smuggled = await send(Buffer.from(`{"model":"llama-3.1-8b","m\\u006fdel":"qwen3-32b",${msgs}}`));
+    expect(smuggled.status).toBe(200);
+    expect(smuggled.servedBy).toBe("qwen-a");
+    expect(smuggled.parsed).toBe("qwen3-32b");
+    // "llama" with an overlong encoding of "l" (C1 AC): never routed as the decoded name.
+    const overlong = await send(Buffer.concat([Buffer.from('{"model":"'), Buffer.from([0xc1, 0xac]), Buffer.from(`lama-3.1-8b",${msgs}}`)]));
+    expect(overlong.status).toBe(400);
+    expect(overlong.json.error.message).toMatch(/not valid UTF-8/);
+    expect(overlong.servedBy).toBeNull();
+    const bom = await send(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(`{"model":"llama-3.1-8b",${msgs}}`)]));
+    expect(bom.status).toBe(200);
+    expect(bom.parsed).toBe("llama-3.1-8b");
+    const both = await send(Buffer.from(`{"model":"llama-3.1-8b","prompt":"x",${msgs}}`));
+    expect(both.status).toBe(200);
+  });
+
   it("answers unknown paths with 404 in OpenAI format", async () => {
     const r = await fetch(`${stack.gatewayUrl}/admin`);
     expect(r.status).toBe(404);
