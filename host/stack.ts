@@ -4,7 +4,9 @@
 import { resolveConfigHosts, type GatewayConfig } from "./config.js";
 import { startAggregator, type Aggregator } from "./aggregator/index.js";
 import { envoyParamsFromGatewayConfig, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "./envoy/index.js";
-import { localFleetSpecs, startFleet, type Fleet } from "./fakeserver/index.js";
+import { stringify } from "yaml";
+import { parseGatewayConfig } from "./config.js";
+import { localFleetSpecs, startFleet, type Fleet, type PodSpec } from "./fakeserver/index.js";
 import { filterWasmPath } from "./paths.js";
 import { checkPortsFree, explainBindError, type PortClaim } from "./ports.js";
 
@@ -122,6 +124,64 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
     };
   } catch (err) {
     await closeAll();
+    throw err;
+  }
+}
+
+/** A pool of fake pods for startFleetStack. */
+export interface FleetPool {
+  name: string;
+  baseModel: string;
+  adapters?: string[];
+  weights?: Partial<GatewayConfig["pools"][number]["weights"]>;
+  pods: Array<Omit<PodSpec, "model" | "adapters">>;
+  /** Addresses that are no fake pod (e.g. a closed port). */
+  extraEndpoints?: string[];
+}
+
+export interface FleetStack extends Stack {
+  fleet: Fleet;
+}
+
+/**
+ * Fake pods on free loopback ports, then a whole stack in front of them with
+ * every port 0 (tests, the fuzzer, benches). `gateway` is merged into the
+ * config's gateway block (maxBodyBytes, staleView, jwt...).
+ */
+export async function startFleetStack(
+  pools: FleetPool[],
+  gateway: Record<string, unknown> = {},
+  options: StackOptions = {},
+): Promise<FleetStack> {
+  const fleet = await startFleet(
+    pools.flatMap((p) => p.pods.map((pod) => ({ ...pod, model: p.baseModel, adapters: p.adapters ?? [] }))),
+  );
+  try {
+    const config = parseGatewayConfig(
+      stringify({
+        gateway: { host: "127.0.0.1", port: 0, adminPort: 0, ...gateway },
+        aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: 50, staleAfterMs: 1000 },
+        pools: pools.map((p) => ({
+          name: p.name,
+          baseModel: p.baseModel,
+          adapters: p.adapters ?? [],
+          weights: { queue: 2, kvCache: 2, running: 1, ...p.weights },
+          endpoints: [...p.pods.map((pod) => fleet.pod(pod.name).address), ...(p.extraEndpoints ?? [])],
+        })),
+      }),
+      "fleet stack",
+    );
+    const stack = await startStack(config, { metricsPort: false, concurrency: 2, ...options });
+    return {
+      ...stack,
+      fleet,
+      close: async () => {
+        await stack.close();
+        await fleet.close();
+      },
+    };
+  } catch (err) {
+    await fleet.close();
     throw err;
   }
 }
