@@ -337,7 +337,8 @@ export function failoverMarkdown(r: FailoverReport): string {
       `${s.ratePerS} req/s for ${s.durationS} s (seed ${s.seed}) through the \`openai\` client (${r.machine.openai}, maxRetries 0), ` +
       `every other request streamed, ${s.outputTokens[0]}–${s.outputTokens[1]} output tokens. Each phase runs on a fresh stack ` +
       `with the same arrivals and one fault at ${s.faultAtS} s; in the third the aggregator stops ${s.aggregatorLeadS} s earlier. ` +
-      `A killed pod is the busiest one at that moment. Attempts on a dead pod are Envoy's per-host counters (requests plus ` +
+      `A killed pod is the busiest one at that moment, so the metrics it leaves behind make it look busy, not idle, ` +
+      `until they go stale. Attempts on a dead pod are Envoy's per-host counters (requests plus ` +
       `refused connections) sampled every 100 ms; the 500 pod counts its own. Times are relative to the fault.`,
     "",
   );
