@@ -277,13 +277,13 @@ function httpCell(p: PhaseReport): string {
 function windowCell(p: PhaseReport): string {
   const w = p.errors.windowMs;
   if (w === null) return "–";
-  return w.first === w.last ? rel(w.first) : `${rel(w.first)} – ${rel(w.last)}`;
+  return rel(w.first) === rel(w.last) ? rel(w.first) : `${rel(w.first)} – ${rel(w.last)}`;
 }
 
 function burstsCell(p: PhaseReport): string {
   const b = p.faultyPod.bursts;
   if (b.length === 0) return "0";
-  const spans = b.map((x) => `${x.attempts} at ${x.fromMs === x.toMs ? rel(x.fromMs) : `${rel(x.fromMs)} – ${rel(x.toMs)}`}`);
+  const spans = b.map((x) => `${x.attempts} at ${rel(x.fromMs) === rel(x.toMs) ? rel(x.fromMs) : `${rel(x.fromMs)} – ${rel(x.toMs)}`}`);
   return `${p.faultyPod.attemptsAfterFault} (${spans.join("; ")})`;
 }
 
@@ -300,7 +300,7 @@ function phaseText(p: PhaseReport, s: FailoverSettings): string {
   const e = p.errors;
   const fp = p.faultyPod;
   const pod = `\`${f.pod}\``;
-  const retries = `Envoy made ${count(p.envoy.retries, "retry", "retries")} (${p.envoy.retriesSucceeded} succeeded)`;
+  const retries = `Envoy retried ${count(p.envoy.retries, "attempt")} (${p.envoy.retriesSucceeded} of the retries succeeded)`;
   const reached = `${count(fp.attemptsAfterFault, "attempt")} reached it after the fault (counted ${fp.countedBy === "envoy" ? "by Envoy's per-host counters" : "by the pod"}). ` +
     (fp.envoyEjectionsMs.length === 0 ? "Envoy's outlier detection never ejected it." : `Envoy's outlier detection had it ejected from ${spansText(fp.envoyEjectionsMs)}.`);
   if (p.phase === "pod-500") {
@@ -320,8 +320,8 @@ function phaseText(p: PhaseReport, s: FailoverSettings): string {
   return `**${p.title}.** ${blind}${pod} was killed at ${sec(f.atS * 1000)}${engine}, ${count(f.streamsUnderway, "stream")} ` +
     `among them already sending tokens. ${count(e.broken, "stream")} broke${elsewhere}; ` +
     `${count(e.httpStatus + e.noResponse, "request")} failed before a response byte. ${retries}: ` +
-    `${count(p.envoy.connectFailures, "refused connection")}, the rest for the pod's requests reset before their first ` +
-    `response byte. ${reached}`;
+    `${count(p.envoy.connectFailures, "refused connection")} and ${p.envoy.retries - p.envoy.connectFailures} of the pod's ` +
+    `requests reset before their first response byte. ${reached}`;
 }
 
 export function failoverMarkdown(r: FailoverReport): string {
