@@ -20,7 +20,7 @@ import { ClusterWatch } from "./envoy-watch.js";
 import { startFaultyPod, type FaultyPod } from "./faulty-pod.js";
 import { MAX_OUTPUT_TOKENS, MIN_OUTPUT_TOKENS, planArrivals, runLoad, type PlannedRequest } from "./load.js";
 import {
-  failoverMarkdown, GRACE_MS, PHASES, QUIET_MS, summarisePhase,
+  failoverMarkdown, GRACE_MS, LEDGER_GRACE_MS, PHASES, QUIET_MS, summarisePhase,
   type FailoverReport, type FailoverSettings, type PhaseName, type PhaseReport, type PhaseRun,
 } from "./report.js";
 
@@ -257,6 +257,7 @@ export async function runFailover(opts: FailoverOptions = {}): Promise<FailoverR
     envoyConcurrency: ENVOY_CONCURRENCY,
     drainLimitS: DRAIN_LIMIT_S,
     graceMs: GRACE_MS,
+    ledgerGraceMs: LEDGER_GRACE_MS,
     quietMs: QUIET_MS,
     gateway: {
       staleViewMaxAgeMs: defaults.gateway.staleView.maxAgeMs,

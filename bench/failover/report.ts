@@ -102,7 +102,7 @@ export interface PhaseReport {
     envoyEjectionsMs: Span[];
     /**
      * When the filter's ledger had the pod ejected, relative to the fault, derived from the client's view (null when
-     * the pod cannot name the requests it failed), and the attempts that still reached it more than GRACE_MS into one.
+     * the pod cannot name the requests it failed), and the attempts that still reached it more than LEDGER_GRACE_MS into one.
      */
     ledger: { ejections: Span[]; attemptsWhileEjected: number } | null;
   };
@@ -123,6 +123,7 @@ export interface FailoverSettings {
   envoyConcurrency: number;
   drainLimitS: number;
   graceMs: number;
+  ledgerGraceMs: number;
   quietMs: number;
   gateway: { staleViewMaxAgeMs: number; staleViewPolicy: string; ejectAfterFailures: number; ejectMs: number; staleAfterMs: number; scrapeIntervalMs: number };
 }
@@ -139,6 +140,11 @@ export interface FailoverReport {
 
 /** A response the pod sent just before the fault can still be arriving this long after it. */
 export const GRACE_MS = 1_000;
+/**
+ * The filter applies a failure on every worker within a tick (20 ms) of the request's end; the client that sees
+ * that end and the pod's front that sees the next attempt are late or early by their event loop's lag.
+ */
+export const LEDGER_GRACE_MS = 500;
 /** A gap this long between attempts on the faulty pod ends a burst of them. */
 export const QUIET_MS = 2_000;
 
@@ -248,7 +254,7 @@ export function summarisePhase(run: PhaseRun, settings: FailoverSettings): Phase
       envoyEjectionsMs: run.envoyEjections.map(toFault),
       ledger: ledger && {
         ejections: ledger.map(toFault),
-        attemptsWhileEjected: run.attemptTimesMs.filter((t) => ledger.some((e) => t > e.fromMs + settings.graceMs && t < e.toMs!)).length,
+        attemptsWhileEjected: run.attemptTimesMs.filter((t) => ledger.some((e) => t > e.fromMs + settings.ledgerGraceMs && t < e.toMs!)).length,
       },
     },
     envoy: Object.fromEntries(Object.entries(ENVOY_COUNTERS).map(([k, name]) => [k, counter(name)])) as PhaseReport["envoy"],
@@ -307,7 +313,7 @@ function phaseText(p: PhaseReport, s: FailoverSettings): string {
     const ledger = !fp.ledger || fp.ledger.ejections.length === 0 ? "The filter's ledger never ejected it." :
       `The filter's ledger had it ejected from ${spansText(fp.ledger.ejections)} (derived from when the failed requests ` +
       `ended: that is when the filter learns of a failure), and ${count(fp.ledger.attemptsWhileEjected, "attempt")} reached ` +
-      `it more than ${s.graceMs / 1000} s into an ejection.`;
+      `it more than ${formatMs(s.ledgerGraceMs)} into an ejection.`;
     return `**${p.title}.** From ${sec(f.atS * 1000)} on, ${pod} answered every completion at once with a 500 while its ` +
       `/metrics kept describing its idle engine. Clients saw ${count(e.total, "error")}: each 500 came before any response ` +
       `byte. ${retries}; the filter counted ${count(p.envoy.endpointFailures, "endpoint failure")}. ${reached} ${ledger}`;
