@@ -1,6 +1,6 @@
-// `npm run bench -- ...`: runs scenarios (sim or live mode) and the filter
-// overhead benchmark, prints the tables, writes results and charts, and with
-// --all refreshes the committed charts and BENCHMARKS.md.
+// `npm run bench -- ...`: runs scenarios (sim or live mode), the filter
+// overhead benchmark and the failover benchmark, prints the tables, writes
+// results and charts, and with --all refreshes the committed charts and BENCHMARKS.md.
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { parseArgs } from "node:util";
@@ -18,13 +18,16 @@ const USAGE = `usage: npm run bench -- [options]
   --scenario NAME|PATH  run one scenario (a name from bench/scenarios/, or a file); repeatable
   --all                 run every scenario in bench/scenarios/; refreshes bench/charts/ and BENCHMARKS.md
   --mode sim|live       sim: discrete-event simulation in virtual time (default); live: real Envoy and fake fleet
-  --seed N              override the scenario's seed
+  --seed N              override the scenario's seed (or the failover bench's arrivals)
   --duration S          override the scenario's duration (seconds of arrivals)
   --policies A,B        run only these policies
   --json FILE           also write the result(s) to FILE
   --out DIR             results folder (default bench/results); each scenario writes DIR/<scenario>/
   --overhead            run the filter-overhead benchmark too (alone if no scenario is given)
-  --smoke               a short run for CI: every scenario (or the given ones) for a few seconds; no BENCHMARKS.md update
+  --failover            run the failover benchmark too (alone if no scenario is given): client errors when a pod
+                        dies, answers 500, or dies after the aggregator; writes DIR/failover/ and BENCHMARKS.md
+  --smoke               a short run for CI: every scenario (or the given ones) for a few seconds, or a shortened
+                        overhead or failover bench; no BENCHMARKS.md update
   --help`;
 
 /** Seconds of arrivals per scenario in a smoke run. */
@@ -54,6 +57,7 @@ interface Args {
   json?: string;
   outDir: string;
   overhead: boolean;
+  failover: boolean;
   smoke: boolean;
   all: boolean;
 }
@@ -71,6 +75,7 @@ function parse(argv: string[]): Args | "help" {
       json: { type: "string" },
       out: { type: "string" },
       overhead: { type: "boolean" },
+      failover: { type: "boolean" },
       smoke: { type: "boolean" },
       help: { type: "boolean" },
     },
@@ -92,10 +97,13 @@ function parse(argv: string[]): Args | "help" {
   const all = values.all ?? false;
   const smoke = values.smoke ?? false;
   const overhead = values.overhead ?? false;
+  const failover = values.failover ?? false;
   let scenarios = values.scenario ?? [];
   if (all && scenarios.length > 0) throw new UsageError("--all and --scenario exclude each other");
-  if (all || (smoke && scenarios.length === 0 && !overhead)) scenarios = listScenarios();
-  if (scenarios.length === 0 && !overhead) throw new UsageError("nothing to run: give --scenario NAME, --all, --smoke or --overhead");
+  if (all || (smoke && scenarios.length === 0 && !overhead && !failover)) scenarios = listScenarios();
+  if (scenarios.length === 0 && !overhead && !failover) {
+    throw new UsageError("nothing to run: give --scenario NAME, --all, --smoke, --overhead or --failover");
+  }
   const policies = values.policies?.split(",").map((p) => p.trim()).filter((p) => p !== "");
   try {
     selectPolicies(policies);
@@ -111,6 +119,7 @@ function parse(argv: string[]): Args | "help" {
     json: values.json,
     outDir: values.out ?? join(projectRoot, "bench", "results"),
     overhead,
+    failover,
     smoke,
     all,
   };
@@ -196,6 +205,27 @@ async function runOverheadBench(args: Args, argv: string[], io: Io): Promise<voi
   }
 }
 
+async function runFailoverBench(args: Args, argv: string[], io: Io): Promise<void> {
+  const { runFailover, failoverMarkdown } = await import("./failover/index.js");
+  const dir = join(args.outDir, "failover");
+  mkdirSync(dir, { recursive: true });
+  const report = await runFailover({
+    smoke: args.smoke,
+    seed: args.seed,
+    logDir: dir,
+    command: commandLine(argv),
+    onProgress: (line) => io.err(`[failover] ${line}\n`),
+  });
+  const markdown = failoverMarkdown(report);
+  writeJson(join(dir, "failover.json"), report);
+  io.out(`\n${markdown}\nresults: ${relative(process.cwd(), dir) || "."}/\n`);
+  if (!args.smoke) {
+    const path = join(projectRoot, "BENCHMARKS.md");
+    writeFileSync(path, replaceBlock(readFileSync(path, "utf8"), "failover", markdown, "## Failover"));
+    io.out(`updated ${relative(process.cwd(), path)} (failover section; ${report.command})\n`);
+  }
+}
+
 /** Runs the command; returns the exit code. */
 export async function runBench(argv: string[], io: Io = defaultIo): Promise<number> {
   try {
@@ -206,6 +236,7 @@ export async function runBench(argv: string[], io: Io = defaultIo): Promise<numb
     }
     if (args.scenarios.length > 0) await runScenarios(args, argv, io);
     if (args.overhead) await runOverheadBench(args, argv, io);
+    if (args.failover) await runFailoverBench(args, argv, io);
     return 0;
   } catch (err) {
     if (err instanceof ScenarioError) {

@@ -1,0 +1,100 @@
+// What Envoy's admin interface says about a pool's hosts over time: how many
+// attempts each got (requests sent on a connection to it, plus connections it
+// refused) and whether outlier detection has ejected it. A dead pod counts
+// nothing itself, so this is how the bench sees traffic still going to it.
+export interface HostState {
+  attempts: number;
+  ejected: boolean;
+}
+
+export interface ClusterSample {
+  /** When the answer arrived: everything it counts happened before then. */
+  atMs: number;
+  hosts: Record<string, HostState>;
+}
+
+interface ClustersJson {
+  cluster_statuses?: Array<{
+    name: string;
+    host_statuses?: Array<{
+      address?: { socket_address?: { address: string; port_value: number } };
+      stats?: Array<{ name: string; value?: string }>;
+      health_status?: { failed_outlier_check?: boolean };
+    }>;
+  }>;
+}
+
+/** Samples one cluster's hosts every `intervalMs` until stopped. */
+export class ClusterWatch {
+  readonly samples: ClusterSample[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly adminUrl: string,
+    private readonly cluster: string,
+    private readonly clock: () => number,
+    private readonly intervalMs = 100,
+  ) {}
+
+  /** Takes (and records) a sample now: the baseline right before a fault. */
+  async sample(): Promise<ClusterSample> {
+    const res = await fetch(`${this.adminUrl}/clusters?format=json`);
+    if (res.status !== 200) throw new Error(`GET /clusters returned ${res.status}`);
+    const body = (await res.json()) as ClustersJson;
+    const atMs = this.clock();
+    const hosts: Record<string, HostState> = {};
+    for (const h of body.cluster_statuses?.find((c) => c.name === this.cluster)?.host_statuses ?? []) {
+      const stat = (name: string) => Number(h.stats?.find((s) => s.name === name)?.value ?? 0);
+      hosts[`${h.address?.socket_address?.address}:${h.address?.socket_address?.port_value}`] = {
+        attempts: stat("rq_total") + stat("cx_connect_fail"),
+        ejected: h.health_status?.failed_outlier_check === true,
+      };
+    }
+    const sample = { atMs, hosts };
+    this.samples.push(sample);
+    return sample;
+  }
+
+  start(): void {
+    this.timer = setInterval(() => {
+      // A slow admin answer delays the next sample rather than piling requests up.
+      this.inFlight = this.inFlight.then(() => this.sample().then(() => {}, () => {}));
+    }, this.intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.inFlight;
+    await this.sample();
+  }
+
+  /** One entry per attempt on `address` after `fromMs`, at the time of the first sample that counted it. */
+  attemptTimesAfter(address: string, fromMs: number): number[] {
+    const sorted = this.sorted();
+    let seen = sorted.filter((s) => s.atMs <= fromMs).at(-1)?.hosts[address]?.attempts ?? 0;
+    const out: number[] = [];
+    for (const s of sorted) {
+      if (s.atMs <= fromMs) continue;
+      for (; seen < (s.hosts[address]?.attempts ?? 0); seen++) out.push(s.atMs);
+    }
+    return out;
+  }
+
+  /** When `address` was ejected after `fromMs`, as the samples saw it; `toMs` null if it still was at the end. */
+  ejectionsAfter(address: string, fromMs: number): Array<{ fromMs: number; toMs: number | null }> {
+    const out: Array<{ fromMs: number; toMs: number | null }> = [];
+    for (const s of this.sorted()) {
+      if (s.atMs <= fromMs) continue;
+      const open = out.at(-1)?.toMs === null;
+      if (s.hosts[address]?.ejected && !open) out.push({ fromMs: s.atMs, toMs: null });
+      else if (!s.hosts[address]?.ejected && open) out.at(-1)!.toMs = s.atMs;
+    }
+    return out;
+  }
+
+  /** A baseline sample can land between two timer samples. */
+  private sorted(): ClusterSample[] {
+    return [...this.samples].sort((a, b) => a.atMs - b.atMs);
+  }
+}
