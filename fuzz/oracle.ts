@@ -183,7 +183,7 @@ function expected(reading: PodReading, kind: Kind, served: ReadonlyMap<string, R
       status: 404,
       outcome: "404 unknown model",
       error: {
-        message: `The model '${model}' does not exist or is not served by this gateway`,
+        message: `The model '${echoedName(model)}' does not exist or is not served by this gateway`,
         type: "invalid_request_error",
         param: "model",
         code: "model_not_found",
@@ -246,4 +246,11 @@ export function judge(text: string, body: Uint8Array, kind: Kind, served: Readon
 
 export function sameError(a: OpenAIError, b: OpenAIError): boolean {
   return a.message === b.message && a.type === b.type && a.param === b.param && a.code === b.code;
+}
+
+/** The gateway repeats at most 256 UTF-16 units of a name, then "...", never half a surrogate pair. */
+function echoedName(name: string): string {
+  if (name.length <= 256) return name;
+  const last = name.charCodeAt(255);
+  return `${name.slice(0, last >= 0xd800 && last <= 0xdbff ? 255 : 256)}...`;
 }

@@ -22,9 +22,21 @@ export function badRequest(message: string, param: string): ApiError {
   return new ApiError(400, message, "invalid_request_error", param, "");
 }
 
+/** Longest model name an error repeats: a name may be megabytes long. */
+export const MAX_ECHOED_NAME = 256;
+
 export function modelNotFound(model: string): ApiError {
-  return new ApiError(404, "The model '" + model + "' does not exist or is not served by this gateway",
+  return new ApiError(404, "The model '" + shortened(model) + "' does not exist or is not served by this gateway",
     "invalid_request_error", "model", "model_not_found");
+}
+
+/** At most MAX_ECHOED_NAME UTF-16 units and "...", never splitting a surrogate pair. */
+function shortened(name: string): string {
+  if (name.length <= MAX_ECHOED_NAME) return name;
+  let end = MAX_ECHOED_NAME;
+  const last = name.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return name.substring(0, end) + "...";
 }
 
 export function bodyTooLarge(limit: i64): ApiError {
