@@ -1,6 +1,6 @@
 // Where the project's files are, whether running from sources (vitest) or
 // from dist/ (npm start).
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -19,3 +19,9 @@ export const protoPath = join(projectRoot, "proto", "gateway.proto");
 export const filterWasmPath = join(projectRoot, "build", "filter.wasm");
 export const nativeBindingsPath = join(projectRoot, "build", "native.js");
 export const nativeWasmPath = join(projectRoot, "build", "native.wasm");
+
+/** An installed npm package's version, for the record in benchmark reports. */
+export function packageVersion(name: string): string {
+  const pkg = JSON.parse(readFileSync(join(projectRoot, "node_modules", name, "package.json"), "utf8")) as { version: string };
+  return pkg.version;
+}

@@ -6,15 +6,13 @@
 //   pod-500                     a pod answers 500 while its /metrics looks idle;
 //   aggregator-then-pod-killed  the aggregator stops, the filter's view goes
 //                               stale (blind routing), then the busiest pod crashes.
-import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { parseGatewayConfig, type GatewayConfig } from "../../host/config.js";
-import { findEnvoy } from "../../host/envoy/index.js";
+import { envoyVersion, findEnvoy } from "../../host/envoy/index.js";
 import { startFleet, type Fleet, type Pod } from "../../host/fakeserver/index.js";
-import { projectRoot } from "../../host/paths.js";
+import { packageVersion } from "../../host/paths.js";
 import { startStack, type Stack } from "../../host/stack.js";
 import { ClusterWatch } from "./envoy-watch.js";
 import { startFaultyPod, type FaultyPod } from "./faulty-pod.js";
@@ -228,15 +226,7 @@ async function runPhase(ctx: PhaseContext): Promise<PhaseRun> {
   }
 }
 
-function envoyVersion(bin: string): string {
-  const out = spawnSync(bin, ["--version"], { encoding: "utf8", timeout: 20_000 }).stdout ?? "";
-  return /\/(\d+\.\d+\.\d+[^/\s]*)\//.exec(out)?.[1] ?? (out.trim() || "unknown");
-}
 
-function openaiVersion(): string {
-  const pkg = JSON.parse(readFileSync(join(projectRoot, "node_modules", "openai", "package.json"), "utf8")) as { version: string };
-  return `openai ${pkg.version}`;
-}
 
 export async function runFailover(opts: FailoverOptions = {}): Promise<FailoverReport> {
   const started = Date.now();
@@ -280,7 +270,7 @@ export async function runFailover(opts: FailoverOptions = {}): Promise<FailoverR
     startedAt: new Date(started).toISOString(),
     elapsedS: (Date.now() - started) / 1000,
     smoke: opts.smoke ?? false,
-    machine: { cpus: cpu.length, cpuModel: cpu[0]?.model.trim() ?? "unknown", node: process.version, envoy: envoyVersion(findEnvoy()), openai: openaiVersion() },
+    machine: { cpus: cpu.length, cpuModel: cpu[0]?.model.trim() ?? "unknown", node: process.version, envoy: envoyVersion(findEnvoy()), openai: `openai ${packageVersion("openai")}` },
     settings,
     phases,
   };

@@ -81,7 +81,10 @@ export interface PhaseReport {
     noResponse: number;
     /** A 200 cut (or short) after it started: a stream broken mid-way. */
     broken: number;
-    /** Broken streams that were not underway on the faulty pod at the fault. */
+    /**
+     * Broken streams another pod was serving. A stream the faulty pod served had its headers out before the
+     * fault (the pod is gone after it), however late the loaded client read them.
+     */
     brokenElsewhere: number;
     timeouts: number;
     /** When the failed requests ended, relative to the fault. */
@@ -240,7 +243,7 @@ export function summarisePhase(run: PhaseRun, settings: FailoverSettings): Phase
       byStatus,
       noResponse: ofKind("no_response").length,
       broken: ofKind("broken").length,
-      brokenElsewhere: ofKind("broken").filter((r) => !underway.has(r.index)).length,
+      brokenElsewhere: ofKind("broken").filter((r) => r.servedBy !== run.pod).length,
       timeouts: ofKind("timeout").length,
       windowMs: ends.length === 0 ? null : { first: round(Math.min(...ends)), last: round(Math.max(...ends)) },
     },
@@ -322,7 +325,7 @@ function phaseText(p: PhaseReport, s: FailoverSettings): string {
     `The aggregator stopped at ${sec(f.aggregatorClosedAtS! * 1000)}; /health said \`${f.healthAtFault}\` right before the kill, ` +
     `and ${count(p.envoy.routedBlind, "request")} were routed blind (no destination header: Envoy's least-request among the pool's hosts). `;
   const engine = f.engineAtFault ? ` with ${f.engineAtFault.running} requests running and ${f.engineAtFault.waiting} waiting` : "";
-  const elsewhere = e.brokenElsewhere === 0 ? "" : ` (${e.brokenElsewhere} of them not among those)`;
+  const elsewhere = e.brokenElsewhere === 0 ? "" : ` (${e.brokenElsewhere} of them on other pods)`;
   return `**${p.title}.** ${blind}${pod} was killed at ${sec(f.atS * 1000)}${engine}, ${count(f.streamsUnderway, "stream")} ` +
     `among them already sending tokens. ${count(e.broken, "stream")} broke${elsewhere}; ` +
     `${count(e.httpStatus + e.noResponse, "request")} failed before a response byte. ${retries}: ` +

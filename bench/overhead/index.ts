@@ -2,12 +2,9 @@
 // Envoy without it, against an instant upstream, plus the time of one routing
 // decision in the native build. Envoy, the upstream and the load generator
 // (autocannon, in this process) all run on this machine.
-import { spawnSync } from "node:child_process";
 import { cpus, platform, release, totalmem } from "node:os";
-import { join } from "node:path";
-import { readFileSync } from "node:fs";
-import { findEnvoy, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "../../host/envoy/index.js";
-import { filterWasmPath, projectRoot } from "../../host/paths.js";
+import { envoyVersion, findEnvoy, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "../../host/envoy/index.js";
+import { filterWasmPath, packageVersion } from "../../host/paths.js";
 import { baselineEnvoyConfig } from "../baseline-envoy.js";
 import { runLoad, type LoadTarget } from "./load.js";
 import { timeNativeDecisions } from "./native.js";
@@ -54,15 +51,7 @@ function checkList(name: string, values: number[], min: number, max: number): nu
   return [...new Set(values)];
 }
 
-function envoyVersion(bin: string): string {
-  const out = spawnSync(bin, ["--version"], { encoding: "utf8", timeout: 20_000 }).stdout ?? "";
-  return /\/(\d+\.\d+\.\d+[^/\s]*)\//.exec(out)?.[1] ?? (out.trim() || "unknown");
-}
 
-function autocannonVersion(): string {
-  const pkg = JSON.parse(readFileSync(join(projectRoot, "node_modules", "autocannon", "package.json"), "utf8")) as { version: string };
-  return `autocannon ${pkg.version}`;
-}
 
 /** Posts the bench body until Envoy answers 200: the filter has its snapshot, the upstream is reachable. */
 async function waitRoutable(url: string, body: string, what: string): Promise<void> {
@@ -223,7 +212,7 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
       latencyConnections: LATENCY_CONNECTIONS,
       saturationConnections: connections,
       envoyConcurrency: ENVOY_CONCURRENCY,
-      loadGenerator: autocannonVersion(),
+      loadGenerator: `autocannon ${packageVersion("autocannon")}`,
       bodySizes,
       endpointCounts,
     },

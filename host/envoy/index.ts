@@ -1,4 +1,4 @@
-export { findEnvoy } from "./paths.js";
+export { envoyVersion, findEnvoy } from "./paths.js";
 export {
   BUFFER_SLACK_BYTES,
   envoyParamsFromGatewayConfig,

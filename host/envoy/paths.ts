@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
 import { projectRoot } from "../paths.js";
@@ -31,4 +32,10 @@ export function findEnvoy(env: NodeJS.ProcessEnv = process.env, root: string = p
     `Envoy not found: ENVOY_BIN is not set, ${venv} does not exist (run "npm run setup:envoy"), ` +
       `and there is no "envoy" on PATH`,
   );
+}
+
+/** The version an Envoy binary reports (e.g. "1.40.0"), for the record in benchmark reports. */
+export function envoyVersion(bin: string): string {
+  const out = spawnSync(bin, ["--version"], { encoding: "utf8", timeout: 20_000 }).stdout ?? "";
+  return /\/(\d+\.\d+\.\d+[^/\s]*)\//.exec(out)?.[1] ?? (out.trim() || "unknown");
 }
