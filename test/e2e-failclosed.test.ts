@@ -5,14 +5,12 @@
 import { execFileSync } from "node:child_process";
 import http from "node:http";
 import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import OpenAI from "openai";
 import { parseDocument } from "yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startAggregator } from "../host/aggregator/index.js";
 import { renderEnvoyConfig, envoyParamsFromGatewayConfig, startEnvoy } from "../host/envoy/index.js";
 import { filterWasmPath, projectRoot } from "../host/paths.js";
-import { startTestStack, waitFor, type TestStack } from "./helpers/stack.js";
+import { startDecoy, startTestStack, waitFor, type TestStack } from "./helpers/stack.js";
 
 const ask = { messages: [{ role: "user" as const, content: "Say hello" }], max_tokens: 4 };
 const CHAT_BODY = JSON.stringify({ model: "llama-3.1-8b", ...ask });
@@ -51,21 +49,6 @@ function h2Post(
     req.on("error", reject);
     req.end(body);
   });
-}
-
-/** A plain HTTP server outside every pool, counting what reaches it. */
-async function startDecoy(): Promise<{ address: string; hits: () => number; close: () => Promise<void> }> {
-  let hits = 0;
-  const server = http.createServer((_req, res) => {
-    hits++;
-    res.end('{"decoy":true}');
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    address: `127.0.0.1:${(server.address() as AddressInfo).port}`,
-    hits: () => hits,
-    close: () => new Promise((r) => server.close(() => r())),
-  };
 }
 
 /** Sets a field of the Wasm HTTP filter's plugin config in a rendered bootstrap. */

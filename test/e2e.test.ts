@@ -1,11 +1,9 @@
 // End to end through a real Envoy running build/filter.wasm, fed over gRPC by
 // the aggregator, in front of real HTTP fake pods, with the official OpenAI
 // client as the client.
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestStack, waitFor, type TestStack } from "./helpers/stack.js";
+import { startDecoy, startTestStack, waitFor, type TestStack } from "./helpers/stack.js";
 
 const MAX_BODY = 256 * 1024;
 let stack: TestStack;
@@ -164,13 +162,8 @@ describe("bad input", () => {
 
 describe("security", () => {
   it("never lets a client choose the upstream with x-gateway-* headers", async () => {
-    let decoyHits = 0;
-    const decoy = http.createServer((_req, res) => {
-      decoyHits++;
-      res.end("{}");
-    });
-    await new Promise<void>((r) => decoy.listen(0, "127.0.0.1", r));
-    const target = `127.0.0.1:${(decoy.address() as AddressInfo).port}`;
+    const decoy = await startDecoy();
+    const target = decoy.address;
     try {
       for (let i = 0; i < 5; i++) {
         const { servedBy } = await chat("llama-3.1-8b", {
@@ -179,9 +172,9 @@ describe("security", () => {
         });
         expect(servedBy).toMatch(/^llama-[ab]$/);
       }
-      expect(decoyHits).toBe(0);
+      expect(decoy.hits()).toBe(0);
     } finally {
-      decoy.close();
+      await decoy.close();
     }
   });
 });

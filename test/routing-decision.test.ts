@@ -13,16 +13,18 @@ beforeAll(async () => {
   router = await NativeRouter.load();
 });
 
+/** Pods 10.0.0.1-4 with the given queue lengths; only the queue is weighed. */
+function loadQueues(waiting: number[]): void {
+  router.setSnapshot(snapshot([pool("p", "llama",
+    waiting.map((w, i) => endpoint(`10.0.0.${i + 1}:80`, { waiting: w })),
+    { queue: 1, kvCache: 0, running: 0 })]));
+}
+
 beforeEach(() => {
   router.reset(7);
   router.setViewPolicy(3_000, "fail-open");
   router.setClock(1_000_000, 1_000_000);
-  router.setSnapshot(snapshot([pool("p", "llama", [
-    endpoint("10.0.0.1:80", { waiting: 0 }),
-    endpoint("10.0.0.2:80", { waiting: 3 }),
-    endpoint("10.0.0.3:80", { waiting: 6 }),
-    endpoint("10.0.0.4:80", { waiting: 9 }),
-  ], { queue: 1, kvCache: 0, running: 0 })]));
+  loadQueues([0, 3, 6, 9]);
 });
 
 function routed(r: RouteResult) {
@@ -104,12 +106,7 @@ describe("passive health", () => {
 
   it("keeps ejections across a new snapshot, and falls back to ejected pods only when all are", () => {
     for (const a of ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"]) for (let i = 0; i < 3; i++) router.recordOutcome(a, true, RULES);
-    router.setSnapshot(snapshot([pool("p", "llama", [
-      endpoint("10.0.0.1:80", { waiting: 0 }),
-      endpoint("10.0.0.2:80", { waiting: 0 }),
-      endpoint("10.0.0.3:80", { waiting: 0 }),
-      endpoint("10.0.0.4:80", { waiting: 9 }),
-    ], { queue: 1, kvCache: 0, running: 0 })]));
+    loadQueues([0, 0, 0, 9]);
     const r = routed(router.route(CHAT));
     expect([r.endpoint, ...r.fallbacks]).toEqual(["10.0.0.4:80"]);
     router.recordOutcome("10.0.0.4:80", true, { ...RULES, ejectAfter: 1 });

@@ -1,5 +1,6 @@
 // Starts a real stack for end-to-end tests: fake pods on free loopback ports,
 // the aggregator, and Envoy loading build/filter.wasm; every port is 0.
+import http from "node:http";
 import net from "node:net";
 import { startFleetStack, type FleetPool, type FleetStack } from "../../host/stack.js";
 
@@ -34,3 +35,19 @@ export async function stablePort(): Promise<number> {
   }
   throw new Error("no free port in 20000-29999");
 }
+
+/** A plain HTTP server outside every pool, counting what reaches it. */
+export async function startDecoy(): Promise<{ address: string; hits: () => number; close: () => Promise<void> }> {
+  let hits = 0;
+  const server = http.createServer((_req, res) => {
+    hits++;
+    res.end('{"decoy":true}');
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    address: `127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    hits: () => hits,
+    close: () => new Promise((r) => server.close(() => r())),
+  };
+}
+
