@@ -157,12 +157,15 @@ const engine = z.enum(ENGINES, { error: msg(`expected one of ${ENGINES.join(", "
 const ENDPOINT_TEXT = "expected host:port (e.g. 127.0.0.1:8000, vllm-0:8000, [::1]:8000)";
 const endpoint = z.string({ error: msg(ENDPOINT_TEXT) }).refine((s) => parseEndpoint(s) !== null, { error: ENDPOINT_TEXT });
 
+/** The scorers' default weights (README "Scorers" says why each is what it is). */
+export const DEFAULT_WEIGHTS: Readonly<ScorerWeights> = { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 2 };
+
 const weightsSchema = z.strictObject({
-  queue: weight.default(2),
-  kvCache: weight.default(2),
-  running: weight.default(1),
-  lora: weight.default(0),
-  prefix: weight.default(0),
+  queue: weight.default(DEFAULT_WEIGHTS.queue),
+  kvCache: weight.default(DEFAULT_WEIGHTS.kvCache),
+  running: weight.default(DEFAULT_WEIGHTS.running),
+  lora: weight.default(DEFAULT_WEIGHTS.lora),
+  prefix: weight.default(DEFAULT_WEIGHTS.prefix),
 });
 
 const poolSchema = z.strictObject({

@@ -3,8 +3,12 @@
 // order if that one refuses or fails before answering. Ties break at random.
 // Scratch arrays are reused across requests so a pick allocates nothing once
 // they have grown to the pool size.
+import { relativeCapacities } from "./capacity";
+import { PrefixIndex } from "./prefix-index";
 import { RouteRequest } from "./route-request";
 import { KvCacheScorer } from "./scorers/kv-cache";
+import { LoraScorer } from "./scorers/lora";
+import { PrefixScorer } from "./scorers/prefix";
 import { QueueScorer } from "./scorers/queue";
 import { RunningScorer } from "./scorers/running";
 import { Scorer } from "./scorers/scorer";
@@ -14,7 +18,7 @@ import { Endpoint, Pool } from "./snapshot";
 export const MAX_RANKED = 3;
 
 export class Picker {
-  private scorers: Scorer[] = [new QueueScorer(), new KvCacheScorer(), new RunningScorer()];
+  private scorers: Scorer[];
   private candidates: Endpoint[] = [];
   private totals: StaticArray<f64> = new StaticArray<f64>(0);
   private scratch: StaticArray<f64> = new StaticArray<f64>(0);
@@ -22,8 +26,9 @@ export class Picker {
   /** The last pick, best first: at most MAX_RANKED endpoints. */
   readonly ranked: Endpoint[] = [];
 
-  constructor(seed: u64) {
+  constructor(seed: u64, prefixes: PrefixIndex) {
     this.rng = seed == 0 ? 0x9e3779b97f4a7c15 : seed;
+    this.scorers = [new QueueScorer(), new KvCacheScorer(), new RunningScorer(), new LoraScorer(), new PrefixScorer(prefixes)];
   }
 
   /** Fills `ranked`; false only when the pool has no endpoints at all. */
@@ -37,6 +42,8 @@ export class Picker {
       return true;
     }
     this.ensureCapacity(n);
+    this.ensureRequestCapacity(request, n);
+    relativeCapacities(this.candidates, request.capacity, this.scratch);
     const totals = this.totals;
     for (let i = 0; i < n; i++) unchecked(totals[i] = 0);
     for (let s = 0; s < this.scorers.length; s++) {
@@ -101,6 +108,10 @@ export class Picker {
     if (this.totals.length >= n) return;
     this.totals = new StaticArray<f64>(n);
     this.scratch = new StaticArray<f64>(n);
+  }
+
+  private ensureRequestCapacity(request: RouteRequest, n: i32): void {
+    if (request.capacity.length < n) request.capacity = new StaticArray<f64>(n);
   }
 
   /** xorshift64*: deterministic for a seed, no host import needed. */

@@ -1,11 +1,15 @@
 // What the scorers may know about the request being routed.
 import { ModelRoute } from "./snapshot";
+import { PrefixKeys } from "./prefix-keys";
 
 export class RouteRequest {
   model: ModelRoute = new ModelRoute();
-  /** The raw JSON bytes of `messages` / `prompt`, for prefix affinity. */
-  promptPtr: usize = 0;
-  promptLen: i32 = 0;
-  /** The caller's clock, for ejection deadlines. */
+  /** Hash of the LoRA adapter name (0 for the base model), for rendezvous placement. */
+  adapterHash: u64 = 0;
+  /** Block hashes of the prompt's leading bytes, for prefix affinity. */
+  prefix: PrefixKeys = new PrefixKeys();
+  /** The caller's clock, for ejection deadlines and the prefix index's ages. */
   nowMs: u64 = 0;
+  /** Per candidate, its capacity relative to the fastest candidate (filled by the picker). */
+  capacity: StaticArray<f64> = new StaticArray<f64>(0);
 }

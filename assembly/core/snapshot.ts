@@ -1,6 +1,7 @@
 // The routing state the aggregator pushes (proto/gateway.proto), decoded into
 // plain objects the scorers read. Decoding happens once per snapshot version,
 // never per request.
+import { hashBuffer } from "./hash";
 import { ProtoReader } from "./proto";
 
 export class Weights {
@@ -22,10 +23,36 @@ export class Endpoint {
   maxLora: i32 = 0;
   runningAdapters: string[] = [];
   waitingAdapters: string[] = [];
-  /** Requests this picker sent since the snapshot was taken (not yet visible in its metrics). */
-  pending: i32 = 0;
+  /** Relative service rate within the pool (any unit); 0 = unknown. */
+  capacity: f64 = 0;
+  /** Hash of `address`: the endpoint's key in the in-flight table and in rendezvous ranking. */
+  addressHash: u64 = 0;
+  /** This gateway's requests in flight to the endpoint when the snapshot was installed (core/fleet-view.ts). */
+  inflightBase: i32 = 0;
+  /** This gateway's requests in flight to the endpoint now, as of the current decision. */
+  inflight: i32 = 0;
   /** Set from the shared health ledger (core/health.ts); 0 when not ejected. */
   ejectedUntilMs: u64 = 0;
+
+  /**
+   * Requests sent since the scrape minus those finished since: what the
+   * scraped figures do not show yet. Negative when more finished than were sent.
+   */
+  get sentSinceScrape(): i32 {
+    return this.inflight - this.inflightBase;
+  }
+
+  /** Queued requests now: new requests queue first, finished ones make room for queued ones. */
+  get estimatedWaiting(): f64 {
+    const w = this.waiting + this.sentSinceScrape;
+    return w > 0 ? <f64>w : 0;
+  }
+
+  /** Requests on the endpoint now, queued or running. */
+  get estimatedTotal(): f64 {
+    const t = this.waiting + this.running + this.sentSinceScrape;
+    return t > 0 ? <f64>t : 0;
+  }
 }
 
 export class Pool {
@@ -37,6 +64,8 @@ export class Pool {
 
 export class ModelRoute {
   name: string = "";
+  /** Hash of `name`: seeds its prompts' prefix keys (an adapter caches apart from its base model). */
+  nameHash: u64 = 0;
   pool: i32 = 0;
   /** Non-empty when `name` is a LoRA adapter of the pool's base model. */
   adapter: string = "";
@@ -58,6 +87,7 @@ export class Snapshot {
     for (let i = 0; i < this.models.length; i++) {
       const m = this.models[i];
       if (m.pool < 0 || m.pool >= this.pools.length) return false;
+      m.nameHash = hashBuffer(String.UTF8.encode(m.name));
       this.byName.set(m.name, m);
     }
     return true;
@@ -65,7 +95,7 @@ export class Snapshot {
 }
 
 // Queue and batch figures are counts: uint32 on the wire, capped here so that
-// adding this worker's pending requests can never overflow an i32.
+// adding in-flight requests to them can never overflow an i32.
 const MAX_COUNT: u32 = 1 << 30;
 
 /** Decodes a Snapshot message; null if the bytes (or any nested message) are not a valid snapshot. */
@@ -154,6 +184,7 @@ function decodeEndpoint(r: ProtoReader): Endpoint | null {
     if (field == 1 && wire == 2) {
       e.address = r.string();
       e.addressBytes = String.UTF8.encode(e.address);
+      e.addressHash = hashBuffer(e.addressBytes);
     } else if (field == 2 && wire == 0) e.waiting = count(r.varint());
     else if (field == 3 && wire == 0) e.running = count(r.varint());
     else if (field == 4 && wire == 5) e.kvCacheUsage = <f64>r.float();
@@ -161,6 +192,7 @@ function decodeEndpoint(r: ProtoReader): Endpoint | null {
     else if (field == 6 && wire == 0) e.maxLora = count(r.varint());
     else if (field == 7 && wire == 2) e.runningAdapters.push(r.string());
     else if (field == 8 && wire == 2) e.waitingAdapters.push(r.string());
+    else if (field == 9 && wire == 5) e.capacity = <f64>r.float();
     else r.skip(wire);
   }
   if (!r.ok) return null;
@@ -170,6 +202,8 @@ function decodeEndpoint(r: ProtoReader): Endpoint | null {
     e.kvCacheUsage = 1;
     e.fresh = false;
   }
+  // A rate that is not a positive number is unknown, not zero speed.
+  if (!(e.capacity > 0 && e.capacity < f64.MAX_VALUE)) e.capacity = 0;
   return e;
 }
 

@@ -8,8 +8,9 @@
 // Client-sent x-gateway-* headers are removed first.
 //
 // Per routed request the hot path makes these host calls: read the header
-// pairs, read the body, set two headers, bump one counter, and at the end
-// read two properties to learn how the request went (passive health).
+// pairs, read the body, read and write the shared in-flight table, set two
+// headers, bump one counter, and at the end read two properties to learn how
+// the request went (passive health) and read and write the in-flight table.
 import { DataAction, HeaderAction, HttpContext, RootContext } from "../abi/context";
 import {
   BufferType, getBufferBytes, getBufferSize, getHeaderPairs, getPropertyBytes, HostBytes, log, LogLevel, MapType,
@@ -20,11 +21,14 @@ import { ApiError, bodyTooLarge, jsonString, modelNotFound } from "../core/error
 import { ApiKind } from "../core/request";
 import { Router } from "../core/router";
 import { Endpoint, Snapshot } from "../core/snapshot";
+import { FleetView } from "../core/fleet-view";
 import { viewIsStale, StaleViewPolicy } from "../core/view";
 import { FilterConfig } from "./config";
 import { FilterMetrics } from "./metrics";
 import { SharedHealth } from "./shared-health";
-import { SnapshotCache } from "./shared-snapshot";
+import { SharedInflight } from "./shared-inflight";
+import { SharedPrefixLog } from "./shared-prefix-log";
+import { SnapshotReader } from "./shared-snapshot";
 
 const POOL_HEADER = utf8("x-gateway-pool");
 const DESTINATION_HEADER = utf8("x-gateway-destination-endpoint");
@@ -40,8 +44,13 @@ const enum Route { Other = 0, Inference = 1, ListModels = 2, GetModel = 3, Healt
 
 export class GatewayRoot extends RootContext {
   config: FilterConfig = new FilterConfig();
-  snapshots: SnapshotCache = new SnapshotCache();
+  view: FleetView = new FleetView();
+  reader: SnapshotReader = new SnapshotReader();
   health: SharedHealth = new SharedHealth();
+  inflight: SharedInflight = new SharedInflight();
+  prefixLog: SharedPrefixLog = new SharedPrefixLog();
+  /** Some pool of the current snapshot scores prefixes: only then is the prefix log worth its copy per tick. */
+  prefixOn: bool = false;
   router: Router = new Router(0);
   metrics: FilterMetrics | null = null;
   scratch: HostBytes = new HostBytes();
@@ -88,17 +97,17 @@ export class GatewayRoot extends RootContext {
 
   /** The current snapshot, loading one now if none has arrived yet. */
   snapshot(): Snapshot | null {
-    if (this.snapshots.current == null) this.refresh();
-    return this.snapshots.current;
+    if (this.view.current == null) this.refresh();
+    return this.view.current;
   }
 
   modelsJson(): ArrayBuffer {
-    if (this.snapshots.current == null) this.refresh();
+    if (this.view.current == null) this.refresh();
     return this.modelList;
   }
 
   viewIsStale(): bool {
-    return viewIsStale(this.nowMs, this.snapshots.heardMs, this.config.view.maxAgeMs);
+    return viewIsStale(this.nowMs, this.view.heardMs, this.config.view.maxAgeMs);
   }
 
   headersFor(status: i32): ArrayBuffer {
@@ -133,12 +142,15 @@ export class GatewayRoot extends RootContext {
   private refresh(): void {
     this.nowMs = nowMillis();
     const healthChanged = this.health.refresh();
-    if (this.snapshots.refresh()) {
-      this.loadSnapshot(this.snapshots.current!);
-      this.applyHealth();
-    } else if (healthChanged) {
-      this.applyHealth();
+    let installed = false;
+    if (this.reader.poll(this.view)) {
+      // The baseline for "sent since the scrape" is the table as it is now.
+      this.inflight.read();
+      installed = this.reader.load(this.view, this.inflight.table, this.health.ledger);
     }
+    if (installed) this.loadSnapshot(this.view.current!);
+    else if (healthChanged) this.applyHealth();
+    if (this.prefixOn) this.prefixLog.sync(this.router);
   }
 
   private loadSnapshot(snap: Snapshot): void {
@@ -146,6 +158,9 @@ export class GatewayRoot extends RootContext {
     const names = new Array<ArrayBuffer>(snap.pools.length);
     for (let i = 0; i < snap.pools.length; i++) names[i] = utf8(snap.pools[i].name);
     this.poolNames = names;
+    let prefixOn = false;
+    for (let i = 0; i < snap.pools.length; i++) if (snap.pools[i].weights.prefix > 0) prefixOn = true;
+    this.prefixOn = prefixOn;
     const m = this.metrics!;
     m.count(m.snapshotUpdates);
     let endpoints = 0;
@@ -155,7 +170,7 @@ export class GatewayRoot extends RootContext {
   }
 
   private applyHealth(): void {
-    const snap = this.snapshots.current;
+    const snap = this.view.current;
     if (snap != null) this.health.ledger.applyTo(snap);
   }
 }
@@ -245,6 +260,8 @@ class GatewayStream extends HttpContext {
     const primary = this.primary;
     if (primary == null) return;
     const root = this.root;
+    // However the request ended, it is no longer in flight.
+    root.inflight.add(primary.addressHash, -1);
     const bytes = root.scratch;
     // No response code: the client went away before any answer; nothing learned.
     if (!getPropertyBytes(RESPONSE_CODE, bytes) || bytes.len != 8) {
@@ -265,7 +282,9 @@ class GatewayStream extends HttpContext {
     // On failure `body` stays empty, which the router answers with a 400.
     const body = root.scratch;
     if (bodySize > 0) getBufferBytes(BufferType.RequestBody, 0, bodySize, body);
-    const routed = router.route(body.ptr, body.len, this.kind, root.snapshot(), root.nowMs, root.snapshots.heardMs);
+    root.snapshot();
+    root.inflight.read();
+    const routed = router.route(body.ptr, body.len, this.kind, root.view, root.inflight.table, root.nowMs);
     body.release();
     if (!routed) {
       this.fail(router.error!);
@@ -277,6 +296,7 @@ class GatewayStream extends HttpContext {
     } else {
       this.setDestination(router.ranked);
       this.primary = router.ranked[0];
+      root.inflight.commit(this.primary!.addressHash, 1);
       root.metrics!.count(root.metrics!.routed);
     }
     return true;
@@ -328,7 +348,7 @@ class GatewayStream extends HttpContext {
     let status = "ok";
     if (snap == null || (stale && root.config.view.stalePolicy == StaleViewPolicy.Reject)) status = "unavailable";
     else if (stale) status = "degraded";
-    const heard = root.snapshots.heardMs;
+    const heard = root.view.heardMs;
     const body = '{"status":"' + status + '","snapshot_version":' + (snap == null ? "0" : snap.version.toString()) +
       ',"view_age_ms":' + (heard == 0 ? "null" : (root.nowMs > heard ? root.nowMs - heard : 0).toString()) + "}";
     return this.reply(status == "unavailable" ? 503 : 200, utf8(body));

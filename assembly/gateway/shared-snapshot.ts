@@ -3,9 +3,12 @@
 // snapshot bytes are written first and a small 16-byte cell last: the version
 // and when the aggregator was last heard from (a snapshot or a heartbeat, on
 // Envoy's clock). A worker polls only the cell and copies the snapshot when
-// its version changed.
+// its version changed; what to do with it is the core's FleetView.
 import { getSharedData, HostBytes, setSharedData, utf8 } from "../abi/hostcalls";
-import { decodeSnapshot, Snapshot } from "../core/snapshot";
+import { FleetView } from "../core/fleet-view";
+import { HealthLedger } from "../core/health";
+import { InflightTable } from "../core/inflight";
+import { decodeSnapshot } from "../core/snapshot";
 
 const SNAPSHOT_KEY = utf8("llm_gateway.snapshot");
 const CELL_KEY = utf8("llm_gateway.snapshot_cell");
@@ -28,31 +31,32 @@ export function publishHeartbeat(version: u64, nowMs: u64): void {
   writeCell(version, nowMs);
 }
 
-/** A worker's decoded copy of the latest published snapshot. */
-export class SnapshotCache {
-  current: Snapshot | null = null;
-  /** When the link last heard from the aggregator; 0 = never. */
-  heardMs: u64 = 0;
-  private seenVersion: u64 = 0;
+/** Reads the published cell into a worker's FleetView, and the snapshot when it is new. */
+export class SnapshotReader {
   private bytes: HostBytes = new HostBytes();
+  private pendingVersion: u64 = 0;
 
-  /** Returns true when a newer snapshot was loaded. */
-  refresh(): bool {
+  /** True when the view should install a snapshot: call load() then. */
+  poll(view: FleetView): bool {
     const bytes = this.bytes;
     if (!getSharedData(CELL_KEY, bytes) || bytes.len != 16) {
       bytes.release();
       return false;
     }
-    const version = load<u64>(bytes.ptr);
-    this.heardMs = load<u64>(bytes.ptr + 8);
+    this.pendingVersion = load<u64>(bytes.ptr);
+    const heardMs = load<u64>(bytes.ptr + 8);
     bytes.release();
-    if (version == this.seenVersion && this.current != null) return false;
+    return view.offer(this.pendingVersion, heardMs);
+  }
+
+  /** Installs the published snapshot; false if it is missing or does not decode (the old one stays). */
+  load(view: FleetView, inflight: InflightTable, health: HealthLedger): bool {
+    const bytes = this.bytes;
     if (!getSharedData(SNAPSHOT_KEY, bytes)) return false;
     const snap = decodeSnapshot(bytes.ptr, bytes.len);
     bytes.release();
     if (snap == null) return false;
-    this.current = snap;
-    this.seenVersion = version;
+    view.install(snap, this.pendingVersion, inflight, health);
     return true;
   }
 }

@@ -1,7 +1,10 @@
 // Our gateway: the aggregator's snapshots, pushed to Envoy and picked up by
 // each worker's filter on its refresh tick, routed by the very Wasm routing
 // core the filter runs (build/native.wasm: body scanner, model lookup,
-// scorers, picker, pending-pick counts), one instance per Envoy worker.
+// scorers, picker, fleet view, in-flight accounting, prefix index), one
+// instance per Envoy worker. What the filter keeps in shared data (the
+// snapshot, the in-flight table, the prefix log) is kept here once and handed
+// to every instance, as Envoy's shared data is to every worker.
 import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
 import { NativeRouter } from "../../host/native/router.js";
 import { AggregatorModel, gatewayConfig } from "../sim/aggregator.js";
@@ -19,15 +22,17 @@ export function ours(profile: Profile): PolicySpec {
       const phases = new Rng(deriveSeed(seed, "phases:aggregator"));
       const config = gatewayConfig(scenario, trace, fleet, profile.weights);
 
-      // The Envoy side: the link writes each pushed snapshot to shared data (after the push delay)...
-      let shared: { version: number; bytes: Uint8Array } | undefined;
+      // Shared data: the link writes each pushed snapshot (after the push delay)...
+      let published: { version: number; bytes: Uint8Array } | undefined;
       const aggregator = new AggregatorModel(config, fleet, queue, model, phases, (snapshot: SnapshotMsg, t) => {
         queue.at(t + model.pushDelayMs, () => {
-          shared = { version: snapshot.version, bytes: encodeSnapshot(snapshot) };
+          published = { version: snapshot.version, bytes: encodeSnapshot(snapshot) };
         });
       });
+      let inflight: Uint8Array = new Uint8Array(0);
+      let prefixLog: Uint8Array = new Uint8Array(0);
 
-      // ...and every worker loads a newer version on its own refresh tick.
+      // ...and every worker installs a newer version, and swaps prefix decisions, on its own refresh tick.
       const start = encodeSnapshot(aggregator.current);
       const workers = await Promise.all(
         Array.from({ length: model.workers }, async (_, w) => {
@@ -41,21 +46,39 @@ export function ours(profile: Profile): PolicySpec {
       for (const router of workers) {
         let seen = aggregator.current.version;
         queue.every(tickRng.uniform(0, model.refreshMs), model.refreshMs, () => {
-          if (shared === undefined || shared.version === seen) return;
-          router.setSnapshot(shared.bytes);
-          seen = shared.version;
+          prefixLog = router.exchangePrefixLog(prefixLog);
+          if (published === undefined || published.version === seen) return;
+          router.setInflight(inflight);
+          router.setSnapshot(published.bytes);
+          seen = published.version;
         });
       }
+
+      // The stream's end releases its count (any worker may see it: the table is shared).
+      const routedTo = new Map<number, string>();
+      fleet.onFinished((request) => {
+        const address = routedTo.get(request.index);
+        if (address === undefined) return;
+        routedTo.delete(request.index);
+        const router = workers[request.worker];
+        router.setInflight(inflight);
+        router.release(address);
+        inflight = router.inflightTable();
+      });
 
       const byAddress = new Map(fleet.pods.map((p) => [p.address, p.index]));
       return {
         // In-process in Envoy: ~0.1 ms added p50 at 4 KiB (npm run bench -- --overhead).
         decisionDelayMs: 0.1,
         route(req) {
-          const result = workers[req.request.worker].route(req.body, "chat");
+          const router = workers[req.request.worker];
+          router.setInflight(inflight);
+          const result = router.route(req.body, "chat");
+          inflight = router.inflightTable();
           if ("status" in result) return { status: result.status, message: result.error.message };
           // The simulated clock never lets the filter's view age past its bound.
           if (result.endpoint === null) throw new Error("blind routing in the simulator");
+          routedTo.set(req.request.index, result.endpoint);
           return { pod: byAddress.get(result.endpoint)! };
         },
       };

@@ -41,6 +41,7 @@ export class SimFleet {
   private readonly inFlightCount: number[];
   private readonly outstandingByPod: Map<string, Outstanding>[];
   private readonly byId = new Map<string, Outstanding>();
+  private readonly finishedListeners: Array<(request: TraceRequest, pod: number, t: number) => void> = [];
   /** Pods whose engine may hold events not yet collected (a submit settles steps too). */
   private readonly dirty: boolean[];
 
@@ -84,6 +85,11 @@ export class SimFleet {
     return this.outstandingByPod[pod].values();
   }
 
+  /** Calls `cb` when a request's response ends (as a proxy sees its stream end). */
+  onFinished(cb: (request: TraceRequest, pod: number, t: number) => void): void {
+    this.finishedListeners.push(cb);
+  }
+
   /** Runs every engine up to t and books the results. */
   advanceTo(t: number): void {
     for (const pod of this.pods) {
@@ -109,6 +115,8 @@ export class SimFleet {
     } catch (err) {
       if (!(err instanceof RequestRejectedError)) throw err;
       record.error = `400 ${err.code}`;
+      // The pod answered at once: the proxy sees the stream end.
+      for (const cb of this.finishedListeners) cb(request, pod, t);
     }
   }
 
@@ -140,6 +148,7 @@ export class SimFleet {
       this.byId.delete(ev.id);
       this.outstandingByPod[o.pod].delete(ev.id);
       this.inFlightCount[o.pod]--;
+      for (const cb of this.finishedListeners) cb(o.request, o.pod, ev.time);
     }
   }
 }

@@ -31,6 +31,11 @@ interface Bindings {
   setClock(nowMs: bigint, heardMs: bigint): void;
   setViewPolicy(maxAgeMs: bigint, stalePolicy: number): void;
   recordOutcome(address: string, failed: boolean, ejectAfter: number, ejectMs: bigint): void;
+  setInflight(bytes: Uint8Array): boolean;
+  inflightTable(): Uint8Array;
+  release(address: string): void;
+  inflightOf(address: string): number;
+  exchangePrefixLog(log: Uint8Array): Uint8Array;
 }
 
 export class NativeRouter {
@@ -60,7 +65,37 @@ export class NativeRouter {
     this.wasm.recordOutcome(address, failed, rules.ejectAfter, BigInt(rules.ejectMs));
   }
 
-  /** Accepts a snapshot object or its serialized bytes. */
+  /**
+   * Loads the in-flight table shared by all workers (the filter's shared-data
+   * key); route() adds to it and release() takes from it, and inflightTable()
+   * returns it for the other instances.
+   */
+  setInflight(bytes: Uint8Array): void {
+    if (!this.wasm.setInflight(bytes)) throw new Error("native router rejected the in-flight table bytes");
+  }
+
+  inflightTable(): Uint8Array {
+    return this.wasm.inflightTable();
+  }
+
+  /** A request routed to `address` ended. */
+  release(address: string): void {
+    this.wasm.release(address);
+  }
+
+  inflightOf(address: string): number {
+    return this.wasm.inflightOf(address);
+  }
+
+  /** A refresh tick's prefix-log exchange: replays the others' decisions in `log`, returns it with this one's added. */
+  exchangePrefixLog(log: Uint8Array): Uint8Array {
+    return this.wasm.exchangePrefixLog(log);
+  }
+
+  /**
+   * Installs a snapshot object or its serialized bytes as a worker's refresh
+   * tick does; the in-flight counts loaded last are its baseline.
+   */
   setSnapshot(snapshot: SnapshotMsg | Uint8Array): void {
     const bytes = snapshot instanceof Uint8Array ? snapshot : encodeSnapshot(snapshot);
     if (!this.wasm.setSnapshot(bytes)) throw new Error("native router rejected the snapshot bytes");

@@ -17,14 +17,14 @@ export abstract class Scorer {
  * all equal scores 1.
  */
 export abstract class MinMaxScorer extends Scorer {
-  abstract load(e: Endpoint): f64;
+  abstract load(e: Endpoint, request: RouteRequest, i: i32): f64;
 
   score(candidates: Endpoint[], request: RouteRequest, out: StaticArray<f64>): void {
     const n = candidates.length;
     let lo = f64.MAX_VALUE;
     let hi = -f64.MAX_VALUE;
     for (let i = 0; i < n; i++) {
-      const v = this.load(unchecked(candidates[i]));
+      const v = this.load(unchecked(candidates[i]), request, i);
       unchecked(out[i] = v);
       if (v < lo) lo = v;
       if (v > hi) hi = v;

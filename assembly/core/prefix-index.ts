@@ -1,0 +1,141 @@
+// Which endpoints probably hold a prompt prefix in their KV cache, learned
+// from routing decisions (the engines' caches are not visible to a proxy).
+// Like the reference picker's index, an endpoint's cache is modelled as an
+// LRU of its KV capacity in blocks: every request routed to it writes its
+// uncached blocks, and a prefix counts as evicted once that many newer blocks
+// were written after it was last used there. Unlike it, every worker applies
+// the decisions of every other worker too (gateway/shared-prefix-log.ts, or
+// the caller of the native build), so all workers agree on where a prefix is.
+//
+// Fixed memory: an open-addressing table of prefix keys, each with up to
+// HOLDERS endpoints; a full probe window replaces its least recently used key.
+import { PrefixKeys } from "./prefix-keys";
+
+const SLOTS: i32 = 8192; // power of two
+const PROBE: i32 = 8;
+export const HOLDERS: i32 = 4;
+/** KV capacity assumed for an endpoint whose engine does not report it (the simulator's default). */
+export const DEFAULT_KV_BLOCKS: u64 = 8192;
+
+/** One routing decision as the index and the shared log see it. */
+export class PrefixDecision {
+  endpoint: u64 = 0;
+  /** Blocks the request adds to the endpoint's cache (its prompt minus the matched part). */
+  newBlocks: u32 = 0;
+  keys: StaticArray<u64> = new StaticArray<u64>(7);
+  count: i32 = 0;
+}
+
+export class PrefixIndex {
+  private keys: StaticArray<u64> = new StaticArray<u64>(SLOTS);
+  private lastUse: StaticArray<u64> = new StaticArray<u64>(SLOTS);
+  private holder: StaticArray<u64> = new StaticArray<u64>(SLOTS * HOLDERS);
+  /** The holder's block clock when the prefix was last written or used there. */
+  private stamp: StaticArray<u64> = new StaticArray<u64>(SLOTS * HOLDERS);
+  /** Per endpoint (by address hash): blocks written so far, and its KV capacity. */
+  private clocks: Map<u64, u64> = new Map();
+  private capacities: Map<u64, u64> = new Map();
+  private tick: u64 = 0;
+
+  setCapacity(endpoint: u64, blocks: u64): void {
+    this.capacities.set(endpoint, blocks > 0 ? blocks : DEFAULT_KV_BLOCKS);
+  }
+
+  /**
+   * For each candidate (by address hash) the number of leading keys it holds:
+   * a candidate's match ends at its first missing key, the scan at the first
+   * key nobody holds.
+   */
+  match(keys: PrefixKeys, candidates: StaticArray<u64>, n: i32, matched: StaticArray<i32>): void {
+    for (let c = 0; c < n; c++) unchecked(matched[c] = 0);
+    for (let k = 0; k < keys.count; k++) {
+      const slot = this.find(unchecked(keys.keys[k]));
+      if (slot < 0) return;
+      let any = false;
+      for (let h = 0; h < HOLDERS; h++) {
+        const at = slot * HOLDERS + h;
+        const e = unchecked(this.holder[at]);
+        if (e == 0 || !this.alive(e, unchecked(this.stamp[at]))) continue;
+        for (let c = 0; c < n; c++) {
+          if (unchecked(candidates[c]) == e && unchecked(matched[c]) == k) {
+            unchecked(matched[c] = k + 1);
+            any = true;
+          }
+        }
+      }
+      if (!any) return;
+    }
+  }
+
+  /** Records that the decision's prefix is (about to be) cached on its endpoint. */
+  record(d: PrefixDecision): void {
+    const e = d.endpoint;
+    const clock = this.clocks.has(e) ? this.clocks.get(e) : 0;
+    this.tick++;
+    for (let k = 0; k < d.count; k++) {
+      const slot = this.claim(unchecked(d.keys[k]));
+      unchecked(this.lastUse[slot] = this.tick);
+      this.hold(slot, e, clock);
+    }
+    this.clocks.set(e, clock + <u64>d.newBlocks);
+  }
+
+  private alive(e: u64, stamp: u64): bool {
+    const clock = this.clocks.has(e) ? this.clocks.get(e) : 0;
+    const capacity = this.capacities.has(e) ? this.capacities.get(e) : DEFAULT_KV_BLOCKS;
+    return clock - stamp < capacity;
+  }
+
+  /** Puts `e` among the slot's holders, replacing the holder whose copy is oldest by its own clock. */
+  private hold(slot: i32, e: u64, clock: u64): void {
+    const base = slot * HOLDERS;
+    let victim = 0;
+    let victimAge: u64 = 0;
+    for (let h = 0; h < HOLDERS; h++) {
+      const other = unchecked(this.holder[base + h]);
+      if (other == e || other == 0) {
+        victim = h;
+        break;
+      }
+      const otherClock = this.clocks.has(other) ? this.clocks.get(other) : 0;
+      const age = otherClock - unchecked(this.stamp[base + h]);
+      if (age >= victimAge) {
+        victim = h;
+        victimAge = age;
+      }
+    }
+    unchecked(this.holder[base + victim] = e);
+    unchecked(this.stamp[base + victim] = clock);
+  }
+
+  private find(key: u64): i32 {
+    const k = key == 0 ? 1 : key;
+    const mask = SLOTS - 1;
+    for (let i = 0; i < PROBE; i++) {
+      const slot = (<i32>k + i) & mask;
+      if (unchecked(this.keys[slot]) == k) return slot;
+    }
+    return -1;
+  }
+
+  /** The key's slot, taking an empty one or the least recently used in its probe window. */
+  private claim(key: u64): i32 {
+    const k = key == 0 ? 1 : key;
+    const mask = SLOTS - 1;
+    let victim = -1;
+    let oldest = u64.MAX_VALUE;
+    for (let i = 0; i < PROBE; i++) {
+      const slot = (<i32>k + i) & mask;
+      const have = unchecked(this.keys[slot]);
+      if (have == k) return slot;
+      const use = have == 0 ? 0 : unchecked(this.lastUse[slot]);
+      if (use < oldest) {
+        oldest = use;
+        victim = slot;
+      }
+    }
+    unchecked(this.keys[victim] = k);
+    for (let h = 0; h < HOLDERS; h++) unchecked(this.holder[victim * HOLDERS + h] = 0);
+    return victim;
+  }
+}

@@ -1,0 +1,72 @@
+import { rendezvous } from "../hash";
+import { RouteRequest } from "../route-request";
+import { Endpoint, Weights } from "../snapshot";
+import { Scorer } from "./scorer";
+
+const RUNNING = 1.0;
+const WAITING = 0.8;
+const FREE_SLOT = 0.5;
+/** Added for the one free-slot candidate the adapter's rendezvous ranking puts first. */
+const PLACEMENT = 0.1;
+/** An engine that reports no adapter state (TGI loads every adapter at start). */
+const UNKNOWN = 0.5;
+
+/**
+ * LoRA affinity, for requests naming an adapter (base-model requests score 1
+ * everywhere):
+ *
+ *   1.0  the adapter is in the pod's running batch (no load, no wait)
+ *   0.8  requests for it wait there (it is being or will be loaded)
+ *   0.5  a free adapter slot: |running ∪ waiting adapters| < max_lora
+ *        (+0.1 for the free-slot pod ranked first for this adapter by
+ *        rendezvous hashing of adapter and address)
+ *   0    every slot taken by other adapters: the request would wait for one
+ *        to drain, then pay the load
+ *   0.5  the engine reports no adapter state (max_lora 0): unknown, neutral
+ *
+ * The placement bonus makes every worker load a cold adapter on the same pod,
+ * instead of each request sent before the next scrape loading it somewhere
+ * else; the load scorers still steer it to the pod with most room. A popular
+ * adapter stays where it runs until those pods' load outweighs the affinity,
+ * so it spreads over as many pods as its traffic needs, not over all of them.
+ */
+export class LoraScorer extends Scorer {
+  weight(w: Weights): f64 { return w.lora; }
+
+  score(candidates: Endpoint[], request: RouteRequest, out: StaticArray<f64>): void {
+    const n = candidates.length;
+    const adapter = request.model.adapter;
+    if (adapter.length == 0) {
+      for (let i = 0; i < n; i++) unchecked(out[i] = 1.0);
+      return;
+    }
+    let placed = -1;
+    let placedWeight: u64 = 0;
+    for (let i = 0; i < n; i++) {
+      const e = unchecked(candidates[i]);
+      let s = 0.0;
+      if (e.maxLora == 0 && e.runningAdapters.length == 0 && e.waitingAdapters.length == 0) s = UNKNOWN;
+      else if (e.runningAdapters.includes(adapter)) s = RUNNING;
+      else if (e.waitingAdapters.includes(adapter)) s = WAITING;
+      else if (busySlots(e) < e.maxLora) {
+        s = FREE_SLOT;
+        const w = rendezvous(request.adapterHash, e.addressHash);
+        if (placed < 0 || w > placedWeight) {
+          placed = i;
+          placedWeight = w;
+        }
+      }
+      unchecked(out[i] = s);
+    }
+    if (placed >= 0) unchecked(out[placed] += PLACEMENT);
+  }
+}
+
+/** Adapters holding a slot: running or waiting, counted once. */
+function busySlots(e: Endpoint): i32 {
+  let n = e.runningAdapters.length;
+  for (let i = 0; i < e.waitingAdapters.length; i++) {
+    if (!e.runningAdapters.includes(unchecked(e.waitingAdapters[i]))) n++;
+  }
+  return n;
+}

@@ -1,0 +1,56 @@
+// The in-flight table (core/inflight.ts) in one shared-data key, so every
+// worker counts every worker's requests. A decision reads it once, the router
+// adds the request to it, and one compare-and-swap write publishes it; if
+// another worker wrote in between, the table is re-read and only this
+// request's change re-applied (the decision itself stands).
+import { getSharedData, HostBytes, lastCas, setSharedData, Status, utf8 } from "../abi/hostcalls";
+import { InflightTable } from "../core/inflight";
+
+const KEY = utf8("llm_gateway.inflight");
+// Workers rarely collide; a bounded loop keeps a pathological case cheap.
+const CAS_ATTEMPTS = 8;
+
+export class SharedInflight {
+  readonly table: InflightTable = new InflightTable();
+  private cas: u32 = 0;
+  private bytes: HostBytes = new HostBytes();
+  private out: ArrayBuffer = new ArrayBuffer(256);
+
+  /** Loads the shared table into `table` (empty if absent or unreadable). */
+  read(): void {
+    const bytes = this.bytes;
+    if (!getSharedData(KEY, bytes)) {
+      this.cas = 0;
+      this.table.clear();
+      return;
+    }
+    this.cas = lastCas();
+    // Bytes this code did not write are dropped: the next write replaces them.
+    this.table.decode(bytes.ptr, bytes.len);
+    bytes.release();
+  }
+
+  /** Publishes `table` after the caller added `delta` for `hash` to what read() loaded. */
+  commit(hash: u64, delta: i32): void {
+    for (let i = 0; i < CAS_ATTEMPTS; i++) {
+      if (this.write()) return;
+      this.read();
+      this.table.add(hash, delta);
+    }
+  }
+
+  /** read(), add, commit: for a change made outside a decision (a stream's end). */
+  add(hash: u64, delta: i32): void {
+    this.read();
+    this.table.add(hash, delta);
+    this.commit(hash, delta);
+  }
+
+  private write(): bool {
+    const len = this.table.encodedLength();
+    if (this.out.byteLength < len) this.out = new ArrayBuffer(len * 2);
+    const ptr = changetype<usize>(this.out);
+    this.table.encodeInto(ptr);
+    return setSharedData(KEY, ptr, len, this.cas) != Status.CasMismatch;
+  }
+}
