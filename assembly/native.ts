@@ -14,7 +14,7 @@ import { FleetView } from "./core/fleet-view";
 import { InflightTable } from "./core/inflight";
 import { PrefixDecision } from "./core/prefix-index";
 import { appendRecords, LOG_BYTES, PrefixLogReader } from "./core/prefix-log";
-import { hashBuffer } from "./core/hash";
+import { hashBuffer, mix64 } from "./core/hash";
 
 let router = new Router(1);
 let view = new FleetView();
@@ -39,7 +39,8 @@ export function reset(seed: u64): void {
   inflight = new InflightTable();
   health = new HealthLedger();
   logReader = new PrefixLogReader();
-  writer = <u32>(seed ^ (seed >> 32)) | 1;
+  // Distinct seeds give distinct writer ids, so instances tell their records apart.
+  writer = <u32>mix64(seed) | 1;
 }
 
 /** Sets the clock and when the aggregator was last heard from (0 = never). */

@@ -15,6 +15,8 @@ export interface EndpointMsg {
   maxLora: number;
   runningAdapters: string[];
   waitingAdapters: string[];
+  /** Relative service rate within the pool; 0 (or absent) = unknown. */
+  capacity?: number;
 }
 export interface PoolMsg { name: string; baseModel: string; weights: WeightsMsg; endpoints: EndpointMsg[] }
 export interface ModelMsg { name: string; pool: number; adapter: string }

@@ -58,7 +58,7 @@ describe("picker", () => {
     expect(pick()).toBe("10.0.0.1:80");
   });
 
-  it("spreads a burst between snapshots by counting its own picks as queued", () => {
+  it("spreads a burst between snapshots by counting its requests in flight", () => {
     const tally = new Map<string, number>();
     load([endpoint("10.0.0.1:80"), endpoint("10.0.0.2:80"), endpoint("10.0.0.3:80"), endpoint("10.0.0.4:80")],
       { queue: 1, kvCache: 0, running: 0 });

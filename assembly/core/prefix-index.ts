@@ -9,7 +9,7 @@
 //
 // Fixed memory: an open-addressing table of prefix keys, each with up to
 // HOLDERS endpoints; a full probe window replaces its least recently used key.
-import { PrefixKeys } from "./prefix-keys";
+import { MAX_KEYS, PrefixKeys } from "./prefix-keys";
 
 const SLOTS: i32 = 8192; // power of two
 const PROBE: i32 = 8;
@@ -22,7 +22,7 @@ export class PrefixDecision {
   endpoint: u64 = 0;
   /** Blocks the request adds to the endpoint's cache (its prompt minus the matched part). */
   newBlocks: u32 = 0;
-  keys: StaticArray<u64> = new StaticArray<u64>(7);
+  keys: StaticArray<u64> = new StaticArray<u64>(MAX_KEYS);
   count: i32 = 0;
 }
 

@@ -1,18 +1,21 @@
 // The prompt's leading bytes cut into 64-byte blocks (~16 tokens) and hashed
 // in a chain seeded by the model, as an engine's prefix cache keys its KV
 // blocks: two prompts share the hash at depth d exactly when they share their
-// first d blocks. Only geometric depths are kept (4, 8, ... 256 blocks), so a
-// request carries at most 7 keys and a match is known within a factor of 2.
+// first d blocks. Only some depths are kept (4, 8, 16, 32, 48, 64, 96, 128,
+// 192, 256 blocks), so a request carries at most 10 keys and a long match is
+// known within a factor of 1.5.
 // The bytes are the raw JSON of `messages` / `prompt`, which a client repeats
 // byte for byte when it repeats a system prompt or a conversation.
 import { hashBlock64 } from "./hash";
 
 export const BLOCK_BYTES: i32 = 64;
-/** Shallowest depth worth keeping: ~64 tokens, below which a cache hit saves little. */
-export const FIRST_DEPTH: i32 = 4;
-/** Deepest depth: 16 KiB of prompt (the reference picker also stops at 256 blocks). */
-export const MAX_DEPTH: i32 = 256;
-export const MAX_KEYS: i32 = 7;
+/**
+ * The depths kept, in blocks: from ~64 tokens (below which a cache hit saves
+ * little) to 16 KiB of prompt (the reference picker also stops at 256 blocks).
+ */
+const DEPTHS: StaticArray<i32> = [4, 8, 16, 32, 48, 64, 96, 128, 192, 256];
+export const MAX_KEYS: i32 = 10;
+const MAX_DEPTH: i32 = 256;
 
 export class PrefixKeys {
   /** Chained hash at each kept depth, shallowest first. */
@@ -29,14 +32,12 @@ export class PrefixKeys {
     this.promptBytes = len;
     const blocks = min(len / BLOCK_BYTES, MAX_DEPTH);
     let h = seed;
-    let next = FIRST_DEPTH;
     for (let b = 0; b < blocks; b++) {
       h = hashBlock64(ptr + <usize>(b * BLOCK_BYTES), h);
-      if (b + 1 == next) {
+      if (b + 1 == unchecked(DEPTHS[this.count])) {
         unchecked(this.keys[this.count] = h);
-        unchecked(this.depths[this.count] = next);
+        unchecked(this.depths[this.count] = b + 1);
         this.count++;
-        next <<= 1;
       }
     }
   }

@@ -5,13 +5,13 @@
 // workers' indexes agree within a tick. The filter moves the bytes
 // (gateway/shared-prefix-log.ts); this file is the pure part.
 //
-// Record (80 bytes): u64 endpoint, u32 new blocks, u32 key count, u32 writer,
-// u32 reserved, 7 x u64 keys.
+// Record (104 bytes): u64 endpoint, u32 new blocks, u32 key count, u32 writer,
+// u32 reserved, 10 x u64 keys.
 import { PrefixDecision, PrefixIndex } from "./prefix-index";
 import { MAX_KEYS } from "./prefix-keys";
 
 export const LOG_SLOTS: i32 = 512;
-const RECORD_BYTES: i32 = 80;
+const RECORD_BYTES: i32 = 24 + MAX_KEYS * 8;
 const HEADER_BYTES: i32 = 8;
 export const LOG_BYTES: i32 = HEADER_BYTES + LOG_SLOTS * RECORD_BYTES;
 

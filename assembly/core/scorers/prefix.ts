@@ -3,18 +3,23 @@ import { RouteRequest } from "../route-request";
 import { Endpoint, Weights } from "../snapshot";
 import { Scorer } from "./scorer";
 
+const BOUND: f64 = 2;
+
 /**
  * Prefix-cache affinity: the share of the prompt a pod probably holds in its
  * KV cache, learned from where earlier requests with the same leading blocks
  * were sent (core/prefix-index.ts, shared by all workers):
  *
  *   score_i = bytes of the prompt's longest prefix held by pod i / prompt bytes
+ *             if wait_i <= BOUND * min_j wait_j + 1, else 0
  *
- * It is bounded by load through the other scorers: a pod keeps a hot prefix
- * until its predicted wait has grown enough that the queue and load scores
- * outweigh the saving; then the next request goes elsewhere and that pod
- * learns the prefix too, so a hot prefix spreads over as many pods as its
- * traffic needs.
+ * with wait = (queued + 1) / relative capacity, as the queue scorer has it.
+ * The bound is what keeps affinity from piling a hot prefix onto one pod
+ * (consistent hashing with bounded loads): a holder whose queue has grown
+ * past it loses its claim, the next request goes where the load scorers say,
+ * and that pod learns the prefix too, so a hot prefix spreads over as many
+ * pods as its traffic needs. Within the bound the saving wins: a cache hit
+ * on a long prompt is worth more than a queued request or two.
  */
 export class PrefixScorer extends Scorer {
   private hashes: StaticArray<u64> = new StaticArray<u64>(0);
@@ -39,12 +44,18 @@ export class PrefixScorer extends Scorer {
     }
     for (let i = 0; i < n; i++) unchecked(this.hashes[i] = unchecked(candidates[i]).addressHash);
     this.index.match(keys, this.hashes, n, this.matched);
+    let least = f64.MAX_VALUE;
+    for (let i = 0; i < n; i++) least = min(least, wait(unchecked(candidates[i]), request, i));
+    const bound = BOUND * least + 1;
     const total = <f64>keys.promptBytes;
-    for (let i = 0; i < n; i++) unchecked(out[i] = <f64>keys.coveredBytes(unchecked(this.matched[i])) / total);
+    for (let i = 0; i < n; i++) {
+      const held = <f64>keys.coveredBytes(unchecked(this.matched[i])) / total;
+      unchecked(out[i] = held > 0 && wait(unchecked(candidates[i]), request, i) <= bound ? held : 0);
+    }
   }
 
-  /** Blocks of the prompt already matched at candidate `i` in the last score() call. */
-  matchedKeys(i: i32): i32 {
-    return unchecked(this.matched[i]);
-  }
+}
+
+function wait(e: Endpoint, request: RouteRequest, i: i32): f64 {
+  return (e.estimatedWaiting + 1) / unchecked(request.capacity[i]);
 }
