@@ -42,12 +42,12 @@ export class PrefixIndex {
   }
 
   /**
-   * For each candidate (by address hash) the number of leading keys it holds:
-   * a candidate's match ends at its first missing key, the scan at the first
-   * key nobody holds.
+   * For each endpoint of a pool (by slot, via `slots`: address hash -> slot)
+   * the number of leading keys it holds: an endpoint's match ends at its
+   * first missing key, the scan at the first key nobody holds.
    */
-  match(keys: PrefixKeys, candidates: StaticArray<u64>, n: i32, matched: StaticArray<i32>): void {
-    for (let c = 0; c < n; c++) unchecked(matched[c] = 0);
+  match(keys: PrefixKeys, slots: Map<u64, i32>, matched: StaticArray<i32>): void {
+    for (let s = 0; s < matched.length; s++) unchecked(matched[s] = 0);
     for (let k = 0; k < keys.count; k++) {
       const slot = this.find(unchecked(keys.keys[k]));
       if (slot < 0) return;
@@ -55,12 +55,11 @@ export class PrefixIndex {
       for (let h = 0; h < HOLDERS; h++) {
         const at = slot * HOLDERS + h;
         const e = unchecked(this.holder[at]);
-        if (e == 0 || !this.alive(e, unchecked(this.stamp[at]))) continue;
-        for (let c = 0; c < n; c++) {
-          if (unchecked(candidates[c]) == e && unchecked(matched[c]) == k) {
-            unchecked(matched[c] = k + 1);
-            any = true;
-          }
+        if (e == 0 || !slots.has(e) || !this.alive(e, unchecked(this.stamp[at]))) continue;
+        const s = slots.get(e);
+        if (unchecked(matched[s]) == k) {
+          unchecked(matched[s] = k + 1);
+          any = true;
         }
       }
       if (!any) return;

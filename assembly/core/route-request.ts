@@ -1,9 +1,10 @@
 // What the scorers may know about the request being routed.
-import { ModelRoute } from "./snapshot";
+import { ModelRoute, Pool } from "./snapshot";
 import { PrefixKeys } from "./prefix-keys";
 
 export class RouteRequest {
   model: ModelRoute = new ModelRoute();
+  pool: Pool = new Pool();
   /** Hash of the LoRA adapter name (0 for the base model), for rendezvous placement. */
   adapterHash: u64 = 0;
   /** Block hashes of the prompt's leading bytes, for prefix affinity. */

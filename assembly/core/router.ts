@@ -34,8 +34,7 @@ export class Router {
   /** This router's prefix decisions not yet shared with other workers: `pendingDecisions[0..pendingCount)`. */
   readonly pendingDecisions: PrefixDecision[] = [];
   pendingCount: i32 = 0;
-  private one: StaticArray<u64> = new StaticArray<u64>(1);
-  private oneMatched: StaticArray<i32> = new StaticArray<i32>(1);
+  private matched: StaticArray<i32> = new StaticArray<i32>(0);
 
   constructor(seed: u64) {
     const prefixes = new PrefixIndex();
@@ -77,6 +76,7 @@ export class Router {
     }
     const request = this.request;
     request.model = model;
+    request.pool = pool;
     request.adapterHash = model.adapter.length > 0 ? model.nameHash : 0;
     request.nowMs = nowMs;
     const usePrefix = pool.weights.prefix > 0 && body.promptStart >= 0;
@@ -87,7 +87,7 @@ export class Router {
     const primary = this.picker.ranked[0];
     inflight.add(primary.addressHash, 1);
     primary.inflight++;
-    if (usePrefix && request.prefix.count > 0) this.recordPrefix(primary);
+    if (usePrefix && request.prefix.count > 0) this.recordPrefix(pool, primary);
     return true;
   }
 
@@ -98,12 +98,12 @@ export class Router {
     return n;
   }
 
-  private recordPrefix(primary: Endpoint): void {
+  private recordPrefix(pool: Pool, primary: Endpoint): void {
     const keys = this.request.prefix;
-    unchecked(this.one[0] = primary.addressHash);
-    this.prefixes.match(keys, this.one, 1, this.oneMatched);
+    if (this.matched.length != pool.endpoints.length) this.matched = new StaticArray<i32>(pool.endpoints.length);
+    this.prefixes.match(keys, pool.slots, this.matched);
     const promptBlocks = (keys.promptBytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
-    const cachedBlocks = keys.coveredBytes(unchecked(this.oneMatched[0])) / BLOCK_BYTES;
+    const cachedBlocks = keys.coveredBytes(unchecked(this.matched[primary.slot])) / BLOCK_BYTES;
     const d = this.nextPending();
     d.endpoint = primary.addressHash;
     d.newBlocks = <u32>(promptBlocks - cachedBlocks);

@@ -27,6 +27,8 @@ export class Endpoint {
   capacity: f64 = 0;
   /** Hash of `address`: the endpoint's key in the in-flight table and in rendezvous ranking. */
   addressHash: u64 = 0;
+  /** Position in its pool's `endpoints`. */
+  slot: i32 = 0;
   /** This gateway's requests in flight to the endpoint when the snapshot was installed (core/fleet-view.ts). */
   inflightBase: i32 = 0;
   /** This gateway's requests in flight to the endpoint now, as of the current decision. */
@@ -60,6 +62,8 @@ export class Pool {
   baseModel: string = "";
   weights: Weights = new Weights();
   endpoints: Endpoint[] = [];
+  /** Address hash -> slot, for looking endpoints up by what shared state records. */
+  slots: Map<u64, i32> = new Map();
 }
 
 export class ModelRoute {
@@ -169,7 +173,9 @@ function decodePool(r: ProtoReader): Pool | null {
     } else if (field == 4 && (tag & 7) == 2) {
       const e = decodeEndpoint(r.message());
       if (e == null) return null;
+      e.slot = p.endpoints.length;
       p.endpoints.push(e);
+      p.slots.set(e.addressHash, e.slot);
     } else r.skip(tag & 7);
   }
   return r.ok ? p : null;

@@ -34,8 +34,8 @@ export async function timeNativeDecisions(
     const body = Buffer.from(chatBody(bodyBytes));
     for (const endpoints of counts) {
       // Addresses are never dialled here; only their number matters.
-      router.setSnapshot(benchSnapshot(Array.from({ length: endpoints }, (_, i) => `10.0.${i >> 8}.${i & 255}:8000`)));
       router.reset(1);
+      router.setSnapshot(benchSnapshot(Array.from({ length: endpoints }, (_, i) => `10.0.${i >> 8}.${i & 255}:8000`)));
       const first = router.route(body);
       if (!("endpoint" in first)) throw new Error(`native router refused the bench body: ${JSON.stringify(first)}`);
 

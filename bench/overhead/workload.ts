@@ -1,5 +1,6 @@
 // What the overhead benchmark sends and routes over: an OpenAI chat body of an
 // exact size, and a snapshot whose one pool lists every upstream port.
+import { DEFAULT_WEIGHTS } from "../../host/config.js";
 import type { SnapshotMsg } from "../../host/proto.js";
 import { endpoint, pool, snapshot } from "../snapshot-builders.js";
 
@@ -36,9 +37,9 @@ export function chatBody(bytes: number): string {
 
 /**
  * One pool serving BENCH_MODEL on every address, all equally idle and fresh,
- * with the gateway's default weights: the picker's own per-request `pending`
- * count is what spreads consecutive picks over the endpoints.
+ * with the gateway's default weights (every scorer on): the in-flight counts
+ * are what spread consecutive picks over the endpoints.
  */
 export function benchSnapshot(addresses: string[]): SnapshotMsg {
-  return snapshot([pool(BENCH_POOL, BENCH_MODEL, addresses.map((address) => endpoint(address)))]);
+  return snapshot([pool(BENCH_POOL, BENCH_MODEL, addresses.map((address) => endpoint(address)), DEFAULT_WEIGHTS)]);
 }

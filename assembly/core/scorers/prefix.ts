@@ -22,8 +22,8 @@ const BOUND: f64 = 2;
  * on a long prompt is worth more than a queued request or two.
  */
 export class PrefixScorer extends Scorer {
-  private hashes: StaticArray<u64> = new StaticArray<u64>(0);
-  private matched: StaticArray<i32> = new StaticArray<i32>(0);
+  /** Matched keys per pool slot, kept for the router to account the decision. */
+  matched: StaticArray<i32> = new StaticArray<i32>(0);
 
   constructor(private index: PrefixIndex) {
     super();
@@ -38,18 +38,15 @@ export class PrefixScorer extends Scorer {
       for (let i = 0; i < n; i++) unchecked(out[i] = 0);
       return;
     }
-    if (this.hashes.length < n) {
-      this.hashes = new StaticArray<u64>(n);
-      this.matched = new StaticArray<i32>(n);
-    }
-    for (let i = 0; i < n; i++) unchecked(this.hashes[i] = unchecked(candidates[i]).addressHash);
-    this.index.match(keys, this.hashes, n, this.matched);
+    const pool = request.pool;
+    if (this.matched.length != pool.endpoints.length) this.matched = new StaticArray<i32>(pool.endpoints.length);
+    this.index.match(keys, pool.slots, this.matched);
     let least = f64.MAX_VALUE;
     for (let i = 0; i < n; i++) least = min(least, wait(unchecked(candidates[i]), request, i));
     const bound = BOUND * least + 1;
     const total = <f64>keys.promptBytes;
     for (let i = 0; i < n; i++) {
-      const held = <f64>keys.coveredBytes(unchecked(this.matched[i])) / total;
+      const held = <f64>keys.coveredBytes(unchecked(this.matched[unchecked(candidates[i]).slot])) / total;
       unchecked(out[i] = held > 0 && wait(unchecked(candidates[i]), request, i) <= bound ? held : 0);
     }
   }
