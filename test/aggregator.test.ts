@@ -411,7 +411,7 @@ describe("normalise", () => {
         ].join("\n"),
       ),
     );
-    expect(m).toEqual({ waiting: 5, running: 5, kvCacheUsage: 0.7, maxLora: 0, runningAdapters: [], waitingAdapters: [] });
+    expect(m).toEqual({ waiting: 5, running: 5, kvCacheUsage: 0.7, maxLora: 0, runningAdapters: [], waitingAdapters: [], itl: null });
   });
 
   it("vLLM: takes LoRA info from the newest series", () => {
