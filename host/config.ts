@@ -166,17 +166,26 @@ const endpoint = z.string({ error: msg(ENDPOINT_TEXT) }).refine((s) => parseEndp
 const CAPACITY_TEXT = "expected a number > 0 (the pod's speed relative to the pool's others)";
 const ENDPOINT_ENTRY_TEXT = "expected host:port, or { address: host:port, capacity: number > 0 }";
 /**
+ * A field checked by a refinement rather than a typed schema: in a union, a
+ * type error would drop the whole reading and blame the entry, not the field.
+ */
+const refined = <T>(ok: (v: unknown) => boolean, text: string) =>
+  z
+    .unknown()
+    .refine(ok, { error: (iss) => (iss.input === undefined ? "is required" : text) })
+    .transform((v) => v as T);
+/**
  * `host:port`, or `{ address, capacity }` to state a pod's relative speed
  * (e.g. 0.35 for an A10G beside H100s at 1). If any endpoint of a pool gives
  * a capacity, the pool uses configured values only, 1 where none is given,
- * and learns none: learned rates (tokens/s) and configured ones never mix.
+ * never a learned one: learned rates (tokens/s) and configured ones do not mix.
  */
 const endpointEntry = z.union(
   [
     endpoint,
     z.strictObject({
-      address: endpoint,
-      capacity: z.number({ error: msg(CAPACITY_TEXT) }).positive({ error: CAPACITY_TEXT }).optional(),
+      address: refined<string>((v) => typeof v === "string" && parseEndpoint(v) !== null, ENDPOINT_TEXT),
+      capacity: refined<number>((v) => typeof v === "number" && Number.isFinite(v) && v > 0, CAPACITY_TEXT).optional(),
     }),
   ],
   { error: msg(ENDPOINT_ENTRY_TEXT) },

@@ -12,9 +12,13 @@ import type { ItlTotals } from "./normalise.js";
 
 /** Fewer new token gaps than this are too few to average: they wait for the next scrape. */
 export const MIN_OBSERVATIONS = 50;
-/** The smoothing's memory, in token gaps: older windows weigh e^(-gaps/this). */
-export const SMOOTHING_OBSERVATIONS = 1000;
-/** The published value moves only once the estimate is more than this far from it (relative). */
+/**
+ * The smoothing's memory, in token gaps: older windows weigh e^(-gaps/this).
+ * Long, because one prefill chunk stalls every running sequence for a step
+ * many decode steps long, so short windows swing widely.
+ */
+export const MEMORY_OBSERVATIONS = 10_000;
+/** The published value moves only once the estimate has moved more than this (relative) since it was published. */
 export const HYSTERESIS = 0.05;
 
 export class CapacityLearner {
@@ -22,6 +26,10 @@ export class CapacityLearner {
   private base: ItlTotals | null = null;
   /** Smoothed seconds per token; null until a first window is complete. */
   private itlS: number | null = null;
+  /** Token gaps folded into itlS so far. */
+  private seen = 0;
+  /** The unrounded estimate when `published` was set: the hysteresis band's centre. */
+  private anchor = 0;
   private published = 0;
 
   /** Tokens per second per sequence, 2 significant digits; 0 = unknown. */
@@ -45,10 +53,16 @@ export class CapacityLearner {
     this.base = totals;
     const mean = (totals.sumS - base.sumS) / gaps;
     if (!(mean > 0)) return;
-    // Weighted by gaps, not scrapes, so the scrape interval does not change the memory.
-    this.itlS = this.itlS === null ? mean : this.itlS + (1 - Math.exp(-gaps / SMOOTHING_OBSERVATIONS)) * (mean - this.itlS);
+    // Weighted by gaps, not scrapes, so the scrape interval does not change
+    // the memory; a plain running mean until the memory has filled, so the
+    // first windows do not count for more than later ones.
+    const weight = Math.max(gaps / (this.seen + gaps), 1 - Math.exp(-gaps / MEMORY_OBSERVATIONS));
+    this.seen += gaps;
+    this.itlS = this.itlS === null ? mean : this.itlS + weight * (mean - this.itlS);
     const capacity = 1 / this.itlS;
-    if (this.published === 0 || Math.abs(capacity / this.published - 1) > HYSTERESIS) {
+    // Against the unrounded anchor: rounding alone must not make the value flip.
+    if (this.published === 0 || Math.abs(capacity / this.anchor - 1) > HYSTERESIS) {
+      this.anchor = capacity;
       this.published = Number(capacity.toPrecision(2));
     }
   }
