@@ -75,6 +75,13 @@ export interface PoolConfig {
   weights: ScorerWeights;
   /** `host:port` or `[v6]:port`; host may be a DNS name, resolved by the aggregator. */
   endpoints: string[];
+  /**
+   * Relative capacities, one per endpoint, present when the file gives any
+   * endpoint of the pool one (the others get 1); absent, the aggregator
+   * learns each pod's rate from its metrics. Never mixed: learned rates and
+   * configured ones are in different units.
+   */
+  capacities?: number[];
 }
 
 export interface LocalPodConfig {
@@ -156,6 +163,33 @@ const name = z.string({ error: msg(NAME_TEXT) }).regex(/^[A-Za-z0-9][A-Za-z0-9._
 const engine = z.enum(ENGINES, { error: msg(`expected one of ${ENGINES.join(", ")}`) });
 const ENDPOINT_TEXT = "expected host:port (e.g. 127.0.0.1:8000, vllm-0:8000, [::1]:8000)";
 const endpoint = z.string({ error: msg(ENDPOINT_TEXT) }).refine((s) => parseEndpoint(s) !== null, { error: ENDPOINT_TEXT });
+const CAPACITY_TEXT = "expected a number > 0 (the pod's speed relative to the pool's others)";
+const ENDPOINT_ENTRY_TEXT = "expected host:port, or { address: host:port, capacity: number > 0 }";
+/**
+ * A field checked by a refinement rather than a typed schema: in a union, a
+ * type error would drop the whole reading and blame the entry, not the field.
+ */
+const refined = <T>(ok: (v: unknown) => boolean, text: string) =>
+  z
+    .unknown()
+    .refine(ok, { error: (iss) => (iss.input === undefined ? "is required" : text) })
+    .transform((v) => v as T);
+/**
+ * `host:port`, or `{ address, capacity }` to state a pod's relative speed
+ * (e.g. 0.35 for an A10G beside H100s at 1). If any endpoint of a pool gives
+ * a capacity, the pool uses configured values only, 1 where none is given,
+ * never a learned one: learned rates (tokens/s) and configured ones do not mix.
+ */
+const endpointEntry = z.union(
+  [
+    endpoint,
+    z.strictObject({
+      address: refined<string>((v) => typeof v === "string" && parseEndpoint(v) !== null, ENDPOINT_TEXT),
+      capacity: refined<number>((v) => typeof v === "number" && Number.isFinite(v) && v > 0, CAPACITY_TEXT).optional(),
+    }),
+  ],
+  { error: msg(ENDPOINT_ENTRY_TEXT) },
+);
 
 /** The scorers' default weights (README "Scorers" says why each is what it is). */
 export const DEFAULT_WEIGHTS: Readonly<ScorerWeights> = { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 2 };
@@ -168,14 +202,24 @@ const weightsSchema = z.strictObject({
   prefix: weight.default(DEFAULT_WEIGHTS.prefix),
 });
 
-const poolSchema = z.strictObject({
-  name,
-  baseModel: name,
-  engine: engine.default("vllm"),
-  adapters: z.array(name, { error: msg("expected a list of adapter names") }).default([]),
-  weights: weightsSchema.prefault({}),
-  endpoints: z.array(endpoint, { error: msg("expected a list of host:port") }).min(1, { error: "expected at least one endpoint" }),
-});
+const poolSchema = z
+  .strictObject({
+    name,
+    baseModel: name,
+    engine: engine.default("vllm"),
+    adapters: z.array(name, { error: msg("expected a list of adapter names") }).default([]),
+    weights: weightsSchema.prefault({}),
+    endpoints: z.array(endpointEntry, { error: msg("expected a list of host:port") }).min(1, { error: "expected at least one endpoint" }),
+  })
+  .transform(({ endpoints, ...pool }) => {
+    const entries = endpoints.map((e) => (typeof e === "string" ? { address: e, capacity: undefined } : e));
+    const configured = entries.some((e) => e.capacity !== undefined);
+    return {
+      ...pool,
+      endpoints: entries.map((e) => e.address),
+      ...(configured ? { capacities: entries.map((e) => e.capacity ?? 1) } : {}),
+    };
+  });
 
 const podSchema = z.strictObject({
   name,

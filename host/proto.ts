@@ -15,7 +15,11 @@ export interface EndpointMsg {
   maxLora: number;
   runningAdapters: string[];
   waitingAdapters: string[];
-  /** Relative service rate within the pool; 0 (or absent) = unknown. */
+  /**
+   * Relative service rate within the pool; 0 = unknown. Optional here only so
+   * hand-built messages may leave it out (it then encodes as 0); decoded
+   * messages always carry it.
+   */
   capacity?: number;
 }
 export interface PoolMsg { name: string; baseModel: string; weights: WeightsMsg; endpoints: EndpointMsg[] }

@@ -6,6 +6,7 @@ import { parseGatewayConfig, type GatewayConfig } from "../host/config.js";
 import { startAggregator, type Aggregator, type Snapshot } from "../host/aggregator/index.js";
 import { normalise } from "../host/aggregator/normalise.js";
 import { parsePrometheusText } from "../host/aggregator/scrape.js";
+import { startFleet } from "../host/fakeserver/index.js";
 import { snapshotServiceDefinition } from "../host/proto.js";
 
 const cleanups: Array<() => unknown> = [];
@@ -298,6 +299,41 @@ describe("aggregator", () => {
   });
 });
 
+describe("aggregator with fake engines of every dialect", () => {
+  it("reads pre-0.9.2 vLLM, SGLang and TGI pods, and learns that a 0.35x pod is slower", async () => {
+    const busy = { promptTokens: 64, maxTokens: 5000 };
+    const fleet = await startFleet([
+      { name: "vllm-fast", model: "m", metricsFormat: "vllm" },
+      { name: "vllm-old-slow", model: "m", metricsFormat: "vllm-legacy", engineConfig: { speed: 0.35 } },
+      { name: "sglang", model: "s", metricsFormat: "sglang" },
+      { name: "tgi", model: "t", metricsFormat: "tgi" },
+    ]);
+    cleanups.push(() => fleet.close());
+    for (const pod of fleet.pods) pod.injectLoad({ requests: 8, ...busy });
+    const config = parseGatewayConfig(`
+aggregator: { port: 0, metricsPort: 0, scrapeIntervalMs: 20, staleAfterMs: 300 }
+pools:
+  - { name: vllm, baseModel: m, engine: vllm, endpoints: ["${fleet.pod("vllm-fast").address}", "${fleet.pod("vllm-old-slow").address}"] }
+  - { name: sglang, baseModel: s, engine: sglang, endpoints: ["${fleet.pod("sglang").address}"] }
+  - { name: tgi, baseModel: t, engine: tgi, endpoints: ["${fleet.pod("tgi").address}"] }
+`);
+    const agg = await startAggregator(config, { port: 0, metricsPort: 0, log: () => {} });
+    cleanups.push(() => agg.close());
+
+    const s = await waitFor("a capacity for every pod", () => agg.current().pools.every((p) => p.endpoints.every((e) => e.capacity! > 0)) && agg.current(), 5000);
+    const [fast, slow] = s.pools[0].endpoints;
+    expect(slow.capacity).toBeLessThan(fast.capacity! * 0.6);
+    for (const e of s.pools.flatMap((p) => p.endpoints)) expect(e).toMatchObject({ fresh: true, running: 8 });
+    // KV usage read from gpu_cache_usage_perc on the old vLLM; TGI has no KV gauge.
+    expect(slow.kvCacheUsage).toBeGreaterThan(0);
+    expect(s.pools[1].endpoints[0].kvCacheUsage).toBeGreaterThan(0);
+    expect(s.pools[2].endpoints[0].kvCacheUsage).toBe(0);
+
+    const text = await aggregatorMetrics(agg);
+    expect(text).toMatch(new RegExp(`llm_gateway_endpoint_learned_capacity\\{pool="tgi",endpoint="${fleet.pod("tgi").address}"\\} [1-9]`));
+  });
+});
+
 describe("aggregator with malformed gauges", () => {
   const vllm = (waiting: string, running = "1", kv = "0.5") =>
     `vllm:num_requests_waiting{engine="0"} ${waiting}\nvllm:num_requests_running{engine="0"} ${running}\nvllm:kv_cache_usage_perc{engine="0"} ${kv}\n`;
@@ -411,7 +447,7 @@ describe("normalise", () => {
         ].join("\n"),
       ),
     );
-    expect(m).toEqual({ waiting: 5, running: 5, kvCacheUsage: 0.7, maxLora: 0, runningAdapters: [], waitingAdapters: [] });
+    expect(m).toEqual({ waiting: 5, running: 5, kvCacheUsage: 0.7, maxLora: 0, runningAdapters: [], waitingAdapters: [], itl: null });
   });
 
   it("vLLM: takes LoRA info from the newest series", () => {

@@ -114,6 +114,44 @@ describe("gateway config", () => {
     expect(parseEndpoint("[nope]:8000")).toBeNull();
   });
 
+  it("takes an endpoint as host:port or { address, capacity }; a pool with any capacity uses configured ones only, 1 by default", () => {
+    const c = parseGatewayConfig(`
+pools:
+  - name: mixed
+    baseModel: m
+    endpoints: [{ address: "h100-0:8000", capacity: 1 }, "10.0.0.2:8000", { address: "a10g-0:8000", capacity: 0.35 }, { address: "[::1]:8000" }]
+  - name: learned
+    baseModel: n
+    endpoints: ["10.0.1.1:8000", { address: "10.0.1.2:8000" }]
+`);
+    expect(c.pools[0].endpoints).toEqual(["h100-0:8000", "10.0.0.2:8000", "a10g-0:8000", "[::1]:8000"]);
+    expect(c.pools[0].capacities).toEqual([1, 1, 0.35, 1]);
+    expect(c.pools[1].endpoints).toEqual(["10.0.1.1:8000", "10.0.1.2:8000"]);
+    expect(c.pools[1]).not.toHaveProperty("capacities");
+  });
+
+  it("names the bad part of an endpoint given as a mapping", () => {
+    const pool = (endpoints: string) => twoPools(`{ name: qwen, baseModel: q, endpoints: ${endpoints} }`);
+    const CAPACITY = "expected a number > 0 (the pod's speed relative to the pool's others)";
+    const ENTRY = "expected host:port, or { address: host:port, capacity: number > 0 }";
+    expect(issues(pool(`[{ address: "10.0.0.1:80", capacity: 0 }, { address: "10.0.0.2:80", capacity: fast }]`))).toEqual([
+      `pools[1].endpoints[0].capacity: ${CAPACITY}`,
+      `pools[1].endpoints[1].capacity: ${CAPACITY}`,
+    ]);
+    expect(issues(pool(`[{ address: "http://x:80", capacity: 2 }]`))).toEqual([
+      "pools[1].endpoints[0].address: expected host:port (e.g. 127.0.0.1:8000, vllm-0:8000, [::1]:8000)",
+    ]);
+    expect(issues(pool(`[{ address: "10.0.0.1:80", speed: 2 }]`))).toEqual(['pools[1].endpoints[0]: unknown field "speed"']);
+    expect(issues(pool(`[{ capacity: 2 }, 8000, [a]]`))).toEqual([
+      "pools[1].endpoints[0].address: is required",
+      `pools[1].endpoints[1]: ${ENTRY}`,
+      `pools[1].endpoints[2]: ${ENTRY}`,
+    ]);
+    expect(issues(pool(`["10.0.0.1:80", { address: "10.0.0.1:80", capacity: 2 }]`))).toEqual([
+      'pools[1].endpoints[1]: duplicate endpoint "10.0.0.1:80" (also endpoints[0])',
+    ]);
+  });
+
   it("requires unique pool names and unique model names across pools", () => {
     expect(issues(twoPools(`{ name: llama, baseModel: other, engine: vllm, endpoints: ["127.0.0.1:1"] }`))).toEqual([
       'pools[1].name: duplicate pool name "llama" (also pools[0])',

@@ -3,7 +3,7 @@
 // never reach a score.
 import { beforeAll, describe, expect, it } from "vitest";
 import { NativeRouter } from "../host/native/router.js";
-import type { EndpointMsg, WeightsMsg } from "../host/proto.js";
+import { decodeSnapshot, encodeSnapshot, type EndpointMsg, type WeightsMsg } from "../host/proto.js";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 
 let router: NativeRouter;
@@ -87,5 +87,24 @@ describe("snapshot decoding", () => {
     const huge = 2 ** 32 - 1;
     expect(pick([endpoint("10.0.0.1:80", { waiting: huge }), endpoint("10.0.0.2:80", { waiting: 5 })], { queue: 1, kvCache: 0, running: 0 })).toBe("10.0.0.2:80");
     expect(pick([endpoint("10.0.0.1:80", { running: huge }), endpoint("10.0.0.2:80", { running: 5 })], { queue: 0, kvCache: 0, running: 1 })).toBe("10.0.0.2:80");
+  });
+});
+
+describe("Endpoint.capacity on the wire", () => {
+  it("round-trips through the encoder as a float; left out, it decodes as 0 (unknown)", () => {
+    const sent = snapshot([pool("p", "m", [endpoint("10.0.0.1:80", { capacity: 0.35 }), endpoint("10.0.0.2:80", { capacity: 83 }), endpoint("10.0.0.3:80")])]);
+    const bytes = encodeSnapshot(sent);
+    // Field 9, wire type 5 (fixed32): tag byte 0x4d, then 0.35 as a little-endian float32.
+    const f32 = Buffer.alloc(4);
+    f32.writeFloatLE(0.35);
+    expect(bytes.includes(Buffer.from([0x4d, ...f32]))).toBe(true);
+    const got = decodeSnapshot(bytes).pools[0].endpoints.map((e) => e.capacity);
+    expect(got).toEqual([Math.fround(0.35), 83, 0]);
+  });
+
+  it("does not upset the filter's decoder, which skips fields it does not score on", () => {
+    expect(pick([endpoint("10.0.0.1:80", { waiting: 9, capacity: 3 }), endpoint("10.0.0.2:80", { capacity: 0.5 })], { queue: 1, kvCache: 0, running: 0 })).toBe(
+      "10.0.0.2:80",
+    );
   });
 });

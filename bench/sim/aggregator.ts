@@ -1,12 +1,14 @@
 /**
  * The metrics aggregator in virtual time, as host/aggregator/index.ts runs it:
  * one timer every scrapeIntervalMs starts a scrape of every pod; each answer
- * lands after the scrape latency, updates that pod's state and rebuilds the
- * snapshot with the aggregator's own code (buildSnapshotBody, SnapshotTracker);
- * the timer rebuilds it too (freshness changes with time alone). Every new
- * version goes to `publish`.
+ * lands after the scrape latency, updates that pod's state (recordScrape,
+ * capacity learning included) and rebuilds the snapshot with the
+ * aggregator's own code (buildSnapshotBody, SnapshotTracker); the timer
+ * rebuilds it too (freshness changes with time alone). Every new version
+ * goes to `publish`.
  */
-import { buildSnapshotBody, SnapshotTracker, type EndpointState, type Snapshot } from "../../host/aggregator/snapshot.js";
+import { CapacityLearner } from "../../host/aggregator/capacity.js";
+import { buildSnapshotBody, recordScrape, SnapshotTracker, type EndpointState, type Snapshot } from "../../host/aggregator/snapshot.js";
 import { parseGatewayConfig, type GatewayConfig, type ScorerWeights } from "../../host/config.js";
 import type { GatewayModel, Scenario } from "../scenario.js";
 import type { EventQueue } from "./events.js";
@@ -44,7 +46,11 @@ export class AggregatorModel {
   ) {
     // The aggregator starts serving only after a first scrape of every pod, so the run starts warm.
     this.states = fleet.pools.map((pods) =>
-      pods.map((i) => ({ address: fleet.pods[i].address, metrics: scrapePod(fleet.pods[i]), lastGoodMs: 0 })),
+      pods.map((i) => {
+        const state: EndpointState = { address: fleet.pods[i].address, metrics: null, lastGoodMs: null, capacity: new CapacityLearner() };
+        recordScrape(state, scrapePod(fleet.pods[i]), 0);
+        return state;
+      }),
     );
     this.tracker = new SnapshotTracker(buildSnapshotBody(config, this.states, 0), 1, 0);
     // Each pod answers with its own network and server latency, fixed per pod.
@@ -54,7 +60,7 @@ export class AggregatorModel {
       for (const pod of fleet.pods) {
         queue.at(t + latency[pod.index], (landed) => {
           const [p, e] = slot[pod.index];
-          this.states[p][e] = { ...this.states[p][e], metrics: scrapePod(pod), lastGoodMs: landed };
+          recordScrape(this.states[p][e], scrapePod(pod), landed);
           this.refresh(landed);
         });
       }

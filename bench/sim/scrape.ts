@@ -22,5 +22,6 @@ export function scrapePod(pod: SimPod): EndpointMetrics {
     maxLora: lora ? m.maxLoras : 0,
     runningAdapters: lora ? sortedUnique(m.runningAdapters) : [],
     waitingAdapters: lora ? sortedUnique(m.waitingAdapters) : [],
+    itl: { sumS: m.itl.sum, count: m.itl.count },
   };
 }

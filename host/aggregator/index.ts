@@ -8,7 +8,8 @@ import { startMetricsServer, type AggregatorStats, type MetricsServer } from "./
 import { normalise, wantedMetrics } from "./normalise.js";
 import { startSnapshotServer, type SnapshotServer } from "./push.js";
 import { fetchMetrics, parsePrometheusText } from "./scrape.js";
-import { buildSnapshotBody, isFresh, SnapshotTracker, type EndpointState, type Snapshot } from "./snapshot.js";
+import { CapacityLearner } from "./capacity.js";
+import { buildSnapshotBody, isFresh, recordScrape, SnapshotTracker, type EndpointState, type Snapshot } from "./snapshot.js";
 import { createEndpointDiscovery } from "./xds.js";
 
 export type { Snapshot } from "./snapshot.js";
@@ -87,6 +88,7 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
         address: literal ? formatHostPort(hp.host, hp.port) : null,
         metrics: null,
         lastGoodMs: null,
+        capacity: new CapacityLearner(),
         scrapeInFlight: false,
         resolving: false,
         lastResolveMs: 0,
@@ -145,8 +147,7 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
       const names = wanted.get(ep.engine)!;
       const metrics = normalise(ep.engine, parsePrometheusText(text, (name) => names.has(name)));
       if (closed) return;
-      ep.metrics = metrics;
-      ep.lastGoodMs = Date.now();
+      recordScrape(ep, metrics, Date.now());
       if (ep.lastError !== null) log(`endpoint ${ep.configured} scrapes OK again`);
       ep.lastError = null;
     } catch (err) {
@@ -215,6 +216,7 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
           pool: ep.pool,
           endpoint: ep.configured,
           metrics: ep.metrics,
+          learnedCapacity: ep.capacity.value,
           fresh: isFresh(ep, now, staleAfterMs),
           scrapes: ep.scrapes,
           scrapeErrors: ep.scrapeErrors,

@@ -9,6 +9,8 @@ export interface EndpointStats {
   /** As configured (stable even when its DNS name moves to another IP). */
   endpoint: string;
   metrics: EndpointMetrics | null;
+  /** CapacityLearner.value: tokens/s per sequence; 0 = not known yet. */
+  learnedCapacity: number;
   fresh: boolean;
   scrapes: number;
   scrapeErrors: number;
@@ -41,6 +43,12 @@ export function renderMetrics(stats: AggregatorStats): string {
   family("llm_gateway_endpoint_running", "gauge", "Requests in the model server's running batch (last good scrape).", perEndpoint((e) => e.metrics?.running ?? 0));
   family("llm_gateway_endpoint_kv_cache_usage", "gauge", "KV-cache utilisation 0..1 (last good scrape; 0 for TGI).", perEndpoint((e) => e.metrics?.kvCacheUsage ?? 0));
   family("llm_gateway_endpoint_max_lora", "gauge", "LoRA adapter slots reported by the model server.", perEndpoint((e) => e.metrics?.maxLora ?? 0));
+  family(
+    "llm_gateway_endpoint_learned_capacity",
+    "gauge",
+    "Service rate learned from the inter-token latency histogram, tokens/s per sequence (0 = not known yet); the snapshot carries it unless the pool configures capacities.",
+    perEndpoint((e) => e.learnedCapacity),
+  );
   family("llm_gateway_endpoint_fresh", "gauge", "1 when the endpoint's metrics are recent enough to route on.", perEndpoint((e) => (e.fresh ? 1 : 0)));
   family(
     "llm_gateway_endpoint_lora_adapter",

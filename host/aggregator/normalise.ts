@@ -1,20 +1,39 @@
 // Maps engine-specific Prometheus metrics to the engine-neutral numbers the
-// Endpoint Picker scores on.
+// Endpoint Picker scores on. What an engine does not export keeps its
+// "unknown" value: kvCacheUsage 0, maxLora 0 with empty adapter lists, itl
+// null (then the snapshot's capacity is 0). README "Signals per engine"
+// lists the mapping.
 import type { Engine } from "../config.js";
 import type { Sample } from "./scrape.js";
+
+/** Cumulative totals of an inter-token latency histogram, as scraped. */
+export interface ItlTotals {
+  /** Seconds between consecutive output tokens, summed. */
+  sumS: number;
+  /** Token gaps observed. */
+  count: number;
+}
 
 export interface EndpointMetrics {
   /** Requests queued, not yet running. */
   waiting: number;
   /** Requests in the running batch. */
   running: number;
-  /** KV-cache utilisation, 0..1. */
+  /** KV-cache utilisation, 0..1; 0 when the engine does not export it (TGI). */
   kvCacheUsage: number;
   /** LoRA adapter slots (vLLM `max_lora`); 0 when unknown or not a LoRA server. */
   maxLora: number;
   /** Sorted, de-duplicated adapter names. */
   runningAdapters: string[];
   waitingAdapters: string[];
+  /** What the capacity learner reads (capacity.ts); null when the engine exports no such histogram. */
+  itl: ItlTotals | null;
+}
+
+/** A histogram's name, and the labels a series must carry to count. */
+interface HistogramName {
+  name: string;
+  labels?: Readonly<Record<string, string>>;
 }
 
 interface EngineMetricNames {
@@ -23,6 +42,8 @@ interface EngineMetricNames {
   /** In order of preference; the first present wins. */
   kv: string[];
   lora?: string;
+  /** Histograms of the time between output tokens, newest name first; the first present wins. */
+  itl: HistogramName[];
 }
 
 const NAMES: Record<Engine, EngineMetricNames> = {
@@ -32,22 +53,40 @@ const NAMES: Record<Engine, EngineMetricNames> = {
     // kv_cache_usage_perc since vLLM 0.9.2 (V1); gpu_cache_usage_perc before.
     kv: ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
     lora: "vllm:lora_requests_info",
+    // One observation per output event of a request, its time since the
+    // previous one (vllm/v1/metrics/loggers.py). Renamed in 0.11 (PR 24110);
+    // the old name was hidden in 0.12 and removed in 0.13 (PR 32661).
+    itl: [{ name: "vllm:inter_token_latency_seconds" }, { name: "vllm:time_per_output_token_seconds" }],
   },
+  // SGLang has no adapter residency metric: with LoRA on, recent releases
+  // export sglang:lora_pool_slots_used / _total, counts without names, which
+  // would tell the LoRA scorer nothing per adapter; maxLora stays 0 (unknown).
   sglang: {
     waiting: "sglang:num_queue_reqs",
     running: "sglang:num_running_reqs",
     kv: ["sglang:token_usage"],
+    // Each streamed chunk adds its interval to _sum and its token count to
+    // the buckets (srt/metrics/collector.py observe_inter_token_latency).
+    itl: [{ name: "sglang:inter_token_latency_seconds" }],
   },
   // TGI exports no KV-cache gauge at all; kvCacheUsage is reported as 0, so
-  // the KV scorer treats every TGI pod alike and queue/running decide.
+  // the KV scorer treats every TGI pod alike and queue/running decide. Its
+  // adapters are loaded at start (LORA_ADAPTERS), so every pod holds them all
+  // and there is no residency metric either.
   tgi: {
     waiting: "tgi_queue_size",
     running: "tgi_batch_current_size",
     kv: [],
+    // The wall time of each decode step, one token for every running request
+    // (backends/v3 backend.rs). Not tgi_request_mean_time_per_token_duration:
+    // one observation per finished request, prefill included, so it lags by a
+    // whole request.
+    itl: [{ name: "tgi_batch_inference_duration", labels: { method: "decode" } }],
   },
 };
 
-const wantedSet = (n: EngineMetricNames): ReadonlySet<string> => new Set([n.waiting, n.running, ...n.kv, ...(n.lora ? [n.lora] : [])]);
+const wantedSet = (n: EngineMetricNames): ReadonlySet<string> =>
+  new Set([n.waiting, n.running, ...n.kv, ...(n.lora ? [n.lora] : []), ...n.itl.flatMap((h) => [`${h.name}_sum`, `${h.name}_count`])]);
 const WANTED: Record<Engine, ReadonlySet<string>> = { vllm: wantedSet(NAMES.vllm), sglang: wantedSet(NAMES.sglang), tgi: wantedSet(NAMES.tgi) };
 
 /** The metric names `normalise` reads for an engine (a filter for the parser). */
@@ -117,6 +156,30 @@ function loraInfo(samples: Sample[], name: string): Pick<EndpointMetrics, "maxLo
   };
 }
 
+const hasLabels = (s: Sample, want: HistogramName["labels"]) => !want || Object.entries(want).every(([k, v]) => s.labels[k] === v);
+
+/** Sums the matching series of `${name}${suffix}`; null when there is none. */
+function seriesTotal(samples: Sample[], h: HistogramName, suffix: string): number | null {
+  let total: number | null = null;
+  for (const s of samples) if (s.name === h.name + suffix && hasLabels(s, h.labels)) total = (total ?? 0) + s.value;
+  return total;
+}
+
+/**
+ * The first histogram of `names` present, summed over its series (one per
+ * data-parallel engine). A malformed one counts as absent rather than failing
+ * the scrape: it only feeds the capacity estimate, which then keeps its value.
+ */
+function itlTotals(samples: Sample[], names: HistogramName[]): ItlTotals | null {
+  for (const h of names) {
+    const count = seriesTotal(samples, h, "_count");
+    if (count === null) continue;
+    const sumS = seriesTotal(samples, h, "_sum");
+    return sumS !== null && Number.isFinite(sumS) && sumS >= 0 && Number.isFinite(count) && count >= 0 ? { sumS, count } : null;
+  }
+  return null;
+}
+
 /**
  * Normalises one scrape. Throws when the engine's queue or running gauge is
  * missing (then the endpoint is not the configured engine, or not ready), or
@@ -139,5 +202,5 @@ export function normalise(engine: Engine, samples: Sample[]): EndpointMetrics {
     }
   }
   const lora = names.lora ? loraInfo(samples, names.lora) : { maxLora: 0, runningAdapters: [], waitingAdapters: [] };
-  return { waiting, running, kvCacheUsage, ...lora };
+  return { waiting, running, kvCacheUsage, ...lora, itl: itlTotals(samples, names.itl) };
 }

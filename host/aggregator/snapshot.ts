@@ -4,6 +4,7 @@
 // names), so they go to the grpc-js encoder as they are.
 import type { GatewayConfig } from "../config.js";
 import type { EndpointMsg, ModelMsg, PoolMsg, SnapshotMsg } from "../proto.js";
+import type { CapacityLearner } from "./capacity.js";
 import type { EndpointMetrics } from "./normalise.js";
 
 export type Snapshot = SnapshotMsg;
@@ -17,6 +18,15 @@ export interface EndpointState {
   metrics: EndpointMetrics | null;
   /** Date.now() of the last good scrape; null before the first one. */
   lastGoodMs: number | null;
+  /** Learns the pod's service rate from its good scrapes. */
+  capacity: CapacityLearner;
+}
+
+/** Books a good scrape: its values, its time, and what it tells of the pod's speed. */
+export function recordScrape(state: EndpointState, metrics: EndpointMetrics, now: number): void {
+  state.metrics = metrics;
+  state.lastGoodMs = now;
+  state.capacity.observe(metrics.itl);
 }
 
 /**
@@ -34,7 +44,9 @@ const quantiseKv = (kv: number) => Math.round(kv * 1000) / 1000;
 /**
  * `states[p][e]` belongs to `config.pools[p].endpoints[e]`. Endpoints without
  * a resolved address are left out: the filter must only ever see ip:port
- * literals. Stale endpoints keep their last values, with fresh=false.
+ * literals. Stale endpoints keep their last values, with fresh=false. A pool
+ * with configured capacities uses them for every endpoint, never a learned
+ * one: the two are in different units.
  */
 export function buildSnapshotBody(config: GatewayConfig, states: EndpointState[][], now: number): SnapshotBody {
   const models: ModelMsg[] = [];
@@ -42,7 +54,7 @@ export function buildSnapshotBody(config: GatewayConfig, states: EndpointState[]
     models.push({ name: pool.baseModel, pool: p, adapter: "" });
     for (const adapter of pool.adapters) models.push({ name: adapter, pool: p, adapter });
     const endpoints: EndpointMsg[] = [];
-    for (const state of states[p]) {
+    for (const [e, state] of states[p].entries()) {
       if (state.address === null) continue;
       const m = state.metrics;
       endpoints.push({
@@ -54,6 +66,7 @@ export function buildSnapshotBody(config: GatewayConfig, states: EndpointState[]
         maxLora: m?.maxLora ?? 0,
         runningAdapters: m?.runningAdapters ?? [],
         waitingAdapters: m?.waitingAdapters ?? [],
+        capacity: pool.capacities?.[e] ?? state.capacity.value,
       });
     }
     const w = pool.weights;

@@ -16,7 +16,7 @@
 import { BlockPool } from "./blocks.js";
 import { type EngineConfig, type EngineConfigInput, resolveEngineConfig } from "./config.js";
 import { Deque } from "./deque.js";
-import { E2E_BUCKETS_S, Histogram, type HistogramSnapshot, TTFT_BUCKETS_S } from "./histogram.js";
+import { E2E_BUCKETS_S, Histogram, type HistogramSnapshot, ITL_BUCKETS_S, TTFT_BUCKETS_S } from "./histogram.js";
 import { LoraTracker } from "./lora.js";
 import { blockHashes, countTokens } from "./prompt.js";
 
@@ -95,6 +95,8 @@ export interface EngineMetrics {
   counters: EngineCounters;
   ttft: HistogramSnapshot;
   e2e: HistogramSnapshot;
+  /** Time between consecutive output tokens of a request (vLLM's inter-token latency). */
+  itl: HistogramSnapshot;
 }
 
 type State = "waiting" | "running" | "done";
@@ -154,6 +156,7 @@ export class Engine {
   };
   private readonly ttft = new Histogram(TTFT_BUCKETS_S);
   private readonly e2e = new Histogram(E2E_BUCKETS_S);
+  private readonly itl = new Histogram(ITL_BUCKETS_S);
 
   constructor(config: EngineConfigInput, startTime = 0) {
     this.config = resolveEngineConfig(config);
@@ -281,6 +284,7 @@ export class Engine {
       counters: { ...this.counters },
       ttft: this.ttft.snapshot(),
       e2e: this.e2e.snapshot(),
+      itl: this.itl.snapshot(),
     };
   }
 
@@ -415,6 +419,8 @@ export class Engine {
       if (index === 0) {
         this.ttft.observe((t - req.arrival) / 1000);
         this.counters.promptTokens += req.promptTokens;
+      } else {
+        this.itl.observe((t - req.tokenTimes[index - 1]) / 1000);
       }
       this.events.push({ type: "token", id: req.id, time: t, index });
       if (req.output >= req.maxTokens) {

@@ -12,6 +12,15 @@ export const E2E_BUCKETS_S: readonly number[] = [
   1920.0, 7680.0,
 ];
 
+/**
+ * vLLM's bucket bounds for vllm:inter_token_latency_seconds (and
+ * time_per_output_token_seconds before it). The fake uses them for every
+ * dialect: the aggregator reads only _sum and _count.
+ */
+export const ITL_BUCKETS_S: readonly number[] = [
+  0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+];
+
 export interface HistogramSnapshot {
   /** Upper bounds, ascending, without +Inf. */
   bounds: readonly number[];

@@ -9,5 +9,5 @@ export {
   type RejectCode,
   type RequestStats,
 } from "./engine.js";
-export { E2E_BUCKETS_S, TTFT_BUCKETS_S, type HistogramSnapshot } from "./histogram.js";
+export { E2E_BUCKETS_S, ITL_BUCKETS_S, TTFT_BUCKETS_S, type HistogramSnapshot } from "./histogram.js";
 export { blockHashes, chainHash, countTokens } from "./prompt.js";

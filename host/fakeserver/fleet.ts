@@ -8,7 +8,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { Engine } from "../engine/index.js";
 import { RealtimeDriver } from "./driver.js";
-import { type MetricsFormat, MetricsRenderer } from "./metrics.js";
+import { METRICS_FORMATS, type MetricsFormat, MetricsRenderer } from "./metrics.js";
 import { createPodServer, type LoadRequest } from "./server.js";
 
 const positive = z.number().positive();
@@ -42,7 +42,7 @@ export const podSpecSchema = z
     model: z.string().min(1),
     /** LoRA adapters the pod can load (served under their own model names). */
     adapters: z.array(z.string().min(1)).default([]),
-    metricsFormat: z.enum(["vllm", "sglang", "tgi"]).default("vllm"),
+    metricsFormat: z.enum(METRICS_FORMATS).default("vllm"),
     engineConfig: engineOverrides.default({}),
   })
   .strict();

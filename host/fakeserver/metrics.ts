@@ -7,7 +7,27 @@
  */
 import type { EngineMetrics, HistogramSnapshot } from "../engine/index.js";
 
-export type MetricsFormat = "vllm" | "sglang" | "tgi";
+/** "vllm" is vLLM 0.13 and later; "vllm-legacy" is vLLM before 0.9.2 (the old metric names). */
+export type MetricsFormat = "vllm" | "vllm-legacy" | "sglang" | "tgi";
+export const METRICS_FORMATS = ["vllm", "vllm-legacy", "sglang", "tgi"] as const satisfies readonly MetricsFormat[];
+
+/** The names that changed between vLLM releases (vllm/v1/metrics/loggers.py). */
+const VLLM_NAMES = {
+  vllm: {
+    kv: "vllm:kv_cache_usage_perc",
+    prefixQueries: "vllm:prefix_cache_queries_total",
+    prefixHits: "vllm:prefix_cache_hits_total",
+    // Named time_per_output_token_seconds until 0.11, hidden in 0.12, removed in 0.13.
+    itl: "vllm:inter_token_latency_seconds",
+  },
+  "vllm-legacy": {
+    // Renamed kv_cache_usage_perc and prefix_cache_* in 0.9 (the new names became the only ones in 0.9.2).
+    kv: "vllm:gpu_cache_usage_perc",
+    prefixQueries: "vllm:gpu_prefix_cache_queries_total",
+    prefixHits: "vllm:gpu_prefix_cache_hits_total",
+    itl: "vllm:time_per_output_token_seconds",
+  },
+};
 
 type Labels = Record<string, string>;
 type NumFmt = (v: number) => string;
@@ -52,7 +72,7 @@ class Exposition {
     return this.header(name, type, help).sample(name, labels, value);
   }
 
-  histogram(name: string, help: string, labels: Labels, h: HistogramSnapshot): this {
+  histogram(name: string, help: string | undefined, labels: Labels, h: HistogramSnapshot): this {
     this.header(name, "histogram", help);
     h.bounds.forEach((b, i) => this.sample(`${name}_bucket`, { ...labels, le: pyFloat(b) }, h.cumulative[i]));
     this.sample(`${name}_bucket`, { ...labels, le: "+Inf" }, h.count);
@@ -83,15 +103,15 @@ export class MetricsRenderer {
   render(m: EngineMetrics, nowSeconds: number): string {
     if (this.format === "sglang") return sglang(m);
     if (this.format === "tgi") return tgi(m);
-    return this.vllm(m, nowSeconds);
+    return this.vllm(m, nowSeconds, VLLM_NAMES[this.format]);
   }
 
-  private vllm(m: EngineMetrics, nowSeconds: number): string {
+  private vllm(m: EngineMetrics, nowSeconds: number, names: (typeof VLLM_NAMES)["vllm"]): string {
     const l = { engine: "0", model_name: m.model };
     const out = new Exposition(pyFloat)
       .metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", l, m.numRunning)
       .metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", l, m.numWaiting)
-      .metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", l, m.kvUsage);
+      .metric(names.kv, "gauge", "KV-cache usage. 1 means 100 percent usage.", l, m.kvUsage);
     if (this.loraEnabled) {
       // vLLM sets the gauge on a new label set each time the adapter lists
       // change, and old label sets linger with their old timestamps: readers
@@ -126,14 +146,15 @@ export class MetricsRenderer {
     return out
       .metric("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig", cacheInfo, 1)
       .metric("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", l, c.preemptions)
-      .metric("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.", l, c.prefixCacheQueries)
-      .metric("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.", l, c.prefixCacheHits)
+      .metric(names.prefixQueries, "counter", "Prefix cache queries, in terms of number of queried tokens.", l, c.prefixCacheQueries)
+      .metric(names.prefixHits, "counter", "Prefix cache hits, in terms of number of cached tokens.", l, c.prefixCacheHits)
       .metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", l, c.promptTokens)
       .metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", l, c.generationTokens)
       .header("vllm:request_success_total", "counter", "Count of successfully processed requests.")
       .sample("vllm:request_success_total", { ...l, finished_reason: "length" }, c.finished)
       .histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", l, m.ttft)
       .histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", l, m.e2e)
+      .histogram(names.itl, "Histogram of inter-token latency in seconds.", l, m.itl)
       .text();
   }
 }
@@ -157,6 +178,8 @@ function sglang(m: EngineMetrics): string {
     .metric("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.", l, c.promptTokens)
     .metric("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.", l, c.generationTokens)
     .histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", l, m.ttft)
+    // SGLang adds each streamed chunk's interval to _sum and its token count to _count.
+    .histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", l, m.itl)
     .text();
 }
 
@@ -167,5 +190,9 @@ function tgi(m: EngineMetrics): string {
     .metric("tgi_batch_current_size", "gauge", undefined, {}, m.numRunning)
     .metric("tgi_batch_current_max_tokens", "gauge", undefined, {}, m.batchMaxTokens)
     .metric("tgi_request_count", "counter", undefined, {}, m.counters.submitted)
+    // TGI observes each decode step's duration once; the engine's histogram
+    // holds that step time once per sequence in the batch (same quantity,
+    // weighted per token instead of per step).
+    .histogram("tgi_batch_inference_duration", undefined, { method: "decode" }, m.itl)
     .text();
 }
