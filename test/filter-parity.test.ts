@@ -1,0 +1,207 @@
+// build/filter.wasm, hosted on the proxy-wasm emulator as Envoy hosts it, and
+// build/native.wasm are fed the same events (snapshots, heartbeats, time,
+// ticks, requests, stream ends) and must take the same decisions, request by
+// request: the destination header (primary, then fallbacks) and the pool
+// header against the native {endpoint, fallbacks, pool}, and local replies'
+// status and OpenAI error body against the native {status, error}. Both
+// routers use the seed the filter gives itself, so random tie-breaks must
+// match too. Snapshots reach the filter through the link's gRPC stream and
+// shared data, as in Envoy (see test/helpers/emulated-gateway.ts).
+import { isDeepStrictEqual } from "node:util";
+import { beforeAll, describe, expect, it } from "vitest";
+import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
+import { generateCase } from "../fuzz/cases.js";
+import { snapshotOf, NATIVE_POOLS } from "../fuzz/pools.js";
+import { NativeRouter } from "../host/native/router.js";
+import { EmulatedGateway, type GatewayRoot, type GatewaySettings } from "./helpers/emulated-gateway.js";
+import { runBoth, type DecisionPair, type InferencePath, type ParityEvent } from "./parity/events.js";
+import { FilterSide } from "./parity/filter-side.js";
+import { NativeSide, type NativeSideOptions } from "./parity/native-side.js";
+import { randomScenario } from "./parity/scenarios.js";
+
+const START_MS = 1_750_000_000_000;
+const SCENARIO = { requests: 250, maxAdvanceMs: 1_500, silenceMs: 5_000 };
+
+/** The seed GatewayRoot.onConfigure gives its Router: nowMillis() ^ (root context id << 32). */
+function filterSeed(worker: GatewayRoot): number {
+  return Number(BigInt(worker.configuredAtMs) ^ (BigInt(worker.root.id) << 32n));
+}
+
+interface Setup {
+  settings: Partial<GatewaySettings>;
+  /** What a request gets once the view is too old. */
+  staleDecision: "blind" | "stale 503";
+  /** The same policy in the native build's terms (the filter's defaults when settings leave it out). */
+  viewPolicy: { maxAgeMs: number; policy: "fail-open" | "reject" };
+  health: { ejectAfter: number; ejectMs: number };
+}
+
+const SETUPS: Record<string, Setup> = {
+  "default settings": {
+    settings: {},
+    staleDecision: "blind",
+    viewPolicy: { maxAgeMs: 3_000, policy: "fail-open" },
+    health: { ejectAfter: 3, ejectMs: 10_000 },
+  },
+  "stale view rejected, pods ejected after one failure": {
+    settings: {
+      staleView: { maxAgeMs: 2_000, policy: "reject", retryAfterS: 2 },
+      passiveHealth: { ejectAfterFailures: 1, ejectMs: 1_500 },
+    },
+    staleDecision: "stale 503",
+    viewPolicy: { maxAgeMs: 2_000, policy: "reject" },
+    health: { ejectAfter: 1, ejectMs: 1_500 },
+  },
+};
+
+interface Run {
+  pairs: DecisionPair[];
+  gateway: EmulatedGateway;
+}
+
+/** Runs `events` on the filter (worker 0 of a fresh emulated gateway) and on a native router set up the same way. */
+async function runParity(
+  events: readonly ParityEvent[],
+  setup: Setup,
+  tweak: (worker: GatewayRoot) => Partial<NativeSideOptions> = () => ({}),
+): Promise<Run> {
+  const gateway = new EmulatedGateway({ startMs: START_MS, settings: setup.settings });
+  const worker = gateway.workers[0];
+  const native = new NativeSide(await NativeRouter.load(), {
+    startMs: worker.configuredAtMs,
+    seed: filterSeed(worker),
+    viewPolicy: setup.viewPolicy,
+    health: setup.health,
+    ...tweak(worker),
+  });
+  return { pairs: runBoth(events, new FilterSide(gateway), native), gateway };
+}
+
+function firstMismatch(pairs: DecisionPair[]): DecisionPair | undefined {
+  return pairs.find((p) => !isDeepStrictEqual(p.filter, p.native));
+}
+
+/** How often each kind of decision occurred: "ranked", "blind", "stale 503" or the status of another refusal. */
+function tally(pairs: DecisionPair[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const { filter: d } of pairs) {
+    const stale = !d.routed && JSON.stringify(d.body).includes("lost its view");
+    const key = stale ? "stale 503" : !d.routed ? String(d.status) : d.destination === null ? "blind" : "ranked";
+    out[key] = (out[key] ?? 0) + 1;
+  }
+  return out;
+}
+
+describe("the filter decides as the native build does", () => {
+  for (const [name, setup] of Object.entries(SETUPS)) {
+    for (const seed of [1, 2, 3]) {
+      it(`${name}, scenario seed ${seed}`, async () => {
+        const { pairs, gateway } = await runParity(randomScenario(seed, SCENARIO), setup);
+        expect(firstMismatch(pairs)).toBeUndefined();
+        // The scenario must have exercised ranking, staleness and refusals, or equality would say little.
+        const seen = tally(pairs);
+        expect(seen.ranked).toBeGreaterThan(80);
+        expect(seen[setup.staleDecision]).toBeGreaterThan(0);
+        expect(seen["400"]).toBeGreaterThan(20);
+        expect(seen["404"]).toBeGreaterThan(20);
+        // The filter's own counters tell the same story.
+        const m = (name: string) => gateway.host.metric(`llm_gateway.${name}`);
+        expect(m("requests_routed")).toBe(seen.ranked);
+        expect(m("requests_routed_blind")).toBe(seen.blind ?? 0);
+        expect(m("requests_rejected_4xx")).toBe(seen["400"] + seen["404"]);
+        expect(m("requests_unavailable")).toBe((seen["503"] ?? 0) + (seen["stale 503"] ?? 0));
+      });
+    }
+  }
+
+  it("on the fuzz corpus (escapes, invalid UTF-8, duplicate keys, deep nesting)", async () => {
+    const paths: Record<string, InferencePath> = { chat: "/v1/chat/completions", completions: "/v1/completions", other: "/v1/embeddings" };
+    const events: ParityEvent[] = [{ type: "snapshot", snapshot: snapshotOf(NATIVE_POOLS) }, { type: "tick" }];
+    for (let i = 0; i < 400; i++) {
+      const c = generateCase("native", 11, i);
+      events.push({ type: "request", id: `f${i}`, path: paths[c.kind], body: c.body, chunks: 1 + (i % 4) });
+    }
+    const { pairs } = await runParity(events, SETUPS["default settings"]);
+    expect(firstMismatch(pairs)).toBeUndefined();
+    const seen = tally(pairs);
+    expect(seen.ranked).toBeGreaterThan(20);
+    expect(seen["400"]).toBeGreaterThan(20);
+  });
+
+  it("the filter's clock and view move on its ticks, and its first request loads the first snapshot", async () => {
+    const snap = snapshot([pool("p", "llama", [endpoint("10.0.0.1:80"), endpoint("10.0.0.2:80", { waiting: 4 })])]);
+    const chat = (id: string): ParityEvent => ({ type: "request", id, path: "/v1/chat/completions", body: '{"model":"llama","messages":[]}' });
+    const events: ParityEvent[] = [
+      { type: "snapshot", snapshot: snap }, chat("before any tick"),
+      { type: "advance", ms: 3_001 }, chat("past the bound, before a tick"), { type: "tick" }, chat("stale"),
+      { type: "heartbeat" }, chat("heard, before a tick"), { type: "tick" }, chat("heard"),
+    ];
+    const { pairs } = await runParity(events, SETUPS["default settings"]);
+    expect(firstMismatch(pairs)).toBeUndefined();
+    expect(pairs.map((p) => p.filter.routed && p.filter.destination?.[0])).toEqual(
+      ["10.0.0.1:80", "10.0.0.1:80", undefined, undefined, "10.0.0.1:80"],
+    );
+  });
+
+  // The two checks below show the scenarios are not too easy: what the native side is told matters.
+  it("the seed is what makes tie-breaks agree: with another seed the native side decides differently", async () => {
+    const { pairs, gateway } = await runParity(randomScenario(1, SCENARIO), SETUPS["default settings"], (w) => ({ seed: filterSeed(w) + 1 }));
+    expect(firstMismatch(pairs)).toBeDefined();
+    expect(gateway.host.metric("llm_gateway.requests_routed")).toBeGreaterThan(0);
+  });
+
+  it("stream ends feed passive health: a native side that never ejects decides differently", async () => {
+    const setup = SETUPS["stale view rejected, pods ejected after one failure"];
+    const { pairs, gateway } = await runParity(randomScenario(2, SCENARIO), setup, () => ({ health: { ejectAfter: 1_000_000, ejectMs: 1 } }));
+    expect(firstMismatch(pairs)).toBeDefined();
+    expect(gateway.host.metric("llm_gateway.endpoint_failures")).toBeGreaterThan(0);
+  });
+});
+
+describe("host calls per request", () => {
+  let gateway: EmulatedGateway;
+  const body = '{"model":"llama","messages":[{"role":"user","content":"hi"}]}';
+  const headers = { ":method": "POST", ":path": "/v1/chat/completions", "content-length": String(body.length) };
+
+  beforeAll(() => {
+    gateway = new EmulatedGateway({ startMs: START_MS });
+    gateway.publish(snapshot([pool("p", "llama", [endpoint("10.0.0.1:80"), endpoint("10.0.0.2:80")])]));
+    gateway.host.tick();
+  });
+
+  function measure(run: () => void): { total: number; byImport: Record<string, number> } {
+    const vm = gateway.workers[0].vm;
+    vm.resetHostCalls();
+    run();
+    return { total: vm.hostCallTotal(), byImport: vm.hostCalls() };
+  }
+
+  // Measured: get_header_map_pairs 1, get_buffer_bytes 1, replace_header_map_value 2 (pool, destination),
+  // increment_metric 1 (requests_routed); at the end get_property 2 (response.code, upstream.address).
+  it("a routed request that ends 200 makes at most 7 host calls (header pairs, body, 2 headers set, counter, 2 properties)", () => {
+    const calls = measure(() => {
+      const stream = gateway.request({ headers, body });
+      expect(stream.requestHeaders.get("x-gateway-destination-endpoint")).toBeDefined();
+      stream.finish({ responseCode: 200, upstreamAddress: stream.requestHeaders.get("x-gateway-destination-endpoint")!.split(",")[0] });
+    });
+    expect(calls.total, JSON.stringify(calls.byImport)).toBeLessThanOrEqual(7);
+  });
+
+  // Measured: get_header_map_pairs 1, get_buffer_bytes 1, replace_header_map_value 1 (x-gateway-reply),
+  // increment_metric 1 (requests_rejected_4xx), send_local_response 1; nothing at the end.
+  it("a request for an unknown model makes at most 5 host calls (header pairs, body, marker header, counter, local reply)", () => {
+    const calls = measure(() => {
+      const unknown = '{"model":"nope","messages":[]}';
+      const stream = gateway.request({ headers: { ...headers, "content-length": String(unknown.length) }, body: unknown });
+      expect(stream.localResponse?.status).toBe(404);
+      stream.finish();
+    });
+    expect(calls.total, JSON.stringify(calls.byImport)).toBeLessThanOrEqual(5);
+  });
+
+  // Measured: get_current_time_nanoseconds 1, get_shared_data 2 (the health ledger, absent; the snapshot cell).
+  it("a worker's tick with nothing new makes at most 3 host calls (clock, health ledger, snapshot cell)", () => {
+    const calls = measure(() => gateway.workers[0].vm.tick());
+    expect(calls.total, JSON.stringify(calls.byImport)).toBeLessThanOrEqual(3);
+  });
+});

@@ -1,0 +1,57 @@
+// The filter side of a parity run: every event goes to the emulated Envoy
+// (the link's gRPC stream, the clock, the workers' timers, HTTP streams), and
+// a decision is read off what Envoy would see: the request headers the
+// filter set, or its local reply.
+import type { HttpStream } from "../emulator/index.js";
+import type { EmulatedGateway } from "../helpers/emulated-gateway.js";
+import type { Decision, ParityEvent, Side } from "./events.js";
+
+export class FilterSide implements Side {
+  private readonly streams = new Map<string, HttpStream>();
+
+  /** Drives worker `worker` of `gateway`. */
+  constructor(private readonly gateway: EmulatedGateway, private readonly worker = 0) {}
+
+  apply(event: ParityEvent): Decision | undefined {
+    const gw = this.gateway;
+    switch (event.type) {
+      case "snapshot":
+        gw.publish(event.snapshot);
+        return undefined;
+      case "heartbeat":
+        gw.heartbeat();
+        return undefined;
+      case "advance":
+        gw.host.advance(event.ms);
+        return undefined;
+      case "tick":
+        gw.host.tick();
+        return undefined;
+      case "request": {
+        const body = typeof event.body === "string" ? Buffer.from(event.body) : event.body;
+        const headers: [string, string][] = [[":method", "POST"], [":path", event.path], ["content-type", "application/json"]];
+        // A body that ends with trailers comes chunked, without a length.
+        if (!event.trailers) headers.push(["content-length", String(body.length)]);
+        const stream = gw.request({ headers, body, chunks: event.chunks, trailers: event.trailers ? { "x-trailer": "1" } : undefined }, this.worker);
+        this.streams.set(event.id, stream);
+        return decisionOf(stream);
+      }
+      case "done": {
+        const stream = this.streams.get(event.id);
+        if (!stream) throw new Error(`no open stream ${event.id}`);
+        this.streams.delete(event.id);
+        stream.finish({ responseCode: event.status, upstreamAddress: event.upstream });
+        return undefined;
+      }
+    }
+  }
+}
+
+function decisionOf(stream: HttpStream): Decision {
+  const reply = stream.localResponse;
+  if (reply) return { routed: false, status: reply.status, body: JSON.parse(reply.body) };
+  const pool = stream.requestHeaders.get("x-gateway-pool");
+  if (pool === undefined) throw new Error(`stream ${stream.id}: the filter neither routed nor answered the request`);
+  const destination = stream.requestHeaders.get("x-gateway-destination-endpoint");
+  return { routed: true, pool, destination: destination === undefined ? null : destination.split(",") };
+}

@@ -1,0 +1,102 @@
+// Seeded parity scenarios: fleets of 1 to 64 pods per pool with loads drawn
+// from small ranges (so scores tie often and the tie-break's random sequence
+// is exercised), request bodies good and bad, and the clock, ticks,
+// heartbeats and stream ends in between.
+import { endpoint, pool, snapshot } from "../../bench/snapshot-builders.js";
+import { Rng } from "../../fuzz/rng.js";
+import type { PoolMsg, SnapshotMsg } from "../../host/proto.js";
+import type { InferencePath, ParityEvent } from "./events.js";
+
+const POOL_MODELS = ["llama-3.1-8b", "qwen3-32b", "mistral-7b"];
+const ADAPTERS = ["sql-lora", "chat-lora", "org/model:v2"];
+const PATHS: readonly InferencePath[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"];
+
+function randomPool(rng: Rng, index: number, size: number): PoolMsg {
+  const endpoints = Array.from({ length: size }, (_, i) => endpoint(`10.${index}.${i >> 8}.${i & 255}:8000`, {
+    waiting: rng.pick([0, 0, 0, 1, 2, 5]),
+    running: rng.pick([0, 0, 1, 4]),
+    kvCacheUsage: rng.pick([0, 0, 0.25, 0.5, 0.9, 1]),
+    fresh: rng.chance(0.85),
+    maxLora: rng.pick([0, 2, 4]),
+    runningAdapters: ADAPTERS.filter(() => rng.chance(0.3)),
+    waitingAdapters: ADAPTERS.filter(() => rng.chance(0.1)),
+  }));
+  return pool(`pool-${index}`, POOL_MODELS[index], endpoints, {
+    queue: rng.pick([0, 1, 2]),
+    kvCache: rng.pick([0, 1, 2]),
+    running: rng.pick([0, 1]),
+    lora: rng.pick([0, 1]),
+  });
+}
+
+/** 1-3 pools, one of 1 pod, one of 64 when there are three; adapters served by pool 0. */
+export function randomSnapshot(rng: Rng, version: number): SnapshotMsg {
+  const sizes = [rng.pick([1, 2, 3, 8]), 64, rng.range(1, 64)].slice(0, rng.range(1, 3));
+  const pools = sizes.map((size, i) => randomPool(rng, i, size));
+  return snapshot(pools, ADAPTERS.filter(() => rng.chance(0.7)), version);
+}
+
+function randomBody(rng: Rng, path: InferencePath): string {
+  const model = rng.chance(0.9) ? rng.pick([...POOL_MODELS, ...ADAPTERS]) : rng.pick(["gpt-4o", ""]);
+  const stream = rng.pick(["", "", ',"stream":true', ',"stream":false', ',"stream":true', ',"stream":false', ',"stream":null', ',"stream":"yes"']);
+  const prompt = path === "/v1/completions" ? '"prompt":"Say hi"'
+    : path === "/v1/chat/completions" ? '"messages":[{"role":"user","content":"hi"}]'
+    : '"input":"embed me"';
+  const good = `{"model":${JSON.stringify(model)},${prompt}${stream}}`;
+  switch (rng.int(30)) {
+    case 0: return "";
+    case 1: return good.slice(0, rng.int(good.length));
+    case 2: return `{"messages":[]}`;
+    case 3: return `{"model":7,${prompt}}`;
+    case 4: return `{"model":${JSON.stringify(model)}}`;
+    default: return good;
+  }
+}
+
+export interface ScenarioOptions {
+  requests: number;
+  /** Largest clock step; past the view-age bound the view goes stale unless a heartbeat comes. */
+  maxAdvanceMs: number;
+  /** Halfway through, the aggregator falls silent this long (then a tick). */
+  silenceMs: number;
+}
+
+/** A request before any snapshot, the first snapshot and tick, then a random mix of everything, with one long silence. */
+export function randomScenario(seed: number, options: ScenarioOptions): ParityEvent[] {
+  const rng = new Rng(seed);
+  const events: ParityEvent[] = [];
+  const open: string[] = [];
+  const addresses: string[] = [];
+  let version = 0;
+  let requests = 0;
+  const publish = () => {
+    const snap = randomSnapshot(rng, ++version);
+    addresses.splice(0, addresses.length, ...snap.pools.flatMap((p) => p.endpoints.map((e) => e.address)));
+    events.push({ type: "snapshot", snapshot: snap });
+  };
+  const request = () => {
+    const id = `r${requests++}`;
+    const path = rng.pick(PATHS);
+    events.push({ type: "request", id, path, body: randomBody(rng, path), chunks: rng.range(1, 3), trailers: rng.chance(0.15) });
+    open.push(id);
+  };
+  request();
+  publish();
+  events.push({ type: "tick" });
+  while (requests < options.requests) {
+    if (requests === options.requests >> 1) events.push({ type: "advance", ms: options.silenceMs }, { type: "tick" });
+    const r = rng.int(100);
+    if (r < 55) request();
+    else if (r < 75 && open.length > 0) {
+      const id = open.splice(rng.int(open.length), 1)[0];
+      const status = rng.pick([200, 200, 200, 503, 500, undefined]);
+      const upstream = rng.chance(0.2) ? rng.pick(addresses) : undefined;
+      events.push({ type: "done", id, status, upstream });
+    } else if (r < 82) publish();
+    else if (r < 84) events.push({ type: "snapshot", snapshot: Uint8Array.of(0x0a, 0xff) });
+    else if (r < 91) events.push({ type: "advance", ms: rng.int(options.maxAdvanceMs + 1) });
+    else if (r < 97) events.push({ type: "tick" });
+    else events.push({ type: "heartbeat" });
+  }
+  return events;
+}
