@@ -192,7 +192,7 @@ const endpointEntry = z.union(
 );
 
 /** The scorers' default weights (README "Scorers" says why each is what it is). */
-export const DEFAULT_WEIGHTS: Readonly<ScorerWeights> = { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 2 };
+export const DEFAULT_WEIGHTS: Readonly<ScorerWeights> = { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 4 };
 
 const weightsSchema = z.strictObject({
   queue: weight.default(DEFAULT_WEIGHTS.queue),

@@ -22,9 +22,12 @@ import { randomScenario } from "./parity/scenarios.js";
 const START_MS = 1_750_000_000_000;
 const SCENARIO = { requests: 250, maxAdvanceMs: 1_500, silenceMs: 5_000 };
 
-/** The seed GatewayRoot.onConfigure gives its Router: nowMillis() ^ (root context id << 32). */
-function filterSeed(worker: GatewayRoot): number {
-  return Number(BigInt(worker.configuredAtMs) ^ (BigInt(worker.root.id) << 32n));
+/**
+ * The seed GatewayRoot.onConfigure gives its Router: nowMillis() ^ (worker id << 32),
+ * the worker id counting configured worker VMs from 1 (gateway/worker-id.ts).
+ */
+function filterSeed(worker: GatewayRoot, workerId = 1): number {
+  return Number(BigInt(worker.configuredAtMs) ^ (BigInt(workerId) << 32n));
 }
 
 interface Setup {
@@ -178,13 +181,13 @@ describe("host calls per request", () => {
 
   // Measured: get_header_map_pairs 1, get_buffer_bytes 1, replace_header_map_value 2 (pool, destination),
   // increment_metric 1 (requests_routed); at the end get_property 2 (response.code, upstream.address).
-  it("a routed request that ends 200 makes at most 7 host calls (header pairs, body, 2 headers set, counter, 2 properties)", () => {
+  it("a routed request that ends 200 makes at most 11 host calls (header pairs, body, in-flight read+write, 2 headers set, counter; at the end 2 properties, in-flight read+write)", () => {
     const calls = measure(() => {
       const stream = gateway.request({ headers, body });
       expect(stream.requestHeaders.get("x-gateway-destination-endpoint")).toBeDefined();
       stream.finish({ responseCode: 200, upstreamAddress: stream.requestHeaders.get("x-gateway-destination-endpoint")!.split(",")[0] });
     });
-    expect(calls.total, JSON.stringify(calls.byImport)).toBeLessThanOrEqual(7);
+    expect(calls.total, JSON.stringify(calls.byImport)).toBeLessThanOrEqual(11);
   });
 
   // Measured: get_header_map_pairs 1, get_buffer_bytes 1, replace_header_map_value 1 (x-gateway-reply),

@@ -52,6 +52,18 @@ export class Router {
    * chosen endpoint (the caller releases it when the request ends).
    */
   route(ptr: usize, len: i32, kind: ApiKind, view: FleetView, inflight: InflightTable, nowMs: u64): bool {
+    if (!this.resolve(ptr, len, kind, view, nowMs)) return false;
+    if (!this.blind) this.rank(inflight);
+    return true;
+  }
+
+  /**
+   * First half of route(): reads the body and finds the pool; false with
+   * `error` set when the request must be refused. When it returns true and
+   * the view is not `blind`, rank() must follow. (The filter reads the shared
+   * in-flight table in between, and only then.)
+   */
+  resolve(ptr: usize, len: i32, kind: ApiKind, view: FleetView, nowMs: u64): bool {
     this.error = null;
     this.pool = null;
     this.poolIndex = -1;
@@ -65,20 +77,28 @@ export class Router {
     if (model == null) return this.fail(modelNotFound(body.model));
     const pool = snapshot.pools[model.pool];
     if (pool.endpoints.length == 0) return this.fail(unavailable("No endpoint serves model '" + body.model + "'"));
-    this.pool = pool;
-    this.poolIndex = model.pool;
     if (viewIsStale(nowMs, view.heardMs, this.policy.maxAgeMs)) {
       if (this.policy.stalePolicy == StaleViewPolicy.Reject) {
         return this.fail(unavailable("The gateway has lost its view of the model servers; retry shortly"));
       }
       this.blind = true;
-      return true;
     }
+    this.pool = pool;
+    this.poolIndex = model.pool;
     const request = this.request;
     request.model = model;
     request.pool = pool;
-    request.adapterHash = model.adapter.length > 0 ? model.nameHash : 0;
     request.nowMs = nowMs;
+    return true;
+  }
+
+  /** Second half of route(): ranks the pool's endpoints and accounts for the choice. */
+  rank(inflight: InflightTable): void {
+    const request = this.request;
+    const pool = request.pool;
+    const model = request.model;
+    const body = this.body;
+    request.adapterHash = model.adapter.length > 0 ? model.nameHash : 0;
     const usePrefix = pool.weights.prefix > 0 && body.promptStart >= 0;
     if (usePrefix) request.prefix.compute(body.promptPtr(), body.promptEnd - body.promptStart, model.nameHash);
     else request.prefix.count = 0;
@@ -88,7 +108,6 @@ export class Router {
     inflight.add(primary.addressHash, 1);
     primary.inflight++;
     if (usePrefix && request.prefix.count > 0) this.recordPrefix(pool, primary);
-    return true;
   }
 
   /** Takes the decisions gathered since the last call (for the shared log); valid until the next route(). */

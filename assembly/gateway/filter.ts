@@ -29,6 +29,7 @@ import { SharedHealth } from "./shared-health";
 import { SharedInflight } from "./shared-inflight";
 import { SharedPrefixLog } from "./shared-prefix-log";
 import { SnapshotReader } from "./shared-snapshot";
+import { takeWorkerId } from "./worker-id";
 
 const POOL_HEADER = utf8("x-gateway-pool");
 const DESTINATION_HEADER = utf8("x-gateway-destination-endpoint");
@@ -75,7 +76,9 @@ export class GatewayRoot extends RootContext {
       log(LogLevel.Critical, "llm_gateway config: " + this.config.error);
       return false;
     }
-    this.router = new Router(nowMillis() ^ (<u64>this.id << 32));
+    const worker = takeWorkerId();
+    this.router = new Router(nowMillis() ^ (<u64>worker << 32));
+    this.prefixLog.writer = worker;
     this.router.policy = this.config.view;
     this.health.rules = this.config.health;
     this.unavailableHeaders = encodePairs([
@@ -283,22 +286,26 @@ class GatewayStream extends HttpContext {
     const body = root.scratch;
     if (bodySize > 0) getBufferBytes(BufferType.RequestBody, 0, bodySize, body);
     root.snapshot();
-    root.inflight.read();
-    const routed = router.route(body.ptr, body.len, this.kind, root.view, root.inflight.table, root.nowMs);
-    body.release();
-    if (!routed) {
+    if (!router.resolve(body.ptr, body.len, this.kind, root.view, root.nowMs)) {
+      body.release();
       this.fail(router.error!);
       return false;
     }
     replaceHeader(MapType.RequestHeaders, POOL_HEADER, root.poolNames[router.poolIndex]);
     if (router.blind) {
+      body.release();
       root.metrics!.count(root.metrics!.routedBlind);
-    } else {
-      this.setDestination(router.ranked);
-      this.primary = router.ranked[0];
-      root.inflight.commit(this.primary!.addressHash, 1);
-      root.metrics!.count(root.metrics!.routed);
+      return true;
     }
+    // The body stays readable until ranked: the prefix keys hash the prompt in place.
+    root.inflight.read();
+    router.rank(root.inflight.table);
+    body.release();
+    const primary = router.ranked[0];
+    root.inflight.commit(primary.addressHash, 1);
+    this.setDestination(router.ranked);
+    this.primary = primary;
+    root.metrics!.count(root.metrics!.routed);
     return true;
   }
 

@@ -1,29 +1,27 @@
 // Moves prefix decisions between workers through the shared log
 // (core/prefix-log.ts): on each refresh tick a worker replays the records
 // other workers appended since its last visit and appends its own, with one
-// read and, when it has something to add, one compare-and-swap write. Each
-// worker VM takes a distinct writer id from a shared counter at start, so it
-// can tell its own records from the others'.
+// read and, when it has something to add, one compare-and-swap write. Records
+// carry the writer's worker id (gateway/worker-id.ts), so a worker can tell
+// its own from the others'.
 import { getSharedData, HostBytes, lastCas, setSharedData, Status, utf8 } from "../abi/hostcalls";
 import { PrefixDecision } from "../core/prefix-index";
 import { appendRecords, LOG_BYTES, PrefixLogReader } from "../core/prefix-log";
 import { Router } from "../core/router";
 
 const LOG_KEY = utf8("llm_gateway.prefix_log");
-const WRITER_KEY = utf8("llm_gateway.prefix_log_writers");
 const CAS_ATTEMPTS = 4;
 
 export class SharedPrefixLog {
   private reader: PrefixLogReader = new PrefixLogReader();
-  private writer: u32 = 0;
+  /** This worker's id. */
+  writer: u32 = 0;
   private scratch: PrefixDecision = new PrefixDecision();
   private bytes: HostBytes = new HostBytes();
   private buffer: ArrayBuffer = new ArrayBuffer(LOG_BYTES);
-  private counter: ArrayBuffer = new ArrayBuffer(4);
 
   /** Replays the others' decisions into the router's index and shares its own. */
   sync(router: Router): void {
-    if (this.writer == 0) this.writer = takeWriterId(this.bytes, this.counter);
     const n = router.pendingCount;
     for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
       const bytes = this.bytes;
@@ -47,21 +45,4 @@ export class SharedPrefixLog {
     // Still contended: these decisions stay local; the next tick shares newer ones.
     router.drainPending();
   }
-}
-
-/** Increments the shared writer counter; the new value is this worker's id. */
-function takeWriterId(bytes: HostBytes, counter: ArrayBuffer): u32 {
-  const ptr = changetype<usize>(counter);
-  for (let attempt = 0; attempt < 16; attempt++) {
-    let cas: u32 = 0;
-    let next: u32 = 1;
-    if (getSharedData(WRITER_KEY, bytes)) {
-      cas = lastCas();
-      if (bytes.len == 4) next = load<u32>(bytes.ptr) + 1;
-      bytes.release();
-    }
-    store<u32>(ptr, next);
-    if (setSharedData(WRITER_KEY, ptr, 4, cas) != Status.CasMismatch) return next;
-  }
-  return 0xffffffff;
 }

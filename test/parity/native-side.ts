@@ -8,6 +8,8 @@
 //   loaded, take the clock and the heard-from time, and load the published
 //   snapshot if its version is new (one that does not decode is skipped);
 //   between refreshes the router sees the clock of the last one;
+// - the stream's end (GatewayStream.onDone): the request leaves the in-flight
+//   table whatever happened;
 // - passive health (GatewayRoot.recordOutcome): when a routed stream ends
 //   with a response code, a 5xx or a move off the first pod is a failure of
 //   that pod (and a 5xx from the pod that answered instead is one of that
@@ -99,7 +101,9 @@ export class NativeSide implements Side {
   private done(id: string, status: number | undefined, upstream: string | undefined): void {
     const primary = this.primaries.get(id);
     this.primaries.delete(id);
-    if (primary === undefined || status === undefined) return;
+    if (primary === undefined) return;
+    this.router.release(primary);
+    if (status === undefined) return;
     const rules = this.options.health;
     const failed = status >= 500;
     if (upstream !== undefined && upstream !== primary) {
