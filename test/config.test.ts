@@ -52,7 +52,7 @@ describe("gateway config", () => {
       baseModel: "llama-3.1-8b",
       engine: "vllm",
       adapters: [],
-      weights: { queue: 2, kvCache: 2, running: 1, lora: 0, prefix: 0 },
+      weights: { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 4 },
       endpoints: ["127.0.0.1:18001"],
     });
     expect(c.localFleet).toBeUndefined();
