@@ -22,6 +22,7 @@ const engineOverrides = z
   .strictObject({
     stepOverheadMs: positive(),
     decodeMsPerSeq: nonNegative(),
+    decodeMsPerKTokens: nonNegative(),
     prefillMsPerToken: nonNegative(),
     maxNumBatchedTokens: positiveInt(),
     maxNumSeqs: positiveInt(),

@@ -1,6 +1,13 @@
 // Summaries of request records: percentiles, throughput, CDF and timeline
 // points, and relative changes between policies.
-import type { LatencySummary, PolicyResult, RequestRecord, TimelinePoint } from "./types.js";
+import { TIMEOUT, type LatencySummary, type PolicyResult, type RequestRecord, type TimelinePoint } from "./types.js";
+
+/**
+ * Whether a record's latencies count: completed requests, and timed-out ones
+ * (censored at the deadline), so a policy cannot look faster by dropping
+ * requests. Error answers have no latency to speak of.
+ */
+const measured = (r: RequestRecord) => r.error === undefined || r.error === TIMEOUT;
 
 /** Linear interpolation between closest ranks (numpy's default); `sorted` ascending, non-empty. */
 export function percentile(sorted: readonly number[], p: number): number {
@@ -42,7 +49,7 @@ export function cdf(values: readonly number[], points = 200): Array<[number, num
 export function timeline(records: readonly RequestRecord[], windowS: number): TimelinePoint[] {
   const buckets = new Map<number, number[]>();
   for (const r of records) {
-    if (r.error !== undefined || r.ttftMs === undefined) continue;
+    if (!measured(r) || r.ttftMs === undefined) continue;
     const w = Math.floor(r.arrivalMs / 1000 / windowS);
     let b = buckets.get(w);
     if (!b) buckets.set(w, (b = []));
@@ -66,19 +73,29 @@ export interface PolicyMeta {
   description: string;
   podNames: readonly string[];
   durationS: number;
+  /** Adapter loads summed over the engines, where the mode can read their counters. */
+  adapterLoads?: number;
+}
+
+function shares(counts: Record<string, number>): Record<string, number> {
+  const total = Object.values(counts).reduce((s, n) => s + n, 0);
+  return Object.fromEntries(Object.entries(counts).map(([k, n]) => [k, total > 0 ? round3(n / total) : 0]));
 }
 
 export function policyResult(meta: PolicyMeta, records: readonly RequestRecord[]): PolicyResult {
   const ok = records.filter((r) => r.error === undefined);
-  const ttft = ok.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));
-  const e2e = ok.flatMap((r) => (r.e2eMs === undefined ? [] : [r.e2eMs]));
+  const timedOut = records.filter((r) => r.error === TIMEOUT);
+  const counted = records.filter(measured);
+  const ttft = counted.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));
+  const e2e = counted.flatMap((r) => (r.e2eMs === undefined ? [] : [r.e2eMs]));
   const errorsByReason: Record<string, number> = {};
-  for (const r of records) if (r.error !== undefined) errorsByReason[r.error] = (errorsByReason[r.error] ?? 0) + 1;
+  for (const r of records) if (!measured(r)) errorsByReason[r.error!] = (errorsByReason[r.error!] ?? 0) + 1;
 
   let first = Infinity;
   let last = 0;
   for (const r of records) first = Math.min(first, r.arrivalMs);
-  for (const r of ok) last = Math.max(last, r.arrivalMs + (r.e2eMs ?? 0));
+  // A timeout's e2e ends at the drain deadline: the run was not done before it.
+  for (const r of counted) last = Math.max(last, r.arrivalMs + (r.e2eMs ?? 0));
   const makespanS = ok.length > 0 ? (last - first) / 1000 : 0;
   const outputTokens = ok.reduce((s, r) => s + r.outputTokens, 0);
   const promptTokens = ok.reduce((s, r) => s + r.promptTokens, 0);
@@ -92,7 +109,8 @@ export function policyResult(meta: PolicyMeta, records: readonly RequestRecord[]
     description: meta.description,
     requests: records.length,
     completed: ok.length,
-    errors: records.length - ok.length,
+    timeouts: timedOut.length,
+    errors: records.length - counted.length,
     errorsByReason,
     ttftMs: latencySummary(ttft),
     e2eMs: latencySummary(e2e),
@@ -101,8 +119,11 @@ export function policyResult(meta: PolicyMeta, records: readonly RequestRecord[]
       outputTokensPerS: makespanS > 0 ? round3(outputTokens / makespanS) : 0,
     },
     perPod,
+    podShare: shares(perPod),
     prefixHitRate: promptTokens > 0 ? round3(ok.reduce((s, r) => s + r.cachedTokens, 0) / promptTokens) : 0,
     preemptions: records.reduce((s, r) => s + r.preemptions, 0),
+    adapterLoads: meta.adapterLoads ?? null,
+    adapterLoadsPer1k: meta.adapterLoads === undefined || records.length === 0 ? null : round3((meta.adapterLoads / records.length) * 1000),
     ttftCdf: cdf(ttft),
     ttftTimeline: timeline(records, timelineWindowS(meta.durationS)),
   };

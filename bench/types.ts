@@ -4,13 +4,20 @@
 
 export type Mode = "sim" | "live";
 
+/** The error of a request still unfinished at the drain deadline. */
+export const TIMEOUT = "timeout";
+
 /** One client request, times relative to its arrival at the gateway. */
 export interface RequestRecord {
   arrivalMs: number;
   /** Index of the pod it went to; -1 if the gateway answered itself. */
   pod: number;
-  /** Why it failed (e.g. "503", "400 context_length_exceeded", "timeout"); undefined on success. */
+  /** Why it failed (e.g. "503", "400 context_length_exceeded", TIMEOUT); undefined on success. */
   error: string | undefined;
+  /**
+   * For a TIMEOUT, both are censored at the drain deadline (deadline - arrival),
+   * TTFT only if no token came, so that a dropped request still counts as slow.
+   */
   ttftMs?: number;
   e2eMs?: number;
   promptTokens: number;
@@ -32,7 +39,7 @@ export interface LatencySummary {
 export interface TimelinePoint {
   /** Start of the arrival window, seconds. */
   t: number;
-  /** Requests that arrived in the window and completed. */
+  /** Requests that arrived in the window and completed or timed out. */
   n: number;
   p50: number;
   p95: number;
@@ -41,21 +48,31 @@ export interface TimelinePoint {
 export interface PolicyResult {
   policy: string;
   description: string;
+  /** requests = completed + timeouts + errors. */
   requests: number;
   completed: number;
+  /** Unfinished at the drain deadline; counted in the latency figures, censored there. */
+  timeouts: number;
+  /** Answered with an error (by the gateway or a pod), or failed in the client; not in the latency figures. */
   errors: number;
   errorsByReason: Record<string, number>;
-  /** Null when nothing completed. */
+  /** Over completed and timed-out requests; null when there are none. */
   ttftMs: LatencySummary | null;
   e2eMs: LatencySummary | null;
-  /** Completed requests and their output tokens over the makespan (first arrival to last completion). */
+  /** Completed requests and their output tokens over the makespan (first arrival to last completion, or the drain deadline if any timed out). */
   throughput: { requestsPerS: number; outputTokensPerS: number };
   /** Requests sent to each pod, by pod name. */
   perPod: Record<string, number>;
+  /** Each pod's fraction of the requests sent to a pod, by pod name. */
+  podShare: Record<string, number>;
   /** Cached prompt tokens / prompt tokens over completed requests. */
   prefixHitRate: number;
+  /** Recompute preemptions of the requests, summed. */
   preemptions: number;
-  /** [TTFT ms, fraction of completed requests at or below it], ascending. */
+  /** LoRA adapter loads summed over the engines, and per 1000 requests; null where the engines' counters cannot be read (live mode). */
+  adapterLoads: number | null;
+  adapterLoadsPer1k: number | null;
+  /** [TTFT ms, fraction of completed and timed-out requests at or below it], ascending. */
   ttftCdf: Array<[number, number]>;
   /** TTFT by arrival time. */
   ttftTimeline: TimelinePoint[];

@@ -8,19 +8,22 @@ import { fileURLToPath } from "node:url";
 
 export const root = fileURLToPath(new URL("..", import.meta.url));
 
-function newestMtime(dir) {
+// Only what the compiler reads counts: bench/results/ and bench/charts/ are
+// written by every bench run and must not trigger a rebuild.
+function newestSource(dir) {
   let newest = 0;
   for (const entry of readdirSync(join(root, dir), { withFileTypes: true, recursive: true })) {
-    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
+    if (entry.isFile() && entry.name.endsWith(".ts")) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
   }
   return newest;
 }
 
-function outdated(output, sourceDirs) {
+/** Whether `output` is missing or older than a .ts file under `sourceDirs` or the compiler's `configFile`. */
+function outdated(output, sourceDirs, configFile) {
   const path = join(root, output);
   if (!existsSync(path)) return true;
   const built = statSync(path).mtimeMs;
-  return sourceDirs.some((dir) => newestMtime(dir) > built);
+  return statSync(join(root, configFile)).mtimeMs > built || sourceDirs.some((dir) => newestSource(dir) > built);
 }
 
 function run(script) {
@@ -35,7 +38,7 @@ export function ensureBuilt({ envoy = true } = {}) {
     console.error("Dependencies are missing: run `npm install` first.");
     process.exit(1);
   }
-  if (outdated("build/filter.wasm", ["assembly"]) || outdated("build/native.wasm", ["assembly"])) run("build:wasm");
-  if (outdated("dist/host/cli/start.js", ["host", "bench", "fuzz"])) run("build:host");
+  if (outdated("build/filter.wasm", ["assembly"], "asconfig.json") || outdated("build/native.wasm", ["assembly"], "asconfig.json")) run("build:wasm");
+  if (outdated("dist/host/cli/start.js", ["host", "bench", "fuzz"], "tsconfig.json")) run("build:host");
   if (envoy) run("setup:envoy");
 }

@@ -13,9 +13,12 @@ import { PrefixIndex, prefixHashes } from "../bench/policies/prefix-index.js";
 import { loadScenario, parseScenario, type Scenario } from "../bench/scenario.js";
 import { SimFleet } from "../bench/sim/fleet.js";
 import { scrapePod } from "../bench/sim/scrape.js";
-import { runSim } from "../bench/sim/simulator.js";
+import { replayPolicy, runSim } from "../bench/sim/simulator.js";
 import { enginePrompt, generateTrace } from "../bench/sim/workload.js";
-import type { PolicyResult, ScenarioResult } from "../bench/types.js";
+import { percentile } from "../bench/stats.js";
+import { TIMEOUT, type PolicyResult, type ScenarioResult } from "../bench/types.js";
+import { roundRobin } from "../bench/policies/round-robin.js";
+import type { PolicySpec } from "../bench/policies/index.js";
 
 const TINY = parseScenario(
   `
@@ -87,6 +90,117 @@ describe("bench simulator", () => {
     const fast = Object.entries(perPod).filter(([pod]) => pod.startsWith("h100")).reduce((s, [, n]) => s + n, 0);
     const slow = Object.entries(perPod).filter(([pod]) => pod.startsWith("a10g")).reduce((s, [, n]) => s + n, 0);
     expect(fast).toBeGreaterThan(1.5 * slow);
+  });
+
+  it("counts timeouts in the latency percentiles, censored at the drain deadline", async () => {
+    // One pod with 8 seats offered far more than it can serve: most requests are still queued when the client gives up.
+    const overloaded = (drainLimitS: number) =>
+      parseScenario(
+        `
+durationS: 6
+drainLimitS: ${drainLimitS}
+engine: { maxNumSeqs: 8 }
+models: [{ name: m }]
+fleet: [{ name: gpu, model: m, count: 1 }]
+arrivals: { pattern: poisson, rate: 15 }
+prompt: { dist: fixed, value: 1500 }
+output: { dist: fixed, value: 300 }
+`,
+        "overloaded",
+      );
+    const cut = (await runSim(overloaded(3), { policies: ["round-robin"] })).policies[0];
+    expect(cut.timeouts).toBeGreaterThan(cut.requests / 2);
+    expect(cut.completed).toBeGreaterThan(0);
+    expect(cut.completed + cut.timeouts + cut.errors).toBe(cut.requests);
+    expect(cut.errorsByReason).toEqual({});
+
+    // The same trace left to finish: each timed-out request's latency is its true one capped at the deadline.
+    const scenario = overloaded(900);
+    const trace = generateTrace(scenario, scenario.seed);
+    const full = (await replayPolicy(scenario, trace, roundRobin, scenario.seed)).records;
+    expect(full.every((r) => r.error === undefined)).toBe(true);
+    const deadline = trace.requests.at(-1)!.arrivalMs + 3000;
+    const capped = (f: (r: (typeof full)[number]) => number) =>
+      full.map((r) => Math.min(f(r), deadline - r.arrivalMs)).sort((a, b) => a - b);
+    const ttft = capped((r) => r.ttftMs!);
+    const e2e = capped((r) => r.e2eMs!);
+    expect(cut.ttftMs!.p95).toBeCloseTo(percentile(ttft, 0.95), 2);
+    expect(cut.ttftMs!.p50).toBeCloseTo(percentile(ttft, 0.5), 2);
+    expect(cut.e2eMs!.p99).toBeCloseTo(percentile(e2e, 0.99), 2);
+    expect(cut.e2eMs!.max).toBeCloseTo(e2e.at(-1)!, 2);
+    // Dropping the timeouts would have reported the few lucky requests only.
+    const completedOnly = full.filter((r) => r.e2eMs! <= deadline - r.arrivalMs).map((r) => r.ttftMs!).sort((a, b) => a - b);
+    expect(cut.ttftMs!.p95).toBeGreaterThan(2 * percentile(completedOnly, 0.95));
+    expect(cut.ttftCdf.at(-1)![0]).toBe(cut.ttftMs!.max);
+  });
+
+  it("tells subscribers when each request leaves its pod (finished, timed out, or refused)", async () => {
+    const s = parseScenario(
+      `
+durationS: 4
+drainLimitS: 1
+models: [{ name: m }]
+fleet: [{ name: gpu, model: m, count: 2 }]
+arrivals: { pattern: poisson, rate: 20 }
+prompt: { dist: fixed, value: 800 }
+output: { dist: fixed, value: 100 }
+`,
+      "hook",
+    );
+    const seen: Array<{ index: number; pod: number; t: number; inFlight: number }> = [];
+    const spec: PolicySpec = {
+      name: "pod-by-parity",
+      description: "test policy",
+      create({ fleet }) {
+        fleet.onFinished((r, pod, t) => seen.push({ index: r.index, pod, t, inFlight: fleet.inFlight(pod) }));
+        return { decisionDelayMs: 0, route: ({ request }) => ({ pod: request.index % 2 }) };
+      },
+    };
+    const trace = generateTrace(s, 1);
+    const fleet = await replayPolicy(s, trace, spec, 1);
+    const deadline = trace.requests.at(-1)!.arrivalMs + 1000;
+    expect(seen).toHaveLength(trace.requests.length);
+    expect(new Set(seen.map((x) => x.index)).size).toBe(trace.requests.length);
+    for (const x of seen) {
+      const record = fleet.records[x.index];
+      expect(x.pod).toBe(x.index % 2);
+      expect(x.t).toBeCloseTo(record.error === TIMEOUT ? deadline : record.arrivalMs + record.e2eMs!, 6);
+    }
+    expect(fleet.records.some((r) => r.error === TIMEOUT)).toBe(true);
+    expect(fleet.inFlight(0) + fleet.inFlight(1)).toBe(0);
+
+    // A request the pod refuses up front leaves it at once.
+    const small = new SimFleet({ ...s, engine: { maxModelLen: 512 } }, trace.requests);
+    const left: number[] = [];
+    small.onFinished((_, pod, t) => left.push(pod, t));
+    small.submit(trace.requests[0], 1, enginePrompt(trace, trace.requests[0]), 5);
+    expect(small.records[0].error).toBe("400 context_length_exceeded");
+    expect(left).toEqual([1, 5]);
+  });
+
+  it("reports adapter loads, preemptions and each pod's share per policy", async () => {
+    const s = parseScenario(
+      `
+durationS: 20
+engine: { maxLoras: 1, numGpuBlocks: 400 }
+models: [{ name: m, adapters: { tiers: [{ count: 4, share: 1 }] } }]
+fleet: [{ name: gpu, model: m, count: 3 }]
+arrivals: { pattern: poisson, rate: 6 }
+prompt: { dist: uniform, min: 200, max: 1200 }
+output: { dist: uniform, min: 50, max: 400 }
+`,
+      "lora",
+    );
+    const trace = generateTrace(s, s.seed);
+    const fleet = await replayPolicy(s, trace, roundRobin, s.seed);
+    const loads = fleet.pods.reduce((sum, p) => sum + p.engine.metrics().counters.loraLoads, 0);
+    const preemptions = fleet.pods.reduce((sum, p) => sum + p.engine.metrics().counters.preemptions, 0);
+    const r = (await runSim(s, { policies: ["round-robin"] })).policies[0];
+    expect(loads).toBeGreaterThan(0);
+    expect(preemptions).toBeGreaterThan(0);
+    expect(r).toMatchObject({ adapterLoads: loads, preemptions, adapterLoadsPer1k: expect.closeTo((loads / r.requests) * 1000, 2) });
+    expect(Object.keys(r.podShare)).toEqual(["gpu-0", "gpu-1", "gpu-2"]);
+    for (const [pod, share] of Object.entries(r.podShare)) expect(share).toBeCloseTo(r.perPod[pod] / r.requests, 3);
   });
 
   it("reads the same numbers as the aggregator does from the /metrics text", () => {

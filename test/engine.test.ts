@@ -46,11 +46,33 @@ describe("engine timing", () => {
     const e = engine();
     e.submit({ id: "a", prompt: text("a", 100), maxTokens: 3 }, 5);
     const s = finished(drain(e)).get("a")!;
-    // 10 ms overhead + 100 tokens * 0.25 ms, then 10 + 1 * 0.1 per decode step.
+    // 10 ms overhead + 100 tokens * 0.25 ms, then per decode step 10 + 0.06 + 0.05 per 1000 tokens of context (101, then 102).
     expect(s.ttftMs).toBeCloseTo(35, 9);
-    expect(s.tokenTimes.map((t) => t - 5)).toEqual([35, 45.1, 55.2].map((x) => expect.closeTo(x, 9)));
-    expect(s.e2eMs).toBeCloseTo(55.2, 9);
+    const step1 = 10 + 0.06 + 0.05 * 0.101;
+    const step2 = 10 + 0.06 + 0.05 * 0.102;
+    expect(s.tokenTimes.map((t) => t - 5)).toEqual([35, 35 + step1, 35 + step1 + step2].map((x) => expect.closeTo(x, 9)));
+    expect(s.e2eMs).toBeCloseTo(35 + step1 + step2, 9);
     expect(s.outputTokens).toBe(3);
+  });
+
+  it("a longer context decodes slower, by decodeMsPerKTokens per 1000 tokens of it", () => {
+    const itl = (promptTokens: number): number => {
+      const e = engine();
+      e.submit({ id: "r", prompt: text("r", promptTokens), maxTokens: 3 }, 0);
+      const times = finished(drain(e)).get("r")!.tokenTimes;
+      return times[2] - times[1]; // the second decode step: context = prompt + 2
+    };
+    const short = itl(100);
+    const long = itl(8000);
+    expect(short).toBeCloseTo(10 + 0.06 + 0.05 * 0.102, 9);
+    expect(long - short).toBeCloseTo(0.05 * 7.9, 9);
+    // The default profile keeps a typical chat request's ITL at batch 20 near 12 ms.
+    const chat = engine();
+    for (let i = 0; i < 20; i++) chat.submit({ id: `c${i}`, prompt: text(`c${i}`, 700), maxTokens: 180 }, 0);
+    // Once the last prompt is in, all 20 decode together (~700-800 tokens of context each).
+    const last = finished(drain(chat)).get("c19")!.tokenTimes;
+    expect(last[2] - last[1]).toBeGreaterThan(11.8);
+    expect(last[2] - last[1]).toBeLessThan(12.1);
   });
 
   it("chunks a long prompt over steps capped by maxNumBatchedTokens", () => {

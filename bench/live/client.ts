@@ -1,7 +1,7 @@
 // Replays a trace against a gateway in real time, open loop: every request
 // leaves at its arrival time whether or not earlier ones finished. Requests
 // stream (SSE), so TTFT is measured where a client sees it: the first token.
-import type { RequestRecord } from "../types.js";
+import { TIMEOUT, type RequestRecord } from "../types.js";
 import { requestBody, type Trace } from "../sim/workload.js";
 import { POOL_HEADER } from "../baseline-envoy.js";
 
@@ -71,8 +71,15 @@ async function send(target: ReplayTarget, body: string, pool: string, arrivalMs:
     }
     record.e2eMs = performance.now() - sent;
   } catch (err) {
-    record.error = signal.aborted ? "timeout" : `client ${(err as Error).message}`;
-    record.ttftMs = undefined;
+    if (signal.aborted) {
+      // Censored at the deadline, as the simulator does: a dropped request still counts as slow.
+      record.error = TIMEOUT;
+      record.e2eMs = performance.now() - sent;
+      record.ttftMs ??= record.e2eMs;
+    } else {
+      record.error = `client ${(err as Error).message}`;
+      record.ttftMs = undefined;
+    }
   }
   return record;
 }

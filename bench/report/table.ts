@@ -19,17 +19,39 @@ export function formatMs(ms: number | undefined): string {
   return `${(ms / 1000).toFixed(1)} s`;
 }
 
-function errorsCell(p: PolicyResult): string {
+export const percent = (x: number) => `${(x * 100).toFixed(0)}%`;
+
+export function errorsCell(p: Pick<PolicyResult, "errors" | "errorsByReason">): string {
   if (p.errors === 0) return "0";
   const reasons = Object.entries(p.errorsByReason).map(([r, n]) => `${n} ${r}`);
   return `${p.errors} (${reasons.join(", ")})`;
+}
+
+/** The busiest and the idlest pod's share of the requests, e.g. "17% / 8%": how even (or how skewed) the split is. */
+export function podShareCell(share: Record<string, number>): string {
+  const values = Object.values(share);
+  return values.length === 0 ? "n/a" : `${percent(Math.max(...values))} / ${percent(Math.min(...values))}`;
+}
+
+/** Whether a scenario has adapters: otherwise a column of zeros would only take room. */
+export const anyAdapterLoads = (policies: readonly PolicyResult[]) => policies.some((p) => (p.adapterLoads ?? 0) > 0);
+
+/** Header, right-aligned or not, and the cell of one row. */
+export type Column<T> = [string, boolean, (row: T) => string];
+
+export function tableOf<T>(columns: readonly Column<T>[], rows: readonly T[]): Table {
+  return {
+    headers: columns.map((c) => c[0]),
+    numeric: columns.map((c) => c[1]),
+    rows: rows.map((r) => columns.map((c) => c[2](r))),
+  };
 }
 
 export function resultsTable(result: ScenarioResult): Table {
   const base = result.policies.find((p) => p.policy === BASELINE);
   const vs = (f: (p: PolicyResult) => number | undefined) => (p: PolicyResult) =>
     base === undefined || p === base ? "-" : formatChange(relativeChange(f(p), f(base)));
-  const columns: Array<[string, boolean, (p: PolicyResult) => string]> = [
+  const columns: Column<PolicyResult>[] = [
     ["policy", false, (p) => p.policy],
     ["TTFT p50", true, (p) => formatMs(p.ttftMs?.p50)],
     ["TTFT p95", true, (p) => formatMs(p.ttftMs?.p95)],
@@ -39,9 +61,15 @@ export function resultsTable(result: ScenarioResult): Table {
     ["E2E p99", true, (p) => formatMs(p.e2eMs?.p99)],
     ["req/s", true, (p) => p.throughput.requestsPerS.toFixed(2)],
     ["out tok/s", true, (p) => p.throughput.outputTokensPerS.toFixed(0)],
-    ["prefix hits", true, (p) => `${(p.prefixHitRate * 100).toFixed(0)}%`],
-    ["errors", true, errorsCell],
+    ["prefix hits", true, (p) => percent(p.prefixHitRate)],
   ];
+  if (anyAdapterLoads(result.policies)) columns.push(["adapter loads /1k req", true, (p) => p.adapterLoadsPer1k?.toFixed(1) ?? "n/a"]);
+  columns.push(
+    ["preemptions", true, (p) => String(p.preemptions)],
+    ["pod share max / min", true, (p) => podShareCell(p.podShare)],
+    ["timeouts", true, (p) => String(p.timeouts)],
+    ["errors", true, errorsCell],
+  );
   if (base) {
     columns.push(
       ["p95 TTFT vs RR", true, vs((p) => p.ttftMs?.p95)],
@@ -50,11 +78,7 @@ export function resultsTable(result: ScenarioResult): Table {
       ["req/s vs RR", true, vs((p) => p.throughput.requestsPerS)],
     );
   }
-  return {
-    headers: columns.map((c) => c[0]),
-    numeric: columns.map((c) => c[1]),
-    rows: result.policies.map((p) => columns.map((c) => c[2](p))),
-  };
+  return tableOf(columns, result.policies);
 }
 
 export function markdownTable(t: Table): string {

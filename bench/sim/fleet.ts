@@ -5,8 +5,11 @@
  */
 import { Engine, RequestRejectedError, type EngineEvent } from "../../host/engine/index.js";
 import type { Scenario } from "../scenario.js";
-import type { RequestRecord } from "../types.js";
+import { TIMEOUT, type RequestRecord } from "../types.js";
 import type { TraceRequest } from "./workload.js";
+
+/** A request left `pod` at time t: finished, aborted, or refused up front. */
+export type FinishedHandler = (request: TraceRequest, pod: number, t: number) => void;
 
 export interface SimPod {
   index: number;
@@ -41,9 +44,9 @@ export class SimFleet {
   private readonly inFlightCount: number[];
   private readonly outstandingByPod: Map<string, Outstanding>[];
   private readonly byId = new Map<string, Outstanding>();
-  private readonly finishedListeners: Array<(request: TraceRequest, pod: number, t: number) => void> = [];
   /** Pods whose engine may hold events not yet collected (a submit settles steps too). */
   private readonly dirty: boolean[];
+  private readonly finishedHandlers: FinishedHandler[] = [];
 
   constructor(scenario: Scenario, requests: readonly TraceRequest[]) {
     this.pools = scenario.models.map(() => []);
@@ -85,9 +88,14 @@ export class SimFleet {
     return this.outstandingByPod[pod].values();
   }
 
-  /** Calls `cb` when a request's response ends (as a proxy sees its stream end). */
-  onFinished(cb: (request: TraceRequest, pod: number, t: number) => void): void {
-    this.finishedListeners.push(cb);
+  /** Calls `handler` whenever a request leaves its pod, as a proxy sees its stream end. */
+  onFinished(handler: FinishedHandler): void {
+    this.finishedHandlers.push(handler);
+  }
+
+  /** LoRA adapter loads, summed over the pods' engines. */
+  adapterLoads(): number {
+    return this.pods.reduce((s, p) => s + p.engine.metrics().counters.loraLoads, 0);
   }
 
   /** Runs every engine up to t and books the results. */
@@ -115,8 +123,7 @@ export class SimFleet {
     } catch (err) {
       if (!(err instanceof RequestRejectedError)) throw err;
       record.error = `400 ${err.code}`;
-      // The pod answered at once: the proxy sees the stream end.
-      for (const cb of this.finishedListeners) cb(request, pod, t);
+      for (const h of this.finishedHandlers) h(request, pod, t);
     }
   }
 
@@ -125,9 +132,14 @@ export class SimFleet {
     this.records[request.index].error = reason;
   }
 
-  /** Marks what is still running at the end of the run as timed out. */
-  timeOutRemaining(): void {
-    for (const o of this.byId.values()) this.records[o.request.index].error = "timeout";
+  /** The client gives up at `deadline` on what is still unfinished: each is aborted on its pod and booked as a timeout. */
+  timeOutRemaining(deadline: number): void {
+    this.advanceTo(deadline);
+    for (const [id, o] of [...this.byId]) {
+      this.pods[o.pod].engine.abort(id, deadline);
+      this.dirty[o.pod] = true;
+    }
+    this.advanceTo(deadline);
   }
 
   private book(ev: EngineEvent): void {
@@ -139,8 +151,11 @@ export class SimFleet {
     } else if (ev.type === "finished") {
       const record = this.records[o.request.index];
       const s = ev.stats;
-      record.ttftMs = s.tokenTimes.length > 0 ? s.tokenTimes[0] - o.request.arrivalMs : undefined;
-      record.e2eMs = ev.time - o.request.arrivalMs;
+      const elapsed = ev.time - o.request.arrivalMs;
+      // Only timeouts abort in the simulator: times are censored at the abort, TTFT only if no token came.
+      if (ev.reason === "abort") record.error = TIMEOUT;
+      record.ttftMs = s.tokenTimes.length > 0 ? s.tokenTimes[0] - o.request.arrivalMs : elapsed;
+      record.e2eMs = elapsed;
       record.promptTokens = s.promptTokens;
       record.cachedTokens = s.cachedTokens;
       record.outputTokens = s.outputTokens;
@@ -148,7 +163,7 @@ export class SimFleet {
       this.byId.delete(ev.id);
       this.outstandingByPod[o.pod].delete(ev.id);
       this.inFlightCount[o.pod]--;
-      for (const cb of this.finishedListeners) cb(o.request, o.pod, ev.time);
+      for (const h of this.finishedHandlers) h(o.request, o.pod, ev.time);
     }
   }
 }

@@ -29,13 +29,14 @@ function routeRequest(trace: Trace, request: TraceRequest): RouteRequest {
   };
 }
 
-export async function simulatePolicy(
+/** Replays the trace through one policy until every request has finished or timed out; returns the fleet with its records. */
+export async function replayPolicy(
   scenario: Scenario,
   trace: Trace,
   spec: PolicySpec,
   seed: number,
   onProgress?: (fraction: number) => void,
-): Promise<PolicyResult> {
+): Promise<SimFleet> {
   const queue = new EventQueue();
   const fleet = new SimFleet(scenario, trace.requests);
   const policy = await spec.create({ scenario, trace, fleet, queue, seed });
@@ -73,12 +74,27 @@ export async function simulatePolicy(
     if (onProgress && ++processed % PROGRESS_EVERY === 0) onProgress(Math.min(1, t / windowMs));
   }
   const lastArrival = requests.length > 0 ? requests[requests.length - 1].arrivalMs : 0;
-  fleet.advanceTo(lastArrival + scenario.drainLimitS * 1000);
-  fleet.timeOutRemaining();
+  fleet.timeOutRemaining(lastArrival + scenario.drainLimitS * 1000);
   onProgress?.(1);
+  return fleet;
+}
 
+export async function simulatePolicy(
+  scenario: Scenario,
+  trace: Trace,
+  spec: PolicySpec,
+  seed: number,
+  onProgress?: (fraction: number) => void,
+): Promise<PolicyResult> {
+  const fleet = await replayPolicy(scenario, trace, spec, seed, onProgress);
   return policyResult(
-    { policy: spec.name, description: spec.description, podNames: fleet.pods.map((p) => p.name), durationS: scenario.durationS },
+    {
+      policy: spec.name,
+      description: spec.description,
+      podNames: fleet.pods.map((p) => p.name),
+      durationS: scenario.durationS,
+      adapterLoads: fleet.adapterLoads(),
+    },
     fleet.records,
   );
 }

@@ -10,8 +10,10 @@ export interface EngineConfig {
   speed: number;
   /** Fixed cost of one engine step (scheduling, kernel launches, sampling). */
   stepOverheadMs: number;
-  /** Decode cost per running sequence per step (memory-bound KV reads). */
+  /** Fixed decode cost per running sequence per step (sampling, per-sequence kernel work). */
   decodeMsPerSeq: number;
+  /** Decode cost per 1000 context tokens of a running sequence per step (memory-bound KV reads). */
+  decodeMsPerKTokens: number;
   /** Prefill cost per uncached prompt token scheduled in a step. */
   prefillMsPerToken: number;
   /** Token budget of one step; prefill beyond it is chunked over later steps. */
@@ -36,15 +38,23 @@ export interface EngineConfig {
  * Defaults follow the published 8B-on-H100 simulator profile (TTFT ~100 ms,
  * ITL ~12 ms, prefill ~250 us/token): a ~360-token prompt on an idle engine
  * takes 10 + 360 * 0.25 = 100 ms to its first token, and a batch of 20
- * decoding sequences steps every 10 + 20 * 0.1 = 12 ms. Scheduler limits are
- * vLLM's defaults. KV capacity (8192 blocks = 131k tokens) is deliberately
+ * decoding sequences steps every 10 + 20 * 0.1 = 12 ms. That 0.1 ms per
+ * sequence is split so that decode slows as context grows, as KV reads do:
+ * 0.06 ms fixed plus 0.05 ms per 1000 tokens of the sequence's context (an
+ * 8B model's fp16 KV is 128 KiB per token: 1000 tokens are ~128 MB, ~0.04 ms
+ * at H100 bandwidth). Calibration: a typical chat request (700-token prompt,
+ * 180 output) has ~790 tokens of context on average while decoding, so it
+ * still costs 0.06 + 0.05 * 0.79 = ~0.1 ms per step and its ITL at batch 20
+ * stays ~12 ms; a 16k-token document costs 0.86 ms per step. Scheduler
+ * limits are vLLM's defaults. KV capacity (8192 blocks = 131k tokens) is deliberately
  * below a real H100's ~29k blocks for 8B so that KV pressure is reachable in
  * benchmarks; override per pod.
  */
 export const DEFAULT_ENGINE_CONFIG: Omit<EngineConfig, "model"> = {
   speed: 1,
   stepOverheadMs: 10,
-  decodeMsPerSeq: 0.1,
+  decodeMsPerSeq: 0.06,
+  decodeMsPerKTokens: 0.05,
   prefillMsPerToken: 0.25,
   maxNumBatchedTokens: 2048,
   maxNumSeqs: 256,
@@ -68,7 +78,7 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
     const v = cfg[key];
     if (typeof v !== "number" || !(v > 0)) throw new RangeError(`engine config ${key} must be > 0, got ${String(v)}`);
   }
-  for (const key of ["decodeMsPerSeq", "prefillMsPerToken", "maxLoras", "loraLoadMs"] as const) {
+  for (const key of ["decodeMsPerSeq", "decodeMsPerKTokens", "prefillMsPerToken", "maxLoras", "loraLoadMs"] as const) {
     if (!(cfg[key] >= 0)) throw new RangeError(`engine config ${key} must be >= 0, got ${String(cfg[key])}`);
   }
   return cfg;

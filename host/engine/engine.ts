@@ -325,6 +325,7 @@ export class Engine {
     const reqs: Req[] = [];
     const tokens: number[] = [];
     let decodeSeqs = 0;
+    let decodeContextTokens = 0;
     let prefillTokens = 0;
     let loads = 0;
     let preempted = false;
@@ -347,8 +348,12 @@ export class Engine {
       reqs.push(req);
       tokens.push(n);
       budget -= n;
-      if (n === 1 && req.output > 0) decodeSeqs++;
-      else prefillTokens += n;
+      if (n === 1 && req.output > 0) {
+        decodeSeqs++;
+        decodeContextTokens += req.numTokens;
+      } else {
+        prefillTokens += n;
+      }
     }
 
     // Then admit waiting requests, unless memory was just short (as vLLM V1).
@@ -394,8 +399,8 @@ export class Engine {
 
     if (reqs.length === 0) return;
     this.counters.loraLoads += loads;
-    const computeMs =
-      (cfg.stepOverheadMs + decodeSeqs * cfg.decodeMsPerSeq + prefillTokens * cfg.prefillMsPerToken) / cfg.speed;
+    const decodeMs = decodeSeqs * cfg.decodeMsPerSeq + (decodeContextTokens / 1000) * cfg.decodeMsPerKTokens;
+    const computeMs = (cfg.stepOverheadMs + decodeMs + prefillTokens * cfg.prefillMsPerToken) / cfg.speed;
     // Adapter loads happen synchronously inside the step, stalling the whole batch.
     this.inFlight = { end: t + computeMs + loads * cfg.loraLoadMs, reqs, tokens };
   }
