@@ -14,6 +14,6 @@ export const PROFILES: readonly Profile[] = [
   {
     name: "default",
     description: `the gateway's default weights: queue ${w.queue}, KV cache ${w.kvCache}, running ${w.running}, LoRA ${w.lora}, prefix ${w.prefix}`,
-    weights: { ...DEFAULT_WEIGHTS, ...JSON.parse(process.env.OURS_WEIGHTS ?? "{}") },
+    weights: { ...DEFAULT_WEIGHTS },
   },
 ];
