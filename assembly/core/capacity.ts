@@ -5,6 +5,15 @@
 // to be as fast as the median known one: neither favoured nor shunned.
 import { Endpoint } from "./snapshot";
 
+/**
+ * Learned rates of identical GPUs differ by their current batch (a pod with
+ * more running sequences decodes each one slower); within this ratio of the
+ * fastest, pods count as equally fast, so that noise does not tilt the
+ * scores on a uniform fleet (measured: learned rates of one GPU type under
+ * load spread about ±10%).
+ */
+const SAME_SPEED: f64 = 0.85;
+
 export function relativeCapacities(candidates: Endpoint[], out: StaticArray<f64>, sorted: StaticArray<f64>): void {
   const n = candidates.length;
   let known = 0;
@@ -23,7 +32,8 @@ export function relativeCapacities(candidates: Endpoint[], out: StaticArray<f64>
   const median = known < n ? medianOf(sorted, known) : 0;
   for (let i = 0; i < n; i++) {
     const c = unchecked(candidates[i]).capacity;
-    unchecked(out[i] = (c > 0 ? c : median) / fastest);
+    const relative = (c > 0 ? c : median) / fastest;
+    unchecked(out[i] = relative >= SAME_SPEED ? 1.0 : relative);
   }
 }
 

@@ -3,7 +3,7 @@ import { RouteRequest } from "../route-request";
 import { Endpoint, Weights } from "../snapshot";
 import { Scorer } from "./scorer";
 
-const BOUND: f64 = 2;
+const BOUND: f64 = 3;
 
 /**
  * Prefix-cache affinity: the share of the prompt a pod probably holds in its
@@ -11,7 +11,7 @@ const BOUND: f64 = 2;
  * were sent (core/prefix-index.ts, shared by all workers):
  *
  *   score_i = bytes of the prompt's longest prefix held by pod i / prompt bytes
- *             if wait_i <= BOUND * min_j wait_j + 1, else 0
+ *             if wait_i <= BOUND * min_j wait_j + 2, else 0
  *
  * with wait = (queued + 1) / relative capacity, as the queue scorer has it.
  * The bound is what keeps affinity from piling a hot prefix onto one pod
@@ -43,7 +43,7 @@ export class PrefixScorer extends Scorer {
     this.index.match(keys, pool.slots, this.matched);
     let least = f64.MAX_VALUE;
     for (let i = 0; i < n; i++) least = min(least, wait(unchecked(candidates[i]), request, i));
-    const bound = BOUND * least + 1;
+    const bound = BOUND * least + 2;
     const total = <f64>keys.promptBytes;
     for (let i = 0; i < n; i++) {
       const held = <f64>keys.coveredBytes(unchecked(this.matched[unchecked(candidates[i]).slot])) / total;
