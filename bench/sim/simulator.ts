@@ -40,6 +40,7 @@ export async function replayPolicy(
   const queue = new EventQueue();
   const fleet = new SimFleet(scenario, trace.requests);
   const policy = await spec.create({ scenario, trace, fleet, queue, seed });
+  onProgress?.(0);
   const requests = trace.requests;
   const windowMs = scenario.durationS * 1000;
 
