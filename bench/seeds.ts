@@ -20,8 +20,9 @@ export interface PolicySeeds {
   e2eP95Ms: Spread | null;
   requestsPerS: Spread;
   prefixHitRate: Spread;
+  /** Null where the engines' counters cannot be read (live mode). */
   adapterLoadsPer1k: Spread | null;
-  preemptions: Spread;
+  preemptions: Spread | null;
   /** Each pod's share of the requests, averaged over the seeds. */
   podShare: Record<string, number>;
   /** Per seed, in seed order. */
@@ -76,7 +77,7 @@ function summarisePolicy(name: string, runs: readonly ScenarioResult[]): PolicyS
     requestsPerS: of((p) => p.throughput.requestsPerS)!,
     prefixHitRate: of((p) => p.prefixHitRate)!,
     adapterLoadsPer1k: of((p) => p.adapterLoadsPer1k),
-    preemptions: of((p) => p.preemptions)!,
+    preemptions: of((p) => p.preemptions),
     podShare,
     timeouts: mine.map((p) => p.timeouts),
     errors: mine.map((p) => p.errors),

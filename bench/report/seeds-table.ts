@@ -38,7 +38,7 @@ export function seedsTable(s: SeedsSummary): Table {
     columns.push(["adapter loads /1k req", true, (p) => spreadCell(p.adapterLoadsPer1k, (x) => x.toFixed(1))]);
   }
   columns.push(
-    ["preemptions", true, (p) => p.preemptions.mean.toFixed(0)],
+    ["preemptions", true, (p) => p.preemptions?.mean.toFixed(0) ?? "n/a"],
     ["pod share max / min", true, (p) => podShareCell(p.podShare)],
     ["timeouts", true, (p) => perSeed(p.timeouts)],
     ["errors", true, (p) => perSeed(p.errors)],

@@ -94,7 +94,7 @@ export async function simulatePolicy(
       description: spec.description,
       podNames: fleet.pods.map((p) => p.name),
       durationS: scenario.durationS,
-      adapterLoads: fleet.adapterLoads(),
+      engines: fleet.engineTotals(),
     },
     fleet.records,
   );
