@@ -2,30 +2,46 @@
 // overhead benchmark and the failover benchmark, prints the tables, writes
 // results and charts, and with --all refreshes the committed charts and BENCHMARKS.md.
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { join, relative } from "node:path";
 import { parseArgs } from "node:util";
 import { projectRoot } from "../host/paths.js";
-import { replaceBlock, scenarioBlock, scenarioKey } from "./report/benchmarks-md.js";
-import { publishCharts, writeJson, writeScenarioOutputs } from "./report/outputs.js";
+import { DEFAULT_MULTIPLE, measureCapacity, type CapacityReport } from "./capacity/index.js";
+import { capacityTable, capacityTitle } from "./capacity/report.js";
+import { replaceBlock, scenarioBlock, scenarioKey, seedsBlock } from "./report/benchmarks-md.js";
+import { publishCharts, writeCharts, writeJson } from "./report/outputs.js";
+import { seedsTable } from "./report/seeds-table.js";
 import { consoleTable, resultsTable } from "./report/table.js";
-import { listScenarios, loadScenario, ScenarioError } from "./scenario.js";
+import { listScenarios, loadScenario, ScenarioError, type Scenario } from "./scenario.js";
+import { summariseSeeds } from "./seeds.js";
 import { selectPolicies } from "./policies/index.js";
 import { runLive } from "./live/index.js";
-import { runSim } from "./sim/simulator.js";
-import type { Mode, RunOptions, ScenarioResult } from "./types.js";
+import { startSimJobs, type SimJob } from "./sim/pool.js";
+import { effectiveScenario } from "./sim/simulator.js";
+import type { Mode, ScenarioResult } from "./types.js";
+
+/** Targets are judged on these seeds: `--all` in sim mode runs each. */
+export const ALL_SEEDS = [1, 2, 3];
 
 const USAGE = `usage: npm run bench -- [options]
   --scenario NAME|PATH  run one scenario (a name from bench/scenarios/, or a file); repeatable
   --all                 run every scenario in bench/scenarios/; refreshes bench/charts/ and BENCHMARKS.md
   --mode sim|live       sim: discrete-event simulation in virtual time (default); live: real Envoy and fake fleet
   --seed N              override the scenario's seed (or the failover bench's arrivals)
+  --seeds A,B,...       run each scenario once per seed and report the mean, the spread and each seed's p95
+                        (--all in sim mode defaults to seeds ${ALL_SEEDS.join(",")})
   --duration S          override the scenario's duration (seconds of arrivals)
   --policies A,B        run only these policies
+  --jobs N              simulations to run at once, each seed of each scenario being one (default: the machine's
+                        cores, ${availableParallelism()} here)
   --json FILE           also write the result(s) to FILE
   --out DIR             results folder (default bench/results); each scenario writes DIR/<scenario>/
   --overhead            run the filter-overhead benchmark too (alone if no scenario is given)
   --failover            run the failover benchmark too (alone if no scenario is given): client errors when a pod
                         dies, answers 500, or dies after the aggregator; writes DIR/failover/ and BENCHMARKS.md
+  --capacity            instead of comparing policies, measure each scenario's capacity on its own mix: its trace
+                        replayed --multiple times faster (default ${DEFAULT_MULTIPLE}) through round-robin and the oracle
+                        (or --policies); writes DIR/<scenario>/capacity.json
   --smoke               a short run for CI: every scenario (or the given ones) for a few seconds, or a shortened
                         overhead or failover bench; no BENCHMARKS.md update
   --help`;
@@ -48,21 +64,36 @@ const defaultIo: Io = {
 
 class UsageError extends Error {}
 
-interface Args {
+export interface Args {
   scenarios: string[];
   mode: Mode;
-  seed?: number;
+  /** Seeds to run each scenario with; undefined runs the scenario's own. */
+  seeds?: number[];
+  /** --seed, for the failover bench's arrivals. */
+  failoverSeed?: number;
   durationS?: number;
   policies?: string[];
+  /** Simulations at once. */
+  jobs: number;
   json?: string;
   outDir: string;
   overhead: boolean;
   failover: boolean;
+  capacity: boolean;
+  multiple?: number;
   smoke: boolean;
   all: boolean;
 }
 
-function parse(argv: string[]): Args | "help" {
+function parseSeed(text: string, option: string): number {
+  const seed = Number(text);
+  if (text.trim() === "" || !Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
+    throw new UsageError(`${option}: expected an integer 0..4294967295, got ${JSON.stringify(text)}`);
+  }
+  return seed;
+}
+
+export function parse(argv: string[]): Args | "help" {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -70,12 +101,16 @@ function parse(argv: string[]): Args | "help" {
       all: { type: "boolean" },
       mode: { type: "string" },
       seed: { type: "string" },
+      seeds: { type: "string" },
       duration: { type: "string" },
       policies: { type: "string" },
+      jobs: { type: "string" },
       json: { type: "string" },
       out: { type: "string" },
       overhead: { type: "boolean" },
       failover: { type: "boolean" },
+      capacity: { type: "boolean" },
+      multiple: { type: "string" },
       smoke: { type: "boolean" },
       help: { type: "boolean" },
     },
@@ -84,11 +119,9 @@ function parse(argv: string[]): Args | "help" {
   if (values.help) return "help";
   const mode = values.mode ?? "sim";
   if (mode !== "sim" && mode !== "live") throw new UsageError(`--mode: expected sim or live, got ${JSON.stringify(mode)}`);
-  let seed: number | undefined;
-  if (values.seed !== undefined) {
-    seed = Number(values.seed);
-    if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new UsageError(`--seed: expected an integer 0..4294967295, got ${JSON.stringify(values.seed)}`);
-  }
+  if (values.seed !== undefined && values.seeds !== undefined) throw new UsageError("--seed and --seeds exclude each other");
+  let seeds = values.seed !== undefined ? [parseSeed(values.seed, "--seed")] : values.seeds?.split(",").map((t) => parseSeed(t, "--seeds"));
+  if (seeds && new Set(seeds).size !== seeds.length) throw new UsageError(`--seeds: a seed is repeated in ${JSON.stringify(values.seeds)}`);
   let durationS: number | undefined;
   if (values.duration !== undefined) {
     durationS = Number(values.duration);
@@ -98,12 +131,24 @@ function parse(argv: string[]): Args | "help" {
   const smoke = values.smoke ?? false;
   const overhead = values.overhead ?? false;
   const failover = values.failover ?? false;
+  const capacity = values.capacity ?? false;
   let scenarios = values.scenario ?? [];
   if (all && scenarios.length > 0) throw new UsageError("--all and --scenario exclude each other");
   if (all || (smoke && scenarios.length === 0 && !overhead && !failover)) scenarios = listScenarios();
   if (scenarios.length === 0 && !overhead && !failover) {
     throw new UsageError("nothing to run: give --scenario NAME, --all, --smoke, --overhead or --failover");
   }
+  if (capacity && (mode !== "sim" || scenarios.length === 0)) throw new UsageError("--capacity: needs --scenario NAME or --all, in sim mode");
+  if (capacity && seeds && seeds.length > 1) throw new UsageError("--capacity: give one --seed");
+  let multiple: number | undefined;
+  if (values.multiple !== undefined) {
+    multiple = Number(values.multiple);
+    if (!capacity) throw new UsageError("--multiple: only with --capacity");
+    if (!(multiple > 1)) throw new UsageError(`--multiple: expected a number > 1, got ${JSON.stringify(values.multiple)}`);
+  }
+  if (all && !smoke && !capacity && mode === "sim") seeds ??= ALL_SEEDS;
+  const jobs = values.jobs === undefined ? availableParallelism() : Number(values.jobs);
+  if (!Number.isInteger(jobs) || jobs < 1) throw new UsageError(`--jobs: expected an integer >= 1, got ${JSON.stringify(values.jobs)}`);
   const policies = values.policies?.split(",").map((p) => p.trim()).filter((p) => p !== "");
   try {
     selectPolicies(policies);
@@ -113,13 +158,17 @@ function parse(argv: string[]): Args | "help" {
   return {
     scenarios,
     mode,
-    seed,
+    seeds,
+    failoverSeed: values.seed === undefined ? undefined : seeds![0],
     durationS: durationS ?? (smoke ? SMOKE_DURATION_S : undefined),
     policies,
+    jobs,
     json: values.json,
     outDir: values.out ?? join(projectRoot, "bench", "results"),
     overhead,
     failover,
+    capacity,
+    multiple,
     smoke,
     all,
   };
@@ -128,13 +177,15 @@ function parse(argv: string[]): Args | "help" {
 /** Percent of virtual time per policy: redrawn in place on a terminal, every 25% otherwise. */
 function progressReporter(io: Io, scenario: string): (policy: string, fraction: number) => void {
   let lastQuarter = -1;
-  let started = Date.now();
+  // From a policy's first report: a queued run has not started.
+  let started: number | undefined;
   return (policy, fraction) => {
+    started ??= Date.now();
     const pct = Math.floor(fraction * 100);
     const label = `[${scenario}] ${policy.padEnd(14)} ${String(pct).padStart(3)}%`;
     if (fraction >= 1) {
       io.err(`${io.errIsTty ? "\r\x1b[K" : ""}${label} in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
-      started = Date.now();
+      started = undefined;
       lastQuarter = -1;
     } else if (io.errIsTty) {
       io.err(`\r\x1b[K${label}`);
@@ -155,35 +206,85 @@ function commandLine(argv: string[]): string {
   return ["npm run bench --", ...argv.map((a) => (/^[\w./:=,-]+$/.test(a) ? a : JSON.stringify(a)))].join(" ");
 }
 
+/**
+ * Starts every scenario's runs, one per seed: simulations on the pool, live
+ * runs one after another. Returns each scenario's results, in seed order.
+ */
+function startRuns(scenarios: readonly Scenario[], args: Args, io: Io): Array<Array<Promise<ScenarioResult>>> {
+  const seeds = args.seeds ?? [undefined];
+  const jobs: SimJob[] = scenarios.flatMap((scenario) => seeds.map((seed) => ({ scenario, opts: { seed, durationS: args.durationS, policies: args.policies } })));
+  // Concurrent runs interleave their progress: whole lines then, never one redrawn in place.
+  const concurrent = args.mode === "sim" && args.jobs > 1 && jobs.length > 1;
+  const reporters = jobs.map((j) => progressReporter(concurrent ? { ...io, errIsTty: false } : io, seeds.length > 1 ? `${j.scenario.name} seed ${j.opts.seed}` : j.scenario.name));
+  const onProgress = (i: number, policy: string, fraction: number) => reporters[i](policy, fraction);
+  let runs: Array<Promise<ScenarioResult>>;
+  if (args.mode === "live") {
+    let previous: Promise<unknown> = Promise.resolve();
+    runs = jobs.map((j, i) => {
+      const run = previous.then(() => runLive(j.scenario, { ...j.opts, onProgress: (policy, f) => onProgress(i, policy, f) }));
+      previous = run;
+      return run;
+    });
+  } else {
+    runs = startSimJobs(jobs, args.jobs, onProgress);
+  }
+  return scenarios.map((_, k) => runs.slice(k * seeds.length, (k + 1) * seeds.length));
+}
+
 async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
-  const results: ScenarioResult[] = [];
+  const outputs: unknown[] = [];
   const benchmarksPath = join(projectRoot, "BENCHMARKS.md");
   const chartDir = join(projectRoot, "bench", "charts");
   const updateDocs = args.all && !args.smoke;
   let doc = updateDocs ? readFileSync(benchmarksPath, "utf8") : "";
 
-  for (const name of args.scenarios) {
-    const scenario = loadScenario(name);
-    const opts: RunOptions = { seed: args.seed, durationS: args.durationS, policies: args.policies, onProgress: progressReporter(io, scenario.name) };
-    const result = args.mode === "live" ? await runLive(scenario, opts) : await runSim(scenario, opts);
-    results.push(result);
-    const dir = join(args.outDir, resultName(result));
-    const charts = await writeScenarioOutputs(result, dir);
-    io.out(`\n${result.scenario} (${result.mode}, seed ${result.seed}, ${result.durationS} s, ${result.offered.requests} requests)\n`);
-    io.out(`${consoleTable(resultsTable(result))}\n`);
+  const started = startRuns(args.scenarios.map(loadScenario), args, io);
+  for (const pending of started) {
+    const runs = await Promise.all(pending);
+    const first = runs[0];
+    const dir = join(args.outDir, resultName(first));
+    // Charts show the first seed; with several, each seed's result has its own folder.
+    const charts = await writeCharts(first, dir);
+    const summary = runs.length > 1 ? summariseSeeds(runs) : undefined;
+    if (summary) {
+      for (const r of runs) writeJson(join(dir, `seed-${r.seed}`, "result.json"), r);
+      writeJson(join(dir, "seeds.json"), summary);
+      outputs.push({ summary, results: runs });
+      io.out(`\n${first.scenario} (${first.mode}, seeds ${summary.seeds.join(", ")}, ${first.durationS} s, ${summary.requests.join(" / ")} requests)\n`);
+      io.out(`${consoleTable(seedsTable(summary))}\n`);
+    } else {
+      writeJson(join(dir, "result.json"), first);
+      outputs.push(first);
+      io.out(`\n${first.scenario} (${first.mode}, seed ${first.seed}, ${first.durationS} s, ${first.offered.requests} requests)\n`);
+      io.out(`${consoleTable(resultsTable(first))}\n`);
+    }
     io.out(`results: ${relative(process.cwd(), dir) || "."}/\n`);
     if (updateDocs) {
-      const names = publishCharts(resultName(result), charts, chartDir);
-      const rel = (f: string) => relative(projectRoot, join(chartDir, f));
-      const heading = `### ${result.scenario}${result.mode === "live" ? " (live)" : ""}`;
-      doc = replaceBlock(doc, scenarioKey(result), scenarioBlock(result, { cdf: rel(names.cdf), timeline: rel(names.timeline) }, commandLine(argv)), heading);
+      const names = publishCharts(resultName(first), charts, chartDir);
+      const rel = { cdf: relative(projectRoot, join(chartDir, names.cdf)), timeline: relative(projectRoot, join(chartDir, names.timeline)) };
+      const heading = `### ${first.scenario}${first.mode === "live" ? " (live)" : ""}`;
+      const block = summary ? seedsBlock(summary, runs, rel, commandLine(argv)) : scenarioBlock(first, rel, commandLine(argv));
+      doc = replaceBlock(doc, scenarioKey(first), block, heading);
     }
   }
-  if (args.json) writeJson(args.json, results.length === 1 ? results[0] : { results });
+  if (args.json) writeJson(args.json, outputs.length === 1 ? outputs[0] : { results: outputs });
   if (updateDocs) {
     writeFileSync(benchmarksPath, doc);
     io.out(`updated ${relative(process.cwd(), benchmarksPath)} and ${relative(process.cwd(), chartDir)}/\n`);
   }
+}
+
+async function runCapacity(args: Args, io: Io): Promise<void> {
+  const reports: CapacityReport[] = [];
+  for (const name of args.scenarios) {
+    const scenario = effectiveScenario(loadScenario(name), { seed: args.seeds?.[0], durationS: args.durationS });
+    const report = await measureCapacity(scenario, { multiple: args.multiple, policies: args.policies, onProgress: progressReporter(io, `${scenario.name} capacity`) });
+    reports.push(report);
+    const dir = join(args.outDir, scenario.name);
+    writeJson(join(dir, "capacity.json"), report);
+    io.out(`\n${capacityTitle(report)}\n${consoleTable(capacityTable(report))}\nresults: ${relative(process.cwd(), dir) || "."}/capacity.json\n`);
+  }
+  if (args.json) writeJson(args.json, reports.length === 1 ? reports[0] : { reports });
 }
 
 async function runOverheadBench(args: Args, argv: string[], io: Io): Promise<void> {
@@ -211,7 +312,7 @@ async function runFailoverBench(args: Args, argv: string[], io: Io): Promise<voi
   mkdirSync(dir, { recursive: true });
   const report = await runFailover({
     smoke: args.smoke,
-    seed: args.seed,
+    seed: args.failoverSeed,
     logDir: dir,
     command: commandLine(argv),
     onProgress: (line) => io.err(`[failover] ${line}\n`),
@@ -234,7 +335,8 @@ export async function runBench(argv: string[], io: Io = defaultIo): Promise<numb
       io.out(`${USAGE}\n`);
       return 0;
     }
-    if (args.scenarios.length > 0) await runScenarios(args, argv, io);
+    if (args.capacity) await runCapacity(args, io);
+    else if (args.scenarios.length > 0) await runScenarios(args, argv, io);
     if (args.overhead) await runOverheadBench(args, argv, io);
     if (args.failover) await runFailoverBench(args, argv, io);
     return 0;

@@ -1,6 +1,6 @@
 // Summaries of request records: percentiles, throughput, CDF and timeline
 // points, and relative changes between policies.
-import { TIMEOUT, type LatencySummary, type PolicyResult, type RequestRecord, type TimelinePoint } from "./types.js";
+import { TIMEOUT, type EngineTotals, type LatencySummary, type PolicyResult, type RequestRecord, type TimelinePoint } from "./types.js";
 
 /**
  * Whether a record's latencies count: completed requests, and timed-out ones
@@ -73,8 +73,8 @@ export interface PolicyMeta {
   description: string;
   podNames: readonly string[];
   durationS: number;
-  /** Adapter loads summed over the engines, where the mode can read their counters. */
-  adapterLoads?: number;
+  /** The engines' counters summed over the pods, where the mode can read them (not live). */
+  engines?: EngineTotals;
 }
 
 function shares(counts: Record<string, number>): Record<string, number> {
@@ -121,9 +121,9 @@ export function policyResult(meta: PolicyMeta, records: readonly RequestRecord[]
     perPod,
     podShare: shares(perPod),
     prefixHitRate: promptTokens > 0 ? round3(ok.reduce((s, r) => s + r.cachedTokens, 0) / promptTokens) : 0,
-    preemptions: records.reduce((s, r) => s + r.preemptions, 0),
-    adapterLoads: meta.adapterLoads ?? null,
-    adapterLoadsPer1k: meta.adapterLoads === undefined || records.length === 0 ? null : round3((meta.adapterLoads / records.length) * 1000),
+    preemptions: meta.engines?.preemptions ?? null,
+    adapterLoads: meta.engines?.adapterLoads ?? null,
+    adapterLoadsPer1k: meta.engines === undefined || records.length === 0 ? null : round3((meta.engines.adapterLoads / records.length) * 1000),
     ttftCdf: cdf(ttft),
     ttftTimeline: timeline(records, timelineWindowS(meta.durationS)),
   };

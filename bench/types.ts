@@ -24,6 +24,11 @@ export interface RequestRecord {
   /** Prompt tokens served from the pod's prefix cache. */
   cachedTokens: number;
   outputTokens: number;
+}
+
+/** Engine counters summed over a fleet's pods. */
+export interface EngineTotals {
+  adapterLoads: number;
   preemptions: number;
 }
 
@@ -67,9 +72,12 @@ export interface PolicyResult {
   podShare: Record<string, number>;
   /** Cached prompt tokens / prompt tokens over completed requests. */
   prefixHitRate: number;
-  /** Recompute preemptions of the requests, summed. */
-  preemptions: number;
-  /** LoRA adapter loads summed over the engines, and per 1000 requests; null where the engines' counters cannot be read (live mode). */
+  /**
+   * Recompute preemptions and LoRA adapter loads summed over the engines, and
+   * the loads per 1000 requests; null where the engines' counters cannot be
+   * read (live mode).
+   */
+  preemptions: number | null;
   adapterLoads: number | null;
   adapterLoadsPer1k: number | null;
   /** [TTFT ms, fraction of completed and timed-out requests at or below it], ascending. */

@@ -42,7 +42,7 @@ export async function replay(trace: Trace, target: ReplayTarget, opts: ReplayOpt
 }
 
 async function send(target: ReplayTarget, body: string, pool: string, arrivalMs: number, signal: AbortSignal): Promise<RequestRecord> {
-  const record: RequestRecord = { arrivalMs, pod: -1, error: undefined, promptTokens: 0, cachedTokens: 0, outputTokens: 0, preemptions: 0 };
+  const record: RequestRecord = { arrivalMs, pod: -1, error: undefined, promptTokens: 0, cachedTokens: 0, outputTokens: 0 };
   const sent = performance.now();
   try {
     const res = await fetch(`${target.url}/v1/chat/completions`, {

@@ -1,7 +1,9 @@
 // BENCHMARKS.md holds hand-written text around generated blocks; a run
 // rewrites only what lies between a block's markers,
 // `<!-- KEY:start -->` ... `<!-- KEY:end -->`.
+import type { SeedsSummary } from "../seeds.js";
 import type { ScenarioResult } from "../types.js";
+import { seedsTable } from "./seeds-table.js";
 import { markdownTable, resultsTable } from "./table.js";
 
 const start = (key: string) => `<!-- ${key}:start -->`;
@@ -29,23 +31,64 @@ function fleetText(r: ScenarioResult): string {
   return [...groups.entries()].map(([k, n]) => `${n} × ${k}`).join(", ");
 }
 
+function offeredText(r: ScenarioResult, label = "Offered"): string {
+  const o = r.offered;
+  return (
+    `Fleet: ${fleetText(r)}. ${label}: ${o.requests} requests over ${r.durationS} s (${o.ratePerS} req/s), ` +
+    `mean prompt ${o.meanPromptTokens} tokens, mean output ${o.meanOutputTokens} tokens.`
+  );
+}
+
+function chartLines(r: ScenarioResult, charts: { cdf: string; timeline: string }): string[] {
+  return [`![${r.scenario}: TTFT distribution](${charts.cdf})`, `![${r.scenario}: p95 TTFT over time](${charts.timeline})`];
+}
+
+function commandLines(r: ScenarioResult, command: string): string {
+  return `Produced by \`${command}\`; this scenario alone: \`npm run bench -- --scenario ${r.scenario}${r.mode === "live" ? " --mode live" : ""}\`.`;
+}
+
 /** The generated part of a scenario's section. `charts` are paths relative to BENCHMARKS.md. */
 export function scenarioBlock(r: ScenarioResult, charts: { cdf: string; timeline: string }, command: string): string {
-  const o = r.offered;
   return [
     `Scenario \`${r.scenario}\`: ${r.description}`,
     "",
-    `Fleet: ${fleetText(r)}. Offered: ${o.requests} requests over ${r.durationS} s (${o.ratePerS} req/s), ` +
-      `mean prompt ${o.meanPromptTokens} tokens, mean output ${o.meanOutputTokens} tokens. ` +
-      `${r.mode} mode, seed ${r.seed}.`,
+    `${offeredText(r)} ${r.mode} mode, seed ${r.seed}.`,
     "",
     markdownTable(resultsTable(r)),
     "",
     "Changes are against round-robin: negative latency and positive req/s are better.",
     "",
-    `![${r.scenario}: TTFT distribution](${charts.cdf})`,
-    `![${r.scenario}: p95 TTFT over time](${charts.timeline})`,
+    ...chartLines(r, charts),
     "",
-    `Produced by \`${command}\`; this scenario alone: \`npm run bench -- --scenario ${r.scenario}${r.mode === "live" ? " --mode live" : ""}\`.`,
+    commandLines(r, command),
+  ].join("\n");
+}
+
+/** The same for several seeds: the summary table, then the first seed's charts and full table. */
+export function seedsBlock(summary: SeedsSummary, runs: readonly ScenarioResult[], charts: { cdf: string; timeline: string }, command: string): string {
+  const first = runs[0];
+  const seeds = summary.seeds.join(", ");
+  const others = runs.slice(1).map((r) => `seed ${r.seed} ${r.offered.requests}`);
+  return [
+    `Scenario \`${first.scenario}\`: ${first.description}`,
+    "",
+    `${offeredText(first, `Offered with seed ${first.seed}`)} Requests with ${others.join(", ")}. ${first.mode} mode, seeds ${seeds}.`,
+    "",
+    markdownTable(seedsTable(summary)),
+    "",
+    `Each cell is the mean over seeds ${seeds}, with the lowest and highest seed in brackets. ` +
+      "The \"vs RR\" columns give the range of the seeds' changes against round-robin, each taken within its own run: " +
+      "negative latency and positive req/s are better.",
+    "",
+    ...chartLines(first, charts),
+    "",
+    "<details>",
+    `<summary>Seed ${first.seed} in full</summary>`,
+    "",
+    markdownTable(resultsTable(first)),
+    "",
+    "</details>",
+    "",
+    commandLines(first, command),
   ].join("\n");
 }

@@ -1,19 +1,20 @@
-// Files of one scenario run: result.json and the two charts, in one folder.
+// Files of a scenario run: JSON results and the two charts.
 import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { ScenarioResult } from "../types.js";
 import { ttftCdfChart, ttftTimelineChart } from "./charts.js";
 
 export const CHART_FILES = { cdf: "ttft-cdf.svg", timeline: "ttft-timeline.svg" } as const;
 
+/** Writes `value` as indented JSON, creating the folder. */
 export function writeJson(path: string, value: unknown): void {
+  mkdirSync(dirname(path), { recursive: true });
   writeFileSync(path, JSON.stringify(value, null, 2) + "\n");
 }
 
-/** Writes result.json and the charts into `dir`; returns the chart paths. */
-export async function writeScenarioOutputs(result: ScenarioResult, dir: string): Promise<{ cdf: string; timeline: string }> {
+/** Writes the two charts into `dir`; returns their paths. */
+export async function writeCharts(result: ScenarioResult, dir: string): Promise<{ cdf: string; timeline: string }> {
   mkdirSync(dir, { recursive: true });
-  writeJson(join(dir, "result.json"), result);
   const cdf = join(dir, CHART_FILES.cdf);
   const timeline = join(dir, CHART_FILES.timeline);
   writeFileSync(cdf, await ttftCdfChart(result));

@@ -65,7 +65,7 @@ export function resultsTable(result: ScenarioResult): Table {
   ];
   if (anyAdapterLoads(result.policies)) columns.push(["adapter loads /1k req", true, (p) => p.adapterLoadsPer1k?.toFixed(1) ?? "n/a"]);
   columns.push(
-    ["preemptions", true, (p) => String(p.preemptions)],
+    ["preemptions", true, (p) => (p.preemptions === null ? "n/a" : String(p.preemptions))],
     ["pod share max / min", true, (p) => podShareCell(p.podShare)],
     ["timeouts", true, (p) => String(p.timeouts)],
     ["errors", true, errorsCell],

@@ -5,7 +5,7 @@
  */
 import { Engine, RequestRejectedError, type EngineEvent } from "../../host/engine/index.js";
 import type { Scenario } from "../scenario.js";
-import { TIMEOUT, type RequestRecord } from "../types.js";
+import { TIMEOUT, type EngineTotals, type RequestRecord } from "../types.js";
 import type { TraceRequest } from "./workload.js";
 
 /** A request left `pod` at time t: finished, aborted, or refused up front. */
@@ -75,7 +75,6 @@ export class SimFleet {
       promptTokens: 0,
       cachedTokens: 0,
       outputTokens: 0,
-      preemptions: 0,
     }));
   }
 
@@ -93,9 +92,15 @@ export class SimFleet {
     this.finishedHandlers.push(handler);
   }
 
-  /** LoRA adapter loads, summed over the pods' engines. */
-  adapterLoads(): number {
-    return this.pods.reduce((s, p) => s + p.engine.metrics().counters.loraLoads, 0);
+  /** Adapter loads and preemptions, summed over the pods' engines. */
+  engineTotals(): EngineTotals {
+    const totals = { adapterLoads: 0, preemptions: 0 };
+    for (const p of this.pods) {
+      const c = p.engine.metrics().counters;
+      totals.adapterLoads += c.loraLoads;
+      totals.preemptions += c.preemptions;
+    }
+    return totals;
   }
 
   /** Runs every engine up to t and books the results. */
@@ -159,7 +164,6 @@ export class SimFleet {
       record.promptTokens = s.promptTokens;
       record.cachedTokens = s.cachedTokens;
       record.outputTokens = s.outputTokens;
-      record.preemptions = s.preemptions;
       this.byId.delete(ev.id);
       this.outstandingByPod[o.pod].delete(ev.id);
       this.inFlightCount[o.pod]--;

@@ -40,6 +40,7 @@ export async function replayPolicy(
   const queue = new EventQueue();
   const fleet = new SimFleet(scenario, trace.requests);
   const policy = await spec.create({ scenario, trace, fleet, queue, seed });
+  onProgress?.(0);
   const requests = trace.requests;
   const windowMs = scenario.durationS * 1000;
 
@@ -93,7 +94,7 @@ export async function simulatePolicy(
       description: spec.description,
       podNames: fleet.pods.map((p) => p.name),
       durationS: scenario.durationS,
-      adapterLoads: fleet.adapterLoads(),
+      engines: fleet.engineTotals(),
     },
     fleet.records,
   );
