@@ -24,12 +24,16 @@ function predictTtftMs(pod: SimPod, outstanding: Outstanding[], cachedAt: Map<nu
   const cfg = pod.engine.config;
   let prefillAhead = 0;
   let blocks = Math.ceil(c.promptTokens / cfg.blockSize);
+  // Decode reads every sequence's context each step (engine: decodeMsPerKTokens).
+  let contextTokens = c.promptTokens;
   for (const o of outstanding) {
     if (o.firstTokenMs === undefined) prefillAhead += o.promptTokens - (cachedAt.get(o.request.index) ?? 0);
     blocks += Math.ceil((o.promptTokens + o.request.maxTokens) / cfg.blockSize);
+    contextTokens += o.promptTokens + o.tokensOut;
   }
   const work = prefillAhead + c.promptTokens - c.hitTokens;
-  const stepMs = cfg.stepOverheadMs + Math.min(outstanding.length + 1, cfg.maxNumSeqs) * cfg.decodeMsPerSeq;
+  const stepMs =
+    cfg.stepOverheadMs + Math.min(outstanding.length + 1, cfg.maxNumSeqs) * cfg.decodeMsPerSeq + (contextTokens / 1000) * cfg.decodeMsPerKTokens;
   const computeMs = (Math.max(1, Math.ceil(work / cfg.maxNumBatchedTokens)) * stepMs + work * cfg.prefillMsPerToken) / cfg.speed;
   const busyUntil = pod.engine.nextEventTime(); // Infinity when idle
   const inFlightMs = Number.isFinite(busyUntil) ? Math.max(0, busyUntil - now) : 0;

@@ -20,6 +20,7 @@ const engineOverrides = z
     speed: positive,
     stepOverheadMs: positive,
     decodeMsPerSeq: nonNegative,
+    decodeMsPerKTokens: nonNegative,
     prefillMsPerToken: nonNegative,
     maxNumBatchedTokens: z.number().int().positive(),
     maxNumSeqs: z.number().int().positive(),
