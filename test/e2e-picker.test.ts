@@ -1,0 +1,570 @@
+// The inference-aware picker through a real Envoy with two workers (issue 8,
+// "Tests (real Envoy, two workers)"): fake engine pods behind the real
+// aggregator, the official OpenAI client as the client. Every case drives
+// both workers: each client is one keep-alive HTTP/1.1 connection, and the
+// connections are chosen from Envoy's per-worker listener stats so that both
+// workers hold some. Pool weights are the config's defaults (DEFAULT_WEIGHTS)
+// unless a case says why not.
+import http from "node:http";
+import { Readable } from "node:stream";
+import OpenAI from "openai";
+import { stringify } from "yaml";
+import { afterEach, describe, expect, it } from "vitest";
+import { DEFAULT_WEIGHTS, parseGatewayConfig, type Engine, type ScorerWeights } from "../host/config.js";
+import { startFleet, type Fleet, type Pod, type PodSpec } from "../host/fakeserver/index.js";
+import { startStack, type Stack } from "../host/stack.js";
+import { waitFor } from "./helpers/stack.js";
+
+// ---------------------------------------------------------------------------
+// The stack: fake pods, the aggregator, Envoy with two workers.
+
+interface PickerPool {
+  name: string;
+  baseModel: string;
+  /** The pool's engine, and the pods' metrics dialect. */
+  engine?: Engine;
+  adapters?: string[];
+  /** Omitted: the config's defaults. */
+  weights?: Partial<ScorerWeights>;
+  pods: Array<Omit<PodSpec, "model" | "adapters" | "metricsFormat">>;
+}
+
+interface PickerStack {
+  stack: Stack;
+  fleet: Fleet;
+  pod(name: string): Pod;
+  close(): Promise<void>;
+}
+
+/**
+ * Like startFleetStack (host/stack.ts), but with each pool's `engine` set (its
+ * pods speak that dialect), the config's default weights, and the scrape
+ * cadence adjustable.
+ */
+async function startPickerStack(pools: PickerPool[], aggregator: Record<string, number> = {}): Promise<PickerStack> {
+  const fleet = await startFleet(
+    pools.flatMap((p) =>
+      p.pods.map((pod) => ({ ...pod, model: p.baseModel, adapters: p.adapters ?? [], metricsFormat: p.engine ?? "vllm" })),
+    ),
+  );
+  try {
+    const config = parseGatewayConfig(
+      stringify({
+        gateway: { host: "127.0.0.1", port: 0, adminPort: 0 },
+        aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: 50, staleAfterMs: 1000, ...aggregator },
+        pools: pools.map((p) => ({
+          name: p.name,
+          baseModel: p.baseModel,
+          engine: p.engine ?? "vllm",
+          adapters: p.adapters ?? [],
+          ...(p.weights ? { weights: p.weights } : {}),
+          endpoints: p.pods.map((pod) => fleet.pod(pod.name).address),
+        })),
+      }),
+      "picker stack",
+    );
+    const stack = await startStack(config, { metricsPort: false, concurrency: 2 });
+    return {
+      stack,
+      fleet,
+      pod: (name) => fleet.pod(name),
+      close: async () => {
+        await stack.close();
+        await fleet.close();
+      },
+    };
+  } catch (err) {
+    await fleet.close();
+    throw err;
+  }
+}
+
+let running: PickerStack | null = null;
+const conns: Conn[] = [];
+
+async function start(pools: PickerPool[], aggregator: Record<string, number> = {}): Promise<PickerStack> {
+  running = await startPickerStack(pools, aggregator);
+  return running;
+}
+
+afterEach(async () => {
+  for (const c of conns.splice(0)) c.agent.destroy();
+  await running?.close();
+  running = null;
+});
+
+// ---------------------------------------------------------------------------
+// Clients: one keep-alive connection each, on a known Envoy worker.
+
+interface Conn {
+  /** The Envoy worker that accepted this connection. */
+  worker: string;
+  agent: http.Agent;
+  client: OpenAI;
+  /** GET on this connection. */
+  get(path: string): Promise<{ status: number; json: any }>;
+  /** Completions sent on it. */
+  sent: number;
+}
+
+/** A fetch for the OpenAI client that sends everything over one agent (maxSockets 1: one connection). */
+function fetchOver(agent: http.Agent): typeof fetch {
+  return ((input: string | URL | Request, init: RequestInit = {}) =>
+    new Promise<Response>((resolve, reject) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      const headers: Record<string, string> = {};
+      new Headers(init.headers).forEach((v, k) => (headers[k] = v));
+      const req = http.request(url, { method: init.method ?? "GET", agent, headers }, (res) => {
+        const h = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) h.set(k, Array.isArray(v) ? v.join(", ") : v);
+        resolve(new Response(Readable.toWeb(res) as ReadableStream, { status: res.statusCode, headers: h }));
+      });
+      const signal = init.signal;
+      if (signal) {
+        if (signal.aborted) req.destroy(new Error("aborted"));
+        signal.addEventListener("abort", () => req.destroy(new Error("aborted")), { once: true });
+      }
+      req.on("error", reject);
+      req.end(init.body as string | undefined);
+    })) as typeof fetch;
+}
+
+/** Connections accepted so far per worker ("worker_0": n), from Envoy's listener stats. */
+async function acceptedPerWorker(stack: Stack): Promise<Record<string, number>> {
+  // The gateway is the only listener with per-worker stats ("listener.127.0.0.1_0.worker_1.downstream_cx_total").
+  const stats = await stack.envoy.stats("^listener\\..*\\.worker_\\d+\\.downstream_cx_total$");
+  const out: Record<string, number> = {};
+  for (const [name, v] of Object.entries(stats)) out[/worker_\d+/.exec(name)![0]] = v;
+  return out;
+}
+
+/**
+ * `perWorker` connections on each of Envoy's two workers. Connections are
+ * opened one at a time (a GET /health each), and Envoy's per-worker accept
+ * counter says which worker took it; surplus ones are closed.
+ */
+async function connect(stack: Stack, perWorker: number): Promise<Conn[]> {
+  const byWorker = new Map<string, Conn[]>();
+  const spare: http.Agent[] = [];
+  try {
+    for (let attempt = 0; attempt < 60; attempt++) {
+      const workers = [...byWorker.values()];
+      if (workers.length === 2 && workers.every((w) => w.length >= perWorker)) break;
+      const before = await acceptedPerWorker(stack);
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      const get = async (path: string) => {
+        const r = await fetchOver(agent)(`${stack.gatewayUrl}${path}`);
+        return { status: r.status, json: await r.json() };
+      };
+      expect((await get("/health")).status).toBe(200);
+      const after = await acceptedPerWorker(stack);
+      const took = Object.keys(after).filter((w) => after[w] > (before[w] ?? 0));
+      if (took.length !== 1 || (byWorker.get(took[0])?.length ?? 0) >= perWorker) {
+        spare.push(agent);
+        continue;
+      }
+      const client = new OpenAI({ baseURL: `${stack.gatewayUrl}/v1`, apiKey: "x", maxRetries: 0, fetch: fetchOver(agent) });
+      const conn: Conn = { worker: took[0], agent, client, get, sent: 0 };
+      byWorker.set(took[0], [...(byWorker.get(took[0]) ?? []), conn]);
+      conns.push(conn);
+    }
+  } finally {
+    for (const a of spare) a.destroy();
+  }
+  const workers = [...byWorker.values()];
+  expect(workers.length, "connections on both Envoy workers").toBe(2);
+  for (const w of workers) expect(w.length).toBe(perWorker);
+  // Interleaved, so that round-robin over the list alternates workers.
+  return Array.from({ length: perWorker }, (_, i) => workers.map((w) => w[i])).flat();
+}
+
+/** Waits until every connection's worker routes on a snapshot at least as new as the aggregator's now. */
+async function waitInstalled(ps: PickerStack, list: Conn[]): Promise<void> {
+  const version = Number(ps.stack.aggregator.current().version);
+  await waitFor(`both workers to install snapshot ${version}`, async () => {
+    for (const c of list) if ((await c.get("/health")).json.snapshot_version < version) return false;
+    return true;
+  });
+}
+
+/** Waits until the aggregator's view of a pod satisfies `check`, then until both workers route on it. */
+async function waitForPod(
+  ps: PickerStack,
+  list: Conn[],
+  what: string,
+  podName: string,
+  check: (e: ReturnType<PickerStack["stack"]["aggregator"]["current"]>["pools"][number]["endpoints"][number]) => boolean,
+  timeoutMs = 10_000,
+): Promise<void> {
+  const address = ps.pod(podName).address;
+  await waitFor(what, () => {
+    const e = ps.stack.aggregator.current().pools.flatMap((p) => p.endpoints).find((x) => x.address === address);
+    return e !== undefined && e.fresh && check(e);
+  }, timeoutMs);
+  await waitInstalled(ps, list);
+}
+
+/** Every endpoint fresh in the aggregator and that snapshot installed on both workers. */
+async function waitAllFresh(ps: PickerStack, list: Conn[]): Promise<void> {
+  await waitFor("every pod scraped", () =>
+    ps.stack.aggregator.current().pools.every((p) => p.endpoints.every((e) => e.fresh)));
+  await waitInstalled(ps, list);
+}
+
+const say = (text: string) => [{ role: "user" as const, content: text }];
+
+/** One chat completion on a connection; the pod that answered. */
+async function chat(
+  conn: Conn,
+  model: string,
+  opts: { messages?: OpenAI.ChatCompletionMessageParam[]; maxTokens?: number; signal?: AbortSignal } = {},
+): Promise<string> {
+  conn.sent++;
+  const { response, data } = await conn.client.chat.completions
+    .create({ model, messages: opts.messages ?? say("Say hello"), max_tokens: opts.maxTokens ?? 4 }, { signal: opts.signal })
+    .withResponse();
+  expect(data.model).toBe(model);
+  return response.headers.get("x-served-by") ?? "";
+}
+
+/**
+ * How long a request may take before it counts as stuck behind a backlog: an
+ * idle fake pod answers these in well under 1 s (an adapter load is 200 ms,
+ * a 1,600-token prefill 0.4 s); a queued one would take minutes.
+ */
+const GIVE_UP_MS = 3_000;
+
+/**
+ * Like chat, but a request still unanswered after `timeoutMs` is abandoned
+ * (it is queued behind a long backlog): "" then.
+ */
+async function chatOrGiveUp(
+  conn: Conn,
+  model: string,
+  timeoutMs: number,
+  messages: OpenAI.ChatCompletionMessageParam[] = say("Say hello"),
+): Promise<string> {
+  try {
+    return await chat(conn, model, { messages, signal: AbortSignal.timeout(timeoutMs) });
+  } catch (err) {
+    if (err instanceof OpenAI.APIUserAbortError || err instanceof OpenAI.APIConnectionTimeoutError) return "";
+    throw err;
+  }
+}
+
+/** Requests each pod's engine took since `before` (all of them, however they arrived). */
+function submittedSince(ps: PickerStack, before: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const p of ps.fleet.pods) {
+    const n = p.engine.metrics().counters.submitted - (before[p.name] ?? 0);
+    if (n > 0) out[p.name] = n;
+  }
+  return out;
+}
+
+function submitted(ps: PickerStack): Record<string, number> {
+  return Object.fromEntries(ps.fleet.pods.map((p) => [p.name, p.engine.metrics().counters.submitted]));
+}
+
+/**
+ * A long streaming request for `model` sent straight to a pod (not through
+ * the gateway): it keeps the model (an adapter) in that pod's running batch
+ * until `stop` is called.
+ */
+async function holdRunning(pod: Pod, model: string): Promise<{ stop(): void }> {
+  const ac = new AbortController();
+  const res = await fetch(`${pod.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: say(`keep ${model} busy`), max_tokens: 4000, stream: true }),
+    signal: ac.signal,
+  });
+  expect(res.status).toBe(200);
+  // Drain in the background until aborted.
+  void res.body?.pipeTo(new WritableStream()).catch(() => {});
+  return { stop: () => ac.abort() };
+}
+
+/** Counts of each value. */
+function tally(values: string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const v of values) out[v] = (out[v] ?? 0) + 1;
+  return out;
+}
+
+/**
+ * Both workers served completions: each connection stayed the one its worker
+ * accepted (no worker accepted another since `before`, but for `reconnects`),
+ * and connections of both workers sent some.
+ */
+async function expectBothWorkersServed(ps: PickerStack, before: Record<string, number>, list: Conn[], reconnects = 0): Promise<void> {
+  const after = await acceptedPerWorker(ps.stack);
+  const opened = Object.keys(after).reduce((n, w) => n + after[w] - (before[w] ?? 0), 0);
+  // A request given up on closes its connection; the next one on that client opens another.
+  expect(opened, "reconnections").toBeLessThanOrEqual(reconnects);
+  const perWorker = tally(list.flatMap((c) => Array<string>(c.sent).fill(c.worker)));
+  expect(Object.keys(perWorker).length, `completions per worker: ${JSON.stringify(perWorker)}`).toBe(2);
+}
+
+// ---------------------------------------------------------------------------
+
+const LLAMA = "llama-3.1-8b";
+
+describe("LoRA affinity", () => {
+  const llamaPool = (pods: string[]): PickerPool => ({
+    name: "llama",
+    baseModel: LLAMA,
+    adapters: ["sql-lora", "chat-lora"],
+    pods: pods.map((name) => ({ name })),
+  });
+
+  /**
+   * Pod -> the model its one long request runs; waits until the aggregator
+   * reports every adapter among them running and both workers route on it.
+   */
+  async function holdEach(ps: PickerStack, list: Conn[], hold: Record<string, string>): Promise<Array<{ stop(): void }>> {
+    const held = await Promise.all(Object.entries(hold).map(([pod, model]) => holdRunning(ps.pod(pod), model)));
+    for (const [pod, model] of Object.entries(hold)) {
+      await waitForPod(ps, list, `${pod} to report ${model} running`, pod, (e) =>
+        e.running >= 1 && (model === LLAMA || e.runningAdapters.includes(model)));
+    }
+    return held;
+  }
+
+  // PRODUCT BUG (reported): with the default weights, one running request on
+  // the adapter's pod costs it the whole running weight (the running scorer
+  // is min-max, so 1 request against 0 spans the full range: -1.0), which
+  // cancels the LoRA affinity (2 x (1.0 running - 0.5 free slot) = +1.0, less
+  // the 0.2 placement bonus when the idle pod has it). The idle pod wins and
+  // loads the adapter: 12 of 12 requests. Flip to it() once fixed.
+  it.fails("sends an adapter's requests to the pod running it, from both workers", async () => {
+    const ps = await start([llamaPool(["llama-a", "llama-b", "llama-c"])]);
+    expect(ps.stack.config.pools[0].weights).toEqual(DEFAULT_WEIGHTS);
+    const list = await connect(ps.stack, 2);
+    await waitAllFresh(ps, list);
+    const before = await acceptedPerWorker(ps.stack);
+    const held = await holdEach(ps, list, { "llama-b": "sql-lora" });
+    try {
+      const served: string[] = [];
+      for (let i = 0; i < 12; i++) served.push(await chat(list[i % list.length], "sql-lora"));
+      expect(tally(served)).toEqual({ "llama-b": 12 });
+      expect(ps.pod("llama-a").engine.metrics().counters.loraLoads + ps.pod("llama-c").engine.metrics().counters.loraLoads).toBe(0);
+    } finally {
+      for (const h of held) h.stop();
+    }
+    await expectBothWorkersServed(ps, before, list);
+  });
+
+  // PRODUCT BUG (reported), same cause: even with every pod running one long
+  // request, 1 to 3 of the 24 requests below leave the adapter's pod in every
+  // run (6 of 6 runs): whenever that pod looks one request busier than the
+  // others (a scrape taken while the previous request ran there and installed
+  // after it finished, or its in-flight release not yet seen by the other
+  // worker), the running scorer's min-max hands the idle pods the full +1.0.
+  // It passes now and then, so it is skipped rather than it.fails; enable once fixed.
+  it.skip("sends an adapter's requests to the pod running it when every pod is equally busy", async () => {
+    const ps = await start([llamaPool(["llama-a", "llama-b", "llama-c"])]);
+    const list = await connect(ps.stack, 2);
+    await waitAllFresh(ps, list);
+    const before = await acceptedPerWorker(ps.stack);
+    // One long request on every pod: sql-lora on b, chat-lora on c, the base model on a.
+    const held = await holdEach(ps, list, { "llama-a": LLAMA, "llama-b": "sql-lora", "llama-c": "chat-lora" });
+    try {
+      const served: Record<string, string[]> = { "sql-lora": [], "chat-lora": [] };
+      for (let i = 0; i < 12; i++) {
+        for (const adapter of Object.keys(served)) served[adapter].push(await chat(list[i % list.length], adapter));
+      }
+      expect(tally(served["sql-lora"])).toEqual({ "llama-b": 12 });
+      expect(tally(served["chat-lora"])).toEqual({ "llama-c": 12 });
+      // No pod loaded an adapter it was not already running.
+      const loads = Object.fromEntries(["llama-a", "llama-b", "llama-c"].map((p) => [p, ps.pod(p).engine.metrics().counters.loraLoads]));
+      expect(loads).toEqual({ "llama-a": 0, "llama-b": 1, "llama-c": 1 });
+    } finally {
+      for (const h of held) h.stop();
+    }
+    await expectBothWorkersServed(ps, before, list);
+  });
+});
+
+describe("an adapter loaded nowhere", () => {
+  // Every pod holds at most 2 sequences at once, so injected long requests
+  // build a queue that stays (each runs for ~40 s).
+  const pod = (name: string) => ({ name, engineConfig: { maxNumSeqs: 2 } });
+  const COLD = ["cold-1", "cold-2", "cold-3", "cold-4", "cold-5", "cold-6", "cold-7", "cold-8"];
+  const LONG = { promptTokens: 64, maxTokens: 4000 };
+
+  it("goes to the pod with the most spare capacity, from both workers", async () => {
+    const ps = await start([
+      { name: "llama", baseModel: LLAMA, adapters: COLD, pods: ["llama-a", "llama-b", "llama-c", "llama-d"].map(pod) },
+    ]);
+    const list = await connect(ps.stack, 2);
+    await waitAllFresh(ps, list);
+    const before = await acceptedPerWorker(ps.stack);
+    // a and b: 2 running, 10 queued; c: 2 running, 1 queued; d: idle.
+    ps.pod("llama-a").injectLoad({ requests: 12, ...LONG });
+    ps.pod("llama-b").injectLoad({ requests: 12, ...LONG });
+    ps.pod("llama-c").injectLoad({ requests: 3, ...LONG });
+    for (const [name, waiting] of [["llama-a", 10], ["llama-b", 10], ["llama-c", 1]] as const) {
+      await waitForPod(ps, list, `${name} to queue ${waiting}`, name, (e) => e.waiting === waiting && e.running === 2);
+    }
+    const counts = submitted(ps);
+    const served: string[] = [];
+    for (let i = 0; i < COLD.length; i++) served.push(await chatOrGiveUp(list[i % list.length], COLD[i], GIVE_UP_MS));
+    expect(submittedSince(ps, counts)).toEqual({ "llama-d": COLD.length });
+    expect(served).toEqual(COLD.map(() => "llama-d"));
+    await expectBothWorkersServed(ps, before, list);
+  }, 60_000);
+
+  // PRODUCT BUG (reported): the second request sees the first in flight on
+  // the placement pod (shared in-flight table), so the load scorers send it to
+  // the other idle pod, which loads the adapter too: 4 of 6 pairs split
+  // in one run, 5 of 8 in another. The LoRA scorer learns adapter residency only from scrapes, not
+  // from the gateway's own decisions (as the prefix index does). Flip to it()
+  // once fixed.
+  it.fails("two quick requests for it from different workers land on the same pod", async () => {
+    const ps = await start([
+      { name: "llama", baseModel: LLAMA, adapters: COLD, pods: ["llama-a", "llama-b", "llama-c", "llama-d"].map(pod) },
+    ]);
+    const list = await connect(ps.stack, 1);
+    await waitAllFresh(ps, list);
+    // a and b busy, c and d idle: either of c and d will do, but one of them.
+    ps.pod("llama-a").injectLoad({ requests: 12, ...LONG });
+    ps.pod("llama-b").injectLoad({ requests: 12, ...LONG });
+    for (const name of ["llama-a", "llama-b"]) {
+      await waitForPod(ps, list, `${name} to queue`, name, (e) => e.waiting === 10);
+    }
+    const pairs: Record<string, string[]> = {};
+    for (const adapter of COLD) {
+      // At once, each on its own worker: neither can learn from a scrape where the other went.
+      pairs[adapter] = await Promise.all([chatOrGiveUp(list[0], adapter, GIVE_UP_MS), chatOrGiveUp(list[1], adapter, GIVE_UP_MS)]);
+    }
+    for (const [adapter, [first, second]] of Object.entries(pairs)) {
+      expect(["llama-c", "llama-d"], `${adapter}: ${JSON.stringify(pairs)}`).toContain(first);
+      expect(second, `${adapter}: ${JSON.stringify(pairs)}`).toBe(first);
+    }
+  }, 60_000);
+});
+
+describe("a shared prompt prefix", () => {
+  // ~6 KiB of system prompt (~1,600 tokens): a cache hit saves ~0.4 s of prefill on the fake engine.
+  const SYSTEM = Array.from({ length: 80 }, (_, i) => `Rule ${i}: answer as the support assistant of ACME Corp, politely and briefly.`).join(" ");
+  const ask = (i: number) => [
+    { role: "system" as const, content: SYSTEM },
+    { role: "user" as const, content: `Question ${i}: where is my order?` },
+  ];
+
+  it("sticks to one pod across both workers until that pod saturates, then moves to one other pod", async () => {
+    // At most 4 sequences per pod, so injected load makes a queue.
+    const ps = await start([
+      {
+        name: "llama",
+        baseModel: LLAMA,
+        pods: ["llama-a", "llama-b", "llama-c"].map((name) => ({ name, engineConfig: { maxNumSeqs: 4 } })),
+      },
+    ]);
+    expect(JSON.stringify(ask(0)).length).toBeGreaterThan(5_000);
+    const list = await connect(ps.stack, 2);
+    await waitAllFresh(ps, list);
+    const before = await acceptedPerWorker(ps.stack);
+
+    const first: string[] = [];
+    for (let i = 0; i < 12; i++) first.push(await chat(list[i % list.length], LLAMA, { messages: ask(i) }));
+    const holder = first[0];
+    expect(tally(first)).toEqual({ [holder]: 12 });
+    // The engine really served the prompt from its cache.
+    const hits = ps.pod(holder).engine.metrics().counters;
+    expect(hits.prefixCacheHits / hits.prefixCacheQueries).toBeGreaterThan(0.8);
+
+    // Saturate the holder: 4 long requests running, 20 queued behind them.
+    ps.pod(holder).injectLoad({ requests: 24, promptTokens: 64, maxTokens: 4000 });
+    await waitForPod(ps, list, `${holder} to queue 20`, holder, (e) => e.waiting === 20);
+    const counts = submitted(ps);
+    const moved: string[] = [];
+    for (let i = 12; i < 24; i++) moved.push(await chatOrGiveUp(list[i % list.length], LLAMA, GIVE_UP_MS, ask(i)));
+    expect(submittedSince(ps, counts)[holder] ?? 0, JSON.stringify(moved)).toBe(0);
+    // Off the saturated pod, the prefix settles on one other pod (which now holds it) rather than spraying.
+    const next = moved[0];
+    expect(next).not.toBe(holder);
+    expect(tally(moved)).toEqual({ [next]: 12 });
+    await expectBothWorkersServed(ps, before, list);
+  }, 90_000);
+});
+
+describe("steady metrics", () => {
+  // The aggregator pushes a snapshot only when a pod's state changes. With a
+  // 50 ms scrape the idle pod's gauges move under this traffic on nearly
+  // every scrape, and every new snapshot used to reset the per-worker
+  // "pending" counts the bug lived in, hiding it; a scrape every 5 s stands in
+  // for steady metrics (a pod that finishes its requests between scrapes).
+  // Run against the filter before issue 8 (commit b995aed) this test sent 38
+  // of the 300 requests to the busy pod; at a 2 s scrape, 11.
+  it("do not drift traffic onto a pod with a long queue (issue 8's repro)", async () => {
+    const ps = await start([
+      {
+        name: "llama",
+        baseModel: LLAMA,
+        pods: [
+          { name: "idle" },
+          // One sequence at a time, 100x slow: what is queued there stays queued for the whole test.
+          { name: "busy", engineConfig: { maxNumSeqs: 1, speed: 0.01 } },
+        ],
+      },
+    ], { scrapeIntervalMs: 5_000, staleAfterMs: 15_000 });
+    const list = await connect(ps.stack, 3);
+    await waitAllFresh(ps, list);
+    const before = await acceptedPerWorker(ps.stack);
+    ps.pod("busy").injectLoad({ requests: 51, promptTokens: 64, maxTokens: 1000 });
+    await waitForPod(ps, list, "busy to queue 50", "busy", (e) => e.waiting === 50 && e.running === 1, 20_000);
+
+    const counts = submitted(ps);
+    const TOTAL = 300;
+    const served: string[] = [];
+    let next = 0;
+    // Each connection sends its requests one after the other: 6 in flight at most, 3 per worker.
+    await Promise.all(list.map(async (conn) => {
+      while (next < TOTAL) {
+        const i = next++;
+        served.push(await chatOrGiveUp(conn, LLAMA, 2_000, say(`Short question ${i}`)));
+      }
+    }));
+    const landed = submittedSince(ps, counts);
+    // Nearly all: at most 1% may meet the busy pod.
+    expect(landed.busy ?? 0, JSON.stringify(landed)).toBeLessThanOrEqual(3);
+    expect(landed.idle).toBeGreaterThanOrEqual(TOTAL - 3);
+    const gaveUp = served.filter((s) => s === "").length;
+    await expectBothWorkersServed(ps, before, list, gaveUp);
+  }, 120_000);
+});
+
+describe("SGLang and TGI fleets", () => {
+  it("route by load in each dialect, and TGI adapter requests (no adapter metrics) by load alone", async () => {
+    // Two sequences per pod, so injected load queues.
+    const pods = (prefix: string) => ["a", "b", "c"].map((x) => ({ name: `${prefix}-${x}`, engineConfig: { maxNumSeqs: 2 } }));
+    const ps = await start([
+      { name: "qwen", baseModel: "qwen3-32b", engine: "sglang", pods: pods("sglang") },
+      { name: "mistral", baseModel: "mistral-7b", engine: "tgi", adapters: ["tgi-lora"], pods: pods("tgi") },
+    ]);
+    const list = await connect(ps.stack, 2);
+    await waitAllFresh(ps, list);
+    const before = await acceptedPerWorker(ps.stack);
+    for (const busy of ["sglang-b", "tgi-a"]) ps.pod(busy).injectLoad({ requests: 12, promptTokens: 64, maxTokens: 4000 });
+    // Each dialect read right: the queue shows in the aggregator's view.
+    for (const busy of ["sglang-b", "tgi-a"]) {
+      await waitForPod(ps, list, `${busy} to queue 10`, busy, (e) => e.waiting === 10 && e.running === 2);
+    }
+    const tgiView = ps.stack.aggregator.current().pools[1].endpoints;
+    expect(tgiView.map((e) => [e.maxLora, e.runningAdapters.length])).toEqual([[0, 0], [0, 0], [0, 0]]);
+
+    const counts = submitted(ps);
+    const served: Record<string, string[]> = { "qwen3-32b": [], "mistral-7b": [], "tgi-lora": [] };
+    for (let i = 0; i < 8; i++) {
+      for (const model of Object.keys(served)) served[model].push(await chatOrGiveUp(list[i % list.length], model, GIVE_UP_MS));
+    }
+    const landed = submittedSince(ps, counts);
+    expect(landed["sglang-b"] ?? 0, JSON.stringify(landed)).toBe(0);
+    expect(landed["tgi-a"] ?? 0, JSON.stringify(landed)).toBe(0);
+    for (const s of served["qwen3-32b"]) expect(s).toMatch(/^sglang-[ac]$/);
+    for (const s of [...served["mistral-7b"], ...served["tgi-lora"]]) expect(s).toMatch(/^tgi-[bc]$/);
+    await expectBothWorkersServed(ps, before, list);
+  }, 120_000);
+});
