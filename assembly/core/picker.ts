@@ -28,7 +28,7 @@ export class Picker {
 
   constructor(seed: u64, prefixes: PrefixIndex) {
     this.rng = seed == 0 ? 0x9e3779b97f4a7c15 : seed;
-    this.scorers = [new QueueScorer(), new KvCacheScorer(), new RunningScorer(), new LoraScorer(), new PrefixScorer(prefixes)];
+    this.scorers = [new QueueScorer(), new KvCacheScorer(), new RunningScorer(), new LoraScorer(prefixes), new PrefixScorer(prefixes)];
   }
 
   /** Fills `ranked`; false only when the pool has no endpoints at all. */

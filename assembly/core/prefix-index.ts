@@ -1,5 +1,6 @@
-// Which endpoints probably hold a prompt prefix in their KV cache, learned
-// from routing decisions (the engines' caches are not visible to a proxy).
+// Which endpoints probably hold a prompt prefix in their KV cache (or a LoRA
+// adapter in a slot), learned from routing decisions (the engines' caches
+// are not visible to a proxy, and scrapes show an adapter only ~50 ms late).
 // Like the reference picker's index, an endpoint's cache is modelled as an
 // LRU of its KV capacity in blocks: every request routed to it writes its
 // uncached blocks, and a prefix counts as evicted once that many newer blocks
@@ -64,6 +65,17 @@ export class PrefixIndex {
       }
       if (!any) return;
     }
+  }
+
+  /** Whether `endpoint` holds `key` (a prefix key, or an adapter's placement key) and has not evicted it. */
+  holds(key: u64, endpoint: u64): bool {
+    const slot = this.find(key);
+    if (slot < 0) return false;
+    for (let h = 0; h < HOLDERS; h++) {
+      const at = slot * HOLDERS + h;
+      if (unchecked(this.holder[at]) == endpoint) return this.alive(endpoint, unchecked(this.stamp[at]));
+    }
+    return false;
   }
 
   /** Records that the decision's prefix is (about to be) cached on its endpoint. */

@@ -10,12 +10,16 @@ import { PrefixDecision, PrefixIndex } from "./prefix-index";
 import { BLOCK_BYTES } from "./prefix-keys";
 import { ApiKind, OpenAIRequest } from "./request";
 import { RouteRequest } from "./route-request";
+import { adapterKey } from "./scorers/lora";
 import { Endpoint, Pool } from "./snapshot";
 import { StaleViewPolicy, ViewPolicy, viewIsStale } from "./view";
 
 export class Router {
   readonly body: OpenAIRequest = new OpenAIRequest();
-  /** Where prompt prefixes probably are; fed by this router's decisions and, through the log, by other workers'. */
+  /**
+   * Where prompt prefixes (and adapters) probably are; fed by this router's
+   * decisions and, through the log, by other workers'.
+   */
   readonly prefixes: PrefixIndex;
   private request: RouteRequest = new RouteRequest();
   private picker: Picker;
@@ -108,6 +112,17 @@ export class Router {
     inflight.add(primary.addressHash, 1);
     primary.inflight++;
     if (usePrefix && request.prefix.count > 0) this.recordPrefix(pool, primary);
+    if (request.adapterHash != 0 && pool.weights.lora > 0) this.recordAdapter(primary);
+  }
+
+  /** The adapter is (about to be) loaded on `primary`: other requests for it, from any worker, should follow. */
+  private recordAdapter(primary: Endpoint): void {
+    const d = this.nextPending();
+    d.endpoint = primary.addressHash;
+    d.newBlocks = 0;
+    d.count = 1;
+    unchecked(d.keys[0] = adapterKey(this.request.adapterHash));
+    this.prefixes.record(d);
   }
 
   /** Takes the decisions gathered since the last call (for the shared log); valid until the next route(). */

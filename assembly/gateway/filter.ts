@@ -50,7 +50,7 @@ export class GatewayRoot extends RootContext {
   health: SharedHealth = new SharedHealth();
   inflight: SharedInflight = new SharedInflight();
   prefixLog: SharedPrefixLog = new SharedPrefixLog();
-  /** Some pool of the current snapshot scores prefixes: only then is the prefix log worth its copy per tick. */
+  /** Some pool of the current snapshot scores prefixes or adapters: only then is the prefix log worth its copy per tick. */
   prefixOn: bool = false;
   router: Router = new Router(0);
   metrics: FilterMetrics | null = null;
@@ -162,7 +162,10 @@ export class GatewayRoot extends RootContext {
     for (let i = 0; i < snap.pools.length; i++) names[i] = utf8(snap.pools[i].name);
     this.poolNames = names;
     let prefixOn = false;
-    for (let i = 0; i < snap.pools.length; i++) if (snap.pools[i].weights.prefix > 0) prefixOn = true;
+    for (let i = 0; i < snap.pools.length; i++) {
+      const w = snap.pools[i].weights;
+      if (w.prefix > 0 || w.lora > 0) prefixOn = true;
+    }
     this.prefixOn = prefixOn;
     const m = this.metrics!;
     m.count(m.snapshotUpdates);

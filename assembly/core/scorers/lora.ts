@@ -1,4 +1,5 @@
-import { rendezvous } from "../hash";
+import { mix64, rendezvous } from "../hash";
+import { PrefixIndex } from "../prefix-index";
 import { RouteRequest } from "../route-request";
 import { Endpoint, Weights } from "../snapshot";
 import { Scorer } from "./scorer";
@@ -16,7 +17,9 @@ const UNKNOWN = 0.5;
  * everywhere):
  *
  *   1.0  the adapter is in the pod's running batch (no load, no wait)
- *   0.8  requests for it wait there (it is being or will be loaded)
+ *   0.8  requests for it wait there (it is being or will be loaded), or
+ *        this gateway sent it there since (the prefix index keeps adapter
+ *        placements too, shared by all workers) and a slot is free
  *   0.5  a free adapter slot: |running ∪ waiting adapters| < max_lora
  *        (+0.1 for the free-slot pod ranked first for this adapter by
  *        rendezvous hashing of adapter and address)
@@ -31,6 +34,10 @@ const UNKNOWN = 0.5;
  * so it spreads over as many pods as its traffic needs, not over all of them.
  */
 export class LoraScorer extends Scorer {
+  constructor(private index: PrefixIndex) {
+    super();
+  }
+
   weight(w: Weights): f64 { return w.lora; }
 
   score(candidates: Endpoint[], request: RouteRequest, out: StaticArray<f64>): void {
@@ -48,6 +55,7 @@ export class LoraScorer extends Scorer {
       if (e.maxLora == 0 && e.runningAdapters.length == 0 && e.waitingAdapters.length == 0) s = UNKNOWN;
       else if (e.runningAdapters.includes(adapter)) s = RUNNING;
       else if (e.waitingAdapters.includes(adapter)) s = WAITING;
+      else if (busySlots(e) < e.maxLora && this.index.holds(adapterKey(request.adapterHash), e.addressHash)) s = WAITING;
       else if (busySlots(e) < e.maxLora) {
         s = FREE_SLOT;
         const w = rendezvous(request.adapterHash, e.addressHash);
@@ -60,6 +68,11 @@ export class LoraScorer extends Scorer {
     }
     if (placed >= 0) unchecked(out[placed] += PLACEMENT);
   }
+}
+
+/** An adapter's key in the prefix index, apart from any prompt's block hashes. */
+export function adapterKey(adapterHash: u64): u64 {
+  return mix64(adapterHash ^ 0x4c6f5241); // "LoRA"
 }
 
 /** Adapters holding a slot: running or waiting, counted once. */
