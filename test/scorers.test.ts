@@ -183,6 +183,19 @@ describe("LoRA affinity scorer", () => {
     expect(w.route(0, body)).not.toBe(first);
   });
 
+  it("remembers where it sent a cold adapter, and shares that with the other workers, before any scrape shows it", () => {
+    const eps = [endpoint(A, { maxLora: 4 }), endpoint(B, { maxLora: 4 }), endpoint(C, { maxLora: 4 })];
+    fresh();
+    w.install(eps, { lora: 2, running: 1 }, [ADAPTER]);
+    const home = w.route(0, body);
+    w.release(0, home);
+    w.tick();
+    // The rendezvous pick is now the emptiest: without the shared placement the other worker would go there.
+    const busy = eps.map((e) => (e.address === home ? { ...e, running: 1 } : e));
+    w.install(busy, { lora: 2, running: 1 }, [ADAPTER]);
+    expect(w.route(1, body)).toBe(home);
+  });
+
   it("is neutral for base-model requests and for engines that report no adapters", () => {
     fresh();
     w.install([endpoint(A, { runningAdapters: [ADAPTER], maxLora: 1 }), endpoint(B, { waiting: 0 })], { lora: 1, queue: 1 }, [ADAPTER]);

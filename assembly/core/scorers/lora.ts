@@ -22,7 +22,7 @@ const UNKNOWN = 0.5;
  *        placements too, shared by all workers) and a slot is free
  *   0.5  a free adapter slot: |running ∪ waiting adapters| < max_lora
  *        (+0.1 for the free-slot pod ranked first for this adapter by
- *        rendezvous hashing of adapter and address)
+ *        rendezvous hashing of adapter and address, when no pod has it)
  *   0    every slot taken by other adapters: the request would wait for one
  *        to drain, then pay the load
  *   0.5  the engine reports no adapter state (max_lora 0): unknown, neutral
@@ -49,6 +49,7 @@ export class LoraScorer extends Scorer {
     }
     let placed = -1;
     let placedWeight: u64 = 0;
+    let anyHolder = false;
     for (let i = 0; i < n; i++) {
       const e = unchecked(candidates[i]);
       let s = 0.0;
@@ -65,8 +66,10 @@ export class LoraScorer extends Scorer {
         }
       }
       unchecked(out[i] = s);
+      if (s >= WAITING) anyHolder = true;
     }
-    if (placed >= 0) unchecked(out[placed] += PLACEMENT);
+    // Only a cold adapter needs a placement: one already somewhere should go (or spread) from there.
+    if (placed >= 0 && !anyHolder) unchecked(out[placed] += PLACEMENT);
   }
 }
 
