@@ -74,7 +74,7 @@ export function setSnapshot(bytes: Uint8Array): bool {
   const decoded = decodeSnapshot(bytes.dataStart, bytes.byteLength);
   if (decoded == null) return false;
   view.offer(++version, view.heardMs);
-  view.install(decoded, version, inflight, health);
+  view.install(decoded, version, inflight, health, router.prefixes);
   return true;
 }
 

@@ -21,6 +21,8 @@ export interface EndpointMsg {
    * messages always carry it.
    */
   capacity?: number;
+  /** KV-cache capacity in tokens; 0 (or absent) = unknown. */
+  kvTokens?: number;
 }
 export interface PoolMsg { name: string; baseModel: string; weights: WeightsMsg; endpoints: EndpointMsg[] }
 export interface ModelMsg { name: string; pool: number; adapter: string }

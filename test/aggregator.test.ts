@@ -2,7 +2,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { afterEach, describe, expect, it } from "vitest";
-import { parseGatewayConfig, type GatewayConfig } from "../host/config.js";
+import { DEFAULT_WEIGHTS, parseGatewayConfig, type GatewayConfig } from "../host/config.js";
 import { startAggregator, type Aggregator, type Snapshot } from "../host/aggregator/index.js";
 import { normalise } from "../host/aggregator/normalise.js";
 import { parsePrometheusText } from "../host/aggregator/scrape.js";
@@ -192,7 +192,7 @@ describe("aggregator", () => {
       ["qwen", "qwen3-32b"],
       ["flan", "flan-t5"],
     ]);
-    expect(first.pools[0].weights).toEqual({ queue: 2, kvCache: 2, running: 1, lora: 1.5, prefix: 0 });
+    expect(first.pools[0].weights).toEqual({ ...DEFAULT_WEIGHTS, lora: 1.5 });
 
     const a = first.pools[0].endpoints[0];
     expect(a).toMatchObject({ address: `127.0.0.1:${llamaA.port}`, waiting: 3, running: 7, fresh: true, maxLora: 4 });
@@ -447,7 +447,7 @@ describe("normalise", () => {
         ].join("\n"),
       ),
     );
-    expect(m).toEqual({ waiting: 5, running: 5, kvCacheUsage: 0.7, maxLora: 0, runningAdapters: [], waitingAdapters: [], itl: null });
+    expect(m).toEqual({ waiting: 5, running: 5, kvCacheUsage: 0.7, maxLora: 0, runningAdapters: [], waitingAdapters: [], itl: null, kvTokens: 0 });
   });
 
   it("vLLM: takes LoRA info from the newest series", () => {

@@ -47,6 +47,8 @@ describe("each fake dialect, read back by the aggregator", () => {
     expect(got.maxLora).toBe(vllm ? 1 : 0);
     expect(got.runningAdapters).toEqual(vllm ? [...m.runningAdapters].sort() : []);
     expect(got.waitingAdapters).toEqual(vllm ? [...m.waitingAdapters].sort() : []);
+    // KV capacity from the cache config info gauge (TGI has none).
+    expect(got.kvTokens).toBe(format === "tgi" ? 0 : m.numGpuBlocks * m.blockSize);
   });
 
   it("vllm-legacy speaks pre-0.9.2 vLLM: only the old names, which the aggregator falls back to", () => {
@@ -99,7 +101,7 @@ describe("normalise: real servers' names", () => {
       'sglang:lora_pool_slots_total{model_name="m"} 8\nsglang:lora_pool_slots_used{model_name="m"} 3\n' +
       'sglang:inter_token_latency_seconds_sum{model_name="m"} 0.6\nsglang:inter_token_latency_seconds_count{model_name="m"} 40\n';
     expect(read("sglang", text)).toEqual({
-      waiting: 1, running: 2, kvCacheUsage: 0.25, maxLora: 0, runningAdapters: [], waitingAdapters: [], itl: { sumS: 0.6, count: 40 },
+      waiting: 1, running: 2, kvCacheUsage: 0.25, maxLora: 0, runningAdapters: [], waitingAdapters: [], itl: { sumS: 0.6, count: 40 }, kvTokens: 0,
     });
   });
 

@@ -11,8 +11,11 @@
 // after the snapshot counts once, and when it finishes it stops counting, so
 // with steady metrics (the aggregator pushes only on change) the estimate
 // cannot drift. Installing is the closest point to the scrape a worker sees.
+// Installing also sizes each endpoint's modelled cache in the prefix index
+// from the KV capacity its engine reports.
 import { HealthLedger } from "./health";
 import { InflightTable } from "./inflight";
+import { PrefixIndex } from "./prefix-index";
 import { Snapshot } from "./snapshot";
 
 export class FleetView {
@@ -27,7 +30,7 @@ export class FleetView {
     return this.current == null || version != this.version;
   }
 
-  install(snap: Snapshot, version: u64, inflight: InflightTable, health: HealthLedger): void {
+  install(snap: Snapshot, version: u64, inflight: InflightTable, health: HealthLedger, prefixes: PrefixIndex): void {
     this.current = snap;
     this.version = version;
     health.applyTo(snap);
@@ -37,6 +40,7 @@ export class FleetView {
         const e = unchecked(endpoints[i]);
         e.inflightBase = inflight.get(e.addressHash);
         e.inflight = e.inflightBase;
+        prefixes.setCapacity(e.addressHash, e.kvTokens);
       }
     }
   }

@@ -17,6 +17,8 @@ const PROBE: i32 = 8;
 export const HOLDERS: i32 = 4;
 /** KV capacity assumed for an endpoint whose engine does not report it (the simulator's default). */
 export const DEFAULT_KV_BLOCKS: u64 = 8192;
+/** A 64-byte block of prompt is ~16 tokens at ~4 bytes per token. */
+const TOKENS_PER_BLOCK: u64 = 16;
 
 /** One routing decision as the index and the shared log see it. */
 export class PrefixDecision {
@@ -38,7 +40,9 @@ export class PrefixIndex {
   private capacities: Map<u64, u64> = new Map();
   private tick: u64 = 0;
 
-  setCapacity(endpoint: u64, blocks: u64): void {
+  /** Sizes an endpoint's modelled cache from its KV capacity in tokens (0 = unknown: the default). */
+  setCapacity(endpoint: u64, kvTokens: u32): void {
+    const blocks = <u64>kvTokens / TOKENS_PER_BLOCK;
     this.capacities.set(endpoint, blocks > 0 ? blocks : DEFAULT_KV_BLOCKS);
   }
 

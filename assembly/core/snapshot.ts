@@ -25,6 +25,8 @@ export class Endpoint {
   waitingAdapters: string[] = [];
   /** Relative service rate within the pool (any unit); 0 = unknown. */
   capacity: f64 = 0;
+  /** KV-cache capacity in tokens; 0 = unknown. */
+  kvTokens: u32 = 0;
   /** Hash of `address`: the endpoint's key in the in-flight table and in rendezvous ranking. */
   addressHash: u64 = 0;
   /** Position in its pool's `endpoints`. */
@@ -199,6 +201,7 @@ function decodeEndpoint(r: ProtoReader): Endpoint | null {
     else if (field == 7 && wire == 2) e.runningAdapters.push(r.string());
     else if (field == 8 && wire == 2) e.waitingAdapters.push(r.string());
     else if (field == 9 && wire == 5) e.capacity = <f64>r.float();
+    else if (field == 10 && wire == 0) e.kvTokens = <u32>r.varint();
     else r.skip(wire);
   }
   if (!r.ok) return null;

@@ -149,7 +149,7 @@ export class GatewayRoot extends RootContext {
     if (this.reader.poll(this.view)) {
       // The baseline for "sent since the scrape" is the table as it is now.
       this.inflight.read();
-      installed = this.reader.load(this.view, this.inflight.table, this.health.ledger);
+      installed = this.reader.load(this.view, this.inflight.table, this.health.ledger, this.router.prefixes);
     }
     if (installed) this.loadSnapshot(this.view.current!);
     else if (healthChanged) this.applyHealth();

@@ -8,6 +8,7 @@ import { getSharedData, HostBytes, setSharedData, utf8 } from "../abi/hostcalls"
 import { FleetView } from "../core/fleet-view";
 import { HealthLedger } from "../core/health";
 import { InflightTable } from "../core/inflight";
+import { PrefixIndex } from "../core/prefix-index";
 import { decodeSnapshot } from "../core/snapshot";
 
 const SNAPSHOT_KEY = utf8("llm_gateway.snapshot");
@@ -50,13 +51,13 @@ export class SnapshotReader {
   }
 
   /** Installs the published snapshot; false if it is missing or does not decode (the old one stays). */
-  load(view: FleetView, inflight: InflightTable, health: HealthLedger): bool {
+  load(view: FleetView, inflight: InflightTable, health: HealthLedger, prefixes: PrefixIndex): bool {
     const bytes = this.bytes;
     if (!getSharedData(SNAPSHOT_KEY, bytes)) return false;
     const snap = decodeSnapshot(bytes.ptr, bytes.len);
     bytes.release();
     if (snap == null) return false;
-    view.install(snap, this.pendingVersion, inflight, health);
+    view.install(snap, this.pendingVersion, inflight, health, prefixes);
     return true;
   }
 }

@@ -23,5 +23,6 @@ export function scrapePod(pod: SimPod): EndpointMetrics {
     runningAdapters: lora ? sortedUnique(m.runningAdapters) : [],
     waitingAdapters: lora ? sortedUnique(m.waitingAdapters) : [],
     itl: { sumS: m.itl.sum, count: m.itl.count },
+    kvTokens: m.numGpuBlocks * m.blockSize,
   };
 }

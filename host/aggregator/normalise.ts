@@ -1,7 +1,7 @@
 // Maps engine-specific Prometheus metrics to the engine-neutral numbers the
 // Endpoint Picker scores on. What an engine does not export keeps its
 // "unknown" value: kvCacheUsage 0, maxLora 0 with empty adapter lists, itl
-// null (then the snapshot's capacity is 0). README "Signals per engine"
+// null (then the snapshot's capacity is 0), kvTokens 0. README "Signals per engine"
 // lists the mapping.
 import type { Engine } from "../config.js";
 import type { Sample } from "./scrape.js";
@@ -28,6 +28,8 @@ export interface EndpointMetrics {
   waitingAdapters: string[];
   /** What the capacity learner reads (capacity.ts); null when the engine exports no such histogram. */
   itl: ItlTotals | null;
+  /** KV-cache capacity in tokens, from the engine's cache config info; 0 when not exported (TGI). */
+  kvTokens: number;
 }
 
 /** A histogram's name, and the labels a series must carry to count. */
@@ -42,6 +44,8 @@ interface EngineMetricNames {
   /** In order of preference; the first present wins. */
   kv: string[];
   lora?: string;
+  /** The cache config info gauge and its labels for block count and block size (tokens). */
+  cacheInfo?: { name: string; blocks: string; blockSize: string };
   /** Histograms of the time between output tokens, newest name first; the first present wins. */
   itl: HistogramName[];
 }
@@ -53,6 +57,7 @@ const NAMES: Record<Engine, EngineMetricNames> = {
     // kv_cache_usage_perc since vLLM 0.9.2 (V1); gpu_cache_usage_perc before.
     kv: ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
     lora: "vllm:lora_requests_info",
+    cacheInfo: { name: "vllm:cache_config_info", blocks: "num_gpu_blocks", blockSize: "block_size" },
     // One observation per output event of a request, its time since the
     // previous one (vllm/v1/metrics/loggers.py). Renamed in 0.11 (PR 24110);
     // the old name was hidden in 0.12 and removed in 0.13 (PR 32661).
@@ -65,6 +70,7 @@ const NAMES: Record<Engine, EngineMetricNames> = {
     waiting: "sglang:num_queue_reqs",
     running: "sglang:num_running_reqs",
     kv: ["sglang:token_usage"],
+    cacheInfo: { name: "sglang:cache_config_info", blocks: "num_pages", blockSize: "page_size" },
     // Each streamed chunk adds its interval to _sum and its token count to
     // the buckets (srt/metrics/collector.py observe_inter_token_latency).
     itl: [{ name: "sglang:inter_token_latency_seconds" }],
@@ -86,7 +92,10 @@ const NAMES: Record<Engine, EngineMetricNames> = {
 };
 
 const wantedSet = (n: EngineMetricNames): ReadonlySet<string> =>
-  new Set([n.waiting, n.running, ...n.kv, ...(n.lora ? [n.lora] : []), ...n.itl.flatMap((h) => [`${h.name}_sum`, `${h.name}_count`])]);
+  new Set([
+    n.waiting, n.running, ...n.kv, ...(n.lora ? [n.lora] : []), ...(n.cacheInfo ? [n.cacheInfo.name] : []),
+    ...n.itl.flatMap((h) => [`${h.name}_sum`, `${h.name}_count`]),
+  ]);
 const WANTED: Record<Engine, ReadonlySet<string>> = { vllm: wantedSet(NAMES.vllm), sglang: wantedSet(NAMES.sglang), tgi: wantedSet(NAMES.tgi) };
 
 /** The metric names `normalise` reads for an engine (a filter for the parser). */
@@ -202,5 +211,21 @@ export function normalise(engine: Engine, samples: Sample[]): EndpointMetrics {
     }
   }
   const lora = names.lora ? loraInfo(samples, names.lora) : { maxLora: 0, runningAdapters: [], waitingAdapters: [] };
-  return { waiting, running, kvCacheUsage, ...lora, itl: itlTotals(samples, names.itl) };
+  const kvTokens = names.cacheInfo ? cacheTokens(samples, names.cacheInfo) : 0;
+  return { waiting, running, kvCacheUsage, ...lora, itl: itlTotals(samples, names.itl), kvTokens };
+}
+
+/**
+ * Blocks x tokens per block from the info gauge's labels; the smallest over
+ * series (data-parallel engines each have their own cache, and a request
+ * lands in one), 0 when absent or unreadable.
+ */
+function cacheTokens(samples: Sample[], info: { name: string; blocks: string; blockSize: string }): number {
+  let tokens = 0;
+  for (const s of samples) {
+    if (s.name !== info.name) continue;
+    const t = Number.parseInt(s.labels[info.blocks] ?? "", 10) * Number.parseInt(s.labels[info.blockSize] ?? "", 10);
+    if (Number.isSafeInteger(t) && t > 0) tokens = tokens === 0 ? t : Math.min(tokens, t);
+  }
+  return Math.min(tokens, UINT32_MAX);
 }

@@ -62,6 +62,7 @@ export function buildSnapshotBody(config: GatewayConfig, states: EndpointState[]
         waiting: m?.waiting ?? 0,
         running: m?.running ?? 0,
         kvCacheUsage: quantiseKv(m?.kvCacheUsage ?? 0),
+        kvTokens: m?.kvTokens ?? 0,
         fresh: isFresh(state, now, config.aggregator.staleAfterMs),
         maxLora: m?.maxLora ?? 0,
         runningAdapters: m?.runningAdapters ?? [],
