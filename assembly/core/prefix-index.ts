@@ -29,21 +29,26 @@ export class PrefixDecision {
   count: i32 = 0;
 }
 
+class PodCache {
+  /** Blocks written to the endpoint so far: an LRU's clock. */
+  clock: u64 = 0;
+  capacity: u64 = DEFAULT_KV_BLOCKS;
+}
+
 export class PrefixIndex {
   private keys: StaticArray<u64> = new StaticArray<u64>(SLOTS);
   private lastUse: StaticArray<u64> = new StaticArray<u64>(SLOTS);
   private holder: StaticArray<u64> = new StaticArray<u64>(SLOTS * HOLDERS);
   /** The holder's block clock when the prefix was last written or used there. */
   private stamp: StaticArray<u64> = new StaticArray<u64>(SLOTS * HOLDERS);
-  /** Per endpoint (by address hash): blocks written so far, and its KV capacity. */
-  private clocks: Map<u64, u64> = new Map();
-  private capacities: Map<u64, u64> = new Map();
+  /** Per endpoint (by address hash): its modelled cache. */
+  private caches: Map<u64, PodCache> = new Map();
   private tick: u64 = 0;
 
   /** Sizes an endpoint's modelled cache from its KV capacity in tokens (0 = unknown: the default). */
   setCapacity(endpoint: u64, kvTokens: u32): void {
     const blocks = <u64>kvTokens / TOKENS_PER_BLOCK;
-    this.capacities.set(endpoint, blocks > 0 ? blocks : DEFAULT_KV_BLOCKS);
+    this.cache(endpoint).capacity = blocks > 0 ? blocks : DEFAULT_KV_BLOCKS;
   }
 
   /**
@@ -85,20 +90,29 @@ export class PrefixIndex {
   /** Records that the decision's prefix is (about to be) cached on its endpoint. */
   record(d: PrefixDecision): void {
     const e = d.endpoint;
-    const clock = this.clocks.has(e) ? this.clocks.get(e) : 0;
+    const cache = this.cache(e);
+    const clock = cache.clock;
     this.tick++;
     for (let k = 0; k < d.count; k++) {
       const slot = this.claim(unchecked(d.keys[k]));
       unchecked(this.lastUse[slot] = this.tick);
       this.hold(slot, e, clock);
     }
-    this.clocks.set(e, clock + <u64>d.newBlocks);
+    cache.clock = clock + <u64>d.newBlocks;
+  }
+
+  private cache(e: u64): PodCache {
+    const caches = this.caches;
+    if (caches.has(e)) return caches.get(e);
+    const c = new PodCache();
+    caches.set(e, c);
+    return c;
   }
 
   private alive(e: u64, stamp: u64): bool {
-    const clock = this.clocks.has(e) ? this.clocks.get(e) : 0;
-    const capacity = this.capacities.has(e) ? this.capacities.get(e) : DEFAULT_KV_BLOCKS;
-    return clock - stamp < capacity;
+    if (!this.caches.has(e)) return false;
+    const c = this.caches.get(e);
+    return c.clock - stamp < c.capacity;
   }
 
   /** Puts `e` among the slot's holders, replacing the holder whose copy is oldest by its own clock. */
@@ -112,8 +126,7 @@ export class PrefixIndex {
         victim = h;
         break;
       }
-      const otherClock = this.clocks.has(other) ? this.clocks.get(other) : 0;
-      const age = otherClock - unchecked(this.stamp[base + h]);
+      const age = this.cache(other).clock - unchecked(this.stamp[base + h]);
       if (age >= victimAge) {
         victim = h;
         victimAge = age;
