@@ -113,9 +113,13 @@ describe("overhead bench: a tiny run", () => {
         expect(run.latencyMs.samples).toBe(run.ok);
         // Requests still in flight when autocannon stops reach the upstream but are not counted by it.
         expect(run.spread.totalHits).toBeGreaterThanOrEqual(run.ok);
-        expect(run.spread.endpointsHit).toBe(8);
       }
     }
+    expect(cell.withoutFilter.latency.spread.endpointsHit).toBe(8);
+    // Every request repeats one prompt: the filter keeps it on the pods that
+    // hold its prefix, and spreads it further only once their load passes the bound.
+    expect(cell.withFilter.latency.spread.endpointsHit).toBeLessThan(8);
+    expect(cell.withFilter.saturation.spread.endpointsHit).toBeGreaterThan(1);
     expect(cell.withFilter.latency.connections).toBe(1);
     expect(cell.withFilter.saturation.connections).toBe(16);
     expect(Number.isFinite(cell.throughputRatio)).toBe(true);
