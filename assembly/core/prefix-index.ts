@@ -10,11 +10,12 @@
 //
 // Fixed memory: an open-addressing table of prefix keys, each with up to
 // HOLDERS endpoints; a full probe window replaces its least recently used key.
+// A key with HOLDERS live holders counts as held everywhere.
 import { MAX_KEYS, PrefixKeys } from "./prefix-keys";
 
-const SLOTS: i32 = 8192; // power of two
+const SLOTS: i32 = 4096; // power of two
 const PROBE: i32 = 8;
-export const HOLDERS: i32 = 4;
+export const HOLDERS: i32 = 8;
 /** KV capacity assumed for an endpoint whose engine does not report it (the simulator's default). */
 export const DEFAULT_KV_BLOCKS: u64 = 8192;
 /** A 64-byte block of prompt is ~16 tokens at ~4 bytes per token. */
@@ -62,15 +63,24 @@ export class PrefixIndex {
       const slot = this.find(unchecked(keys.keys[k]));
       if (slot < 0) return;
       let any = false;
+      let live = 0;
       for (let h = 0; h < HOLDERS; h++) {
         const at = slot * HOLDERS + h;
         const e = unchecked(this.holder[at]);
-        if (e == 0 || !slots.has(e) || !this.alive(e, unchecked(this.stamp[at]))) continue;
+        if (e == 0 || !this.alive(e, unchecked(this.stamp[at]))) continue;
+        live++;
+        if (!slots.has(e)) continue;
         const s = slots.get(e);
         if (unchecked(matched[s]) == k) {
           unchecked(matched[s] = k + 1);
           any = true;
         }
+      }
+      // As many live holders as the index keeps: the prefix is likely cached
+      // on the others too (it is that hot), so no pod gets an edge from it.
+      if (live == HOLDERS) {
+        for (let s = 0; s < matched.length; s++) if (unchecked(matched[s]) == k) unchecked(matched[s] = k + 1);
+        any = true;
       }
       if (!any) return;
     }
