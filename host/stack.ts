@@ -1,7 +1,7 @@
 // Starts the whole local gateway: the fake fleet (when the config has a
 // localFleet block), the metrics aggregator, and Envoy with our filter.
 // Used by `npm start`, the end-to-end tests and the live benchmark.
-import { resolveConfigHosts, type GatewayConfig } from "./config.js";
+import { resolveConfigHosts, type Engine, type GatewayConfig } from "./config.js";
 import { startAggregator, type Aggregator } from "./aggregator/index.js";
 import { envoyParamsFromGatewayConfig, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "./envoy/index.js";
 import { stringify } from "yaml";
@@ -132,9 +132,12 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
 export interface FleetPool {
   name: string;
   baseModel: string;
+  /** The pool's engine, and its pods' metrics dialect (default vllm). */
+  engine?: Engine;
   adapters?: string[];
+  /** Merged over the config's defaults. */
   weights?: Partial<GatewayConfig["pools"][number]["weights"]>;
-  pods: Array<Omit<PodSpec, "model" | "adapters">>;
+  pods: Array<Omit<PodSpec, "model" | "adapters" | "metricsFormat">>;
   /** Addresses that are no fake pod (e.g. a closed port). */
   extraEndpoints?: string[];
 }
@@ -146,26 +149,31 @@ export interface FleetStack extends Stack {
 /**
  * Fake pods on free loopback ports, then a whole stack in front of them with
  * every port 0 (tests, the fuzzer, benches). `gateway` is merged into the
- * config's gateway block (maxBodyBytes, staleView, jwt...).
+ * config's gateway block (maxBodyBytes, staleView, jwt...), `aggregator` into
+ * its aggregator block (e.g. scrapeIntervalMs).
  */
 export async function startFleetStack(
   pools: FleetPool[],
   gateway: Record<string, unknown> = {},
   options: StackOptions = {},
+  aggregator: Record<string, unknown> = {},
 ): Promise<FleetStack> {
   const fleet = await startFleet(
-    pools.flatMap((p) => p.pods.map((pod) => ({ ...pod, model: p.baseModel, adapters: p.adapters ?? [] }))),
+    pools.flatMap((p) =>
+      p.pods.map((pod) => ({ ...pod, model: p.baseModel, adapters: p.adapters ?? [], metricsFormat: p.engine ?? "vllm" })),
+    ),
   );
   try {
     const config = parseGatewayConfig(
       stringify({
         gateway: { host: "127.0.0.1", port: 0, adminPort: 0, ...gateway },
-        aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: 50, staleAfterMs: 1000 },
+        aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: 50, staleAfterMs: 1000, ...aggregator },
         pools: pools.map((p) => ({
           name: p.name,
           baseModel: p.baseModel,
+          engine: p.engine ?? "vllm",
           adapters: p.adapters ?? [],
-          weights: { queue: 2, kvCache: 2, running: 1, ...p.weights },
+          weights: p.weights ?? {},
           endpoints: [...p.pods.map((pod) => fleet.pod(pod.name).address), ...(p.extraEndpoints ?? [])],
         })),
       }),

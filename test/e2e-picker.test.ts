@@ -8,26 +8,16 @@
 import http from "node:http";
 import { Readable } from "node:stream";
 import OpenAI from "openai";
-import { stringify } from "yaml";
 import { afterEach, describe, expect, it } from "vitest";
-import { DEFAULT_WEIGHTS, parseGatewayConfig, type Engine, type ScorerWeights } from "../host/config.js";
-import { startFleet, type Fleet, type Pod, type PodSpec } from "../host/fakeserver/index.js";
-import { startStack, type Stack } from "../host/stack.js";
+import { DEFAULT_WEIGHTS } from "../host/config.js";
+import type { Fleet, Pod } from "../host/fakeserver/index.js";
+import { startFleetStack, type FleetPool, type Stack } from "../host/stack.js";
 import { waitFor } from "./helpers/stack.js";
 
 // ---------------------------------------------------------------------------
 // The stack: fake pods, the aggregator, Envoy with two workers.
 
-interface PickerPool {
-  name: string;
-  baseModel: string;
-  /** The pool's engine, and the pods' metrics dialect. */
-  engine?: Engine;
-  adapters?: string[];
-  /** Omitted: the config's defaults. */
-  weights?: Partial<ScorerWeights>;
-  pods: Array<Omit<PodSpec, "model" | "adapters" | "metricsFormat">>;
-}
+type PickerPool = FleetPool;
 
 interface PickerStack {
   stack: Stack;
@@ -36,47 +26,10 @@ interface PickerStack {
   close(): Promise<void>;
 }
 
-/**
- * Like startFleetStack (host/stack.ts), but with each pool's `engine` set (its
- * pods speak that dialect), the config's default weights, and the scrape
- * cadence adjustable.
- */
+/** startFleetStack with the config's default weights (unless a pool sets some) and an adjustable scrape cadence. */
 async function startPickerStack(pools: PickerPool[], aggregator: Record<string, number> = {}): Promise<PickerStack> {
-  const fleet = await startFleet(
-    pools.flatMap((p) =>
-      p.pods.map((pod) => ({ ...pod, model: p.baseModel, adapters: p.adapters ?? [], metricsFormat: p.engine ?? "vllm" })),
-    ),
-  );
-  try {
-    const config = parseGatewayConfig(
-      stringify({
-        gateway: { host: "127.0.0.1", port: 0, adminPort: 0 },
-        aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: 50, staleAfterMs: 1000, ...aggregator },
-        pools: pools.map((p) => ({
-          name: p.name,
-          baseModel: p.baseModel,
-          engine: p.engine ?? "vllm",
-          adapters: p.adapters ?? [],
-          ...(p.weights ? { weights: p.weights } : {}),
-          endpoints: p.pods.map((pod) => fleet.pod(pod.name).address),
-        })),
-      }),
-      "picker stack",
-    );
-    const stack = await startStack(config, { metricsPort: false, concurrency: 2 });
-    return {
-      stack,
-      fleet,
-      pod: (name) => fleet.pod(name),
-      close: async () => {
-        await stack.close();
-        await fleet.close();
-      },
-    };
-  } catch (err) {
-    await fleet.close();
-    throw err;
-  }
+  const stack = await startFleetStack(pools, {}, {}, aggregator);
+  return { stack, fleet: stack.fleet, pod: (name) => stack.fleet.pod(name), close: () => stack.close() };
 }
 
 let running: PickerStack | null = null;

@@ -1,6 +1,7 @@
 import { PrefixIndex } from "../prefix-index";
 import { RouteRequest } from "../route-request";
 import { Endpoint, Weights } from "../snapshot";
+import { predictedWait } from "./queue";
 import { Scorer } from "./scorer";
 
 const BOUND: f64 = 3;
@@ -42,17 +43,12 @@ export class PrefixScorer extends Scorer {
     if (this.matched.length != pool.endpoints.length) this.matched = new StaticArray<i32>(pool.endpoints.length);
     this.index.match(keys, pool.slots, this.matched);
     let least = f64.MAX_VALUE;
-    for (let i = 0; i < n; i++) least = min(least, wait(unchecked(candidates[i]), request, i));
+    for (let i = 0; i < n; i++) least = min(least, predictedWait(unchecked(candidates[i]), request, i));
     const bound = BOUND * least + 2;
     const total = <f64>keys.promptBytes;
     for (let i = 0; i < n; i++) {
       const held = <f64>keys.coveredBytes(unchecked(this.matched[unchecked(candidates[i]).slot])) / total;
-      unchecked(out[i] = held > 0 && wait(unchecked(candidates[i]), request, i) <= bound ? held : 0);
+      unchecked(out[i] = held > 0 && predictedWait(unchecked(candidates[i]), request, i) <= bound ? held : 0);
     }
   }
-
-}
-
-function wait(e: Endpoint, request: RouteRequest, i: i32): f64 {
-  return (e.estimatedWaiting + 1) / unchecked(request.capacity[i]);
 }

@@ -1,6 +1,6 @@
 import { RouteRequest } from "../route-request";
 import { Endpoint, Weights } from "../snapshot";
-import { Scorer } from "./scorer";
+import { RatioScorer } from "./scorer";
 
 /**
  * Predicted wait, aware of each pod's speed. With q = queued requests now
@@ -11,20 +11,17 @@ import { Scorer } from "./scorer";
  *   score_i = min_j wait_j / wait_i   in (0, 1]
  *
  * So a pod at 0.35x with 2 queued (wait 8.6) loses to a fast one with 4 (5),
- * an idle slow pod (2.9) beats a fast one with 2 queued (3), and a ratio
- * rather than a min-max keeps one extra request from erasing a pod's score.
+ * and an idle slow pod (2.9) beats a fast one with 2 queued (3).
  */
-export class QueueScorer extends Scorer {
+export class QueueScorer extends RatioScorer {
   weight(w: Weights): f64 { return w.queue; }
 
-  score(candidates: Endpoint[], request: RouteRequest, out: StaticArray<f64>): void {
-    const n = candidates.length;
-    let best = f64.MAX_VALUE;
-    for (let i = 0; i < n; i++) {
-      const wait = (unchecked(candidates[i]).estimatedWaiting + 1) / unchecked(request.capacity[i]);
-      unchecked(out[i] = wait);
-      if (wait < best) best = wait;
-    }
-    for (let i = 0; i < n; i++) unchecked(out[i] = best / unchecked(out[i]));
+  load(e: Endpoint, request: RouteRequest, i: i32): f64 {
+    return predictedWait(e, request, i);
   }
+}
+
+/** wait_i above, for candidate `i` of the request being scored. */
+export function predictedWait(e: Endpoint, request: RouteRequest, i: i32): f64 {
+  return (e.estimatedWaiting + 1) / unchecked(request.capacity[i]);
 }
