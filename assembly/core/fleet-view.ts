@@ -43,5 +43,6 @@ export class FleetView {
         prefixes.setCapacity(e.addressHash, e.kvTokens);
       }
     }
+    prefixes.retainOnly(snap);
   }
 }

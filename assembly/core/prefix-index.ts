@@ -12,6 +12,7 @@
 // HOLDERS endpoints; a full probe window replaces its least recently used key.
 // A key with HOLDERS live holders counts as held everywhere.
 import { MAX_KEYS, PrefixKeys } from "./prefix-keys";
+import { Snapshot } from "./snapshot";
 
 const SLOTS: i32 = 4096; // power of two
 const PROBE: i32 = 8;
@@ -84,6 +85,26 @@ export class PrefixIndex {
       }
       if (!any) return;
     }
+  }
+
+  /**
+   * Drops the modelled caches of endpoints no longer in `snap` once they
+   * outnumber the current ones: pods come and go for days, and a departed
+   * pod's entries simply stop matching (alive() finds no cache).
+   */
+  retainOnly(snap: Snapshot): void {
+    let current = 0;
+    for (let p = 0; p < snap.pools.length; p++) current += snap.pools[p].endpoints.length;
+    if (this.caches.size <= 2 * current + 16) return;
+    const kept = new Map<u64, PodCache>();
+    for (let p = 0; p < snap.pools.length; p++) {
+      const endpoints = snap.pools[p].endpoints;
+      for (let i = 0; i < endpoints.length; i++) {
+        const h = unchecked(endpoints[i]).addressHash;
+        if (this.caches.has(h)) kept.set(h, this.caches.get(h));
+      }
+    }
+    this.caches = kept;
   }
 
   /** Whether `endpoint` holds `key` (a prefix key, or an adapter's placement key) and has not evicted it. */
