@@ -40,7 +40,7 @@ export class FleetView {
         const e = unchecked(endpoints[i]);
         e.inflightBase = inflight.get(e.addressHash);
         e.inflight = e.inflightBase;
-        prefixes.setCapacity(e.addressHash, e.kvTokens);
+        e.prefixCache = prefixes.attach(e.addressHash, e.kvTokens);
       }
     }
     prefixes.retainOnly(snap);

@@ -12,7 +12,8 @@
 // HOLDERS endpoints; a full probe window replaces its least recently used key.
 // A key with HOLDERS live holders counts as held everywhere.
 import { MAX_KEYS, PrefixKeys } from "./prefix-keys";
-import { Snapshot } from "./snapshot";
+import { Pool, Snapshot } from "./snapshot";
+import { SlotTable } from "./slot-table";
 
 const SLOTS: i32 = 4096; // power of two
 const PROBE: i32 = 8;
@@ -31,7 +32,7 @@ export class PrefixDecision {
   count: i32 = 0;
 }
 
-class PodCache {
+export class PodCache {
   /** Blocks written to the endpoint so far: an LRU's clock. */
   clock: u64 = 0;
   capacity: u64 = DEFAULT_KV_BLOCKS;
@@ -47,10 +48,12 @@ export class PrefixIndex {
   private caches: Map<u64, PodCache> = new Map();
   private tick: u64 = 0;
 
-  /** Sizes an endpoint's modelled cache from its KV capacity in tokens (0 = unknown: the default). */
-  setCapacity(endpoint: u64, kvTokens: u32): void {
+  /** An endpoint's modelled cache, sized from its KV capacity in tokens (0 = unknown: the default). */
+  attach(endpoint: u64, kvTokens: u32): PodCache {
     const blocks = <u64>kvTokens / TOKENS_PER_BLOCK;
-    this.cache(endpoint).capacity = blocks > 0 ? blocks : DEFAULT_KV_BLOCKS;
+    const cache = this.cache(endpoint);
+    cache.capacity = blocks > 0 ? blocks : DEFAULT_KV_BLOCKS;
+    return cache;
   }
 
   /**
@@ -58,7 +61,9 @@ export class PrefixIndex {
    * the number of leading keys it holds: an endpoint's match ends at its
    * first missing key, the scan at the first key nobody holds.
    */
-  match(keys: PrefixKeys, slots: Map<u64, i32>, matched: StaticArray<i32>): void {
+  match(keys: PrefixKeys, pool: Pool, matched: StaticArray<i32>): void {
+    const slots = pool.slots;
+    const endpoints = pool.endpoints;
     for (let s = 0; s < matched.length; s++) unchecked(matched[s] = 0);
     for (let k = 0; k < keys.count; k++) {
       const slot = this.find(unchecked(keys.keys[k]));
@@ -68,17 +73,20 @@ export class PrefixIndex {
       for (let h = 0; h < HOLDERS; h++) {
         const at = slot * HOLDERS + h;
         const e = unchecked(this.holder[at]);
-        if (e == 0 || !this.alive(e, unchecked(this.stamp[at]))) continue;
-        live++;
-        if (!slots.has(e)) continue;
+        if (e == 0) continue;
         const s = slots.get(e);
+        if (s < 0) continue;
+        const cache = unchecked(endpoints[s]).prefixCache;
+        if (cache == null || cache.clock - unchecked(this.stamp[at]) >= cache.capacity) continue;
+        live++;
         if (unchecked(matched[s]) == k) {
           unchecked(matched[s] = k + 1);
           any = true;
         }
       }
-      // As many live holders as the index keeps: the prefix is likely cached
-      // on the others too (it is that hot), so no pod gets an edge from it.
+      // As many live holders in the pool as the index keeps: the prefix is
+      // likely cached on the others too (it is that hot), so no pod gets an
+      // edge from it.
       if (live == HOLDERS) {
         for (let s = 0; s < matched.length; s++) if (unchecked(matched[s]) == k) unchecked(matched[s] = k + 1);
         any = true;
@@ -90,7 +98,7 @@ export class PrefixIndex {
   /**
    * Drops the modelled caches of endpoints no longer in `snap` once they
    * outnumber the current ones: pods come and go for days, and a departed
-   * pod's entries simply stop matching (alive() finds no cache).
+   * pod's entries simply stop matching (it is in no pool, and has no cache).
    */
   retainOnly(snap: Snapshot): void {
     let current = 0;

@@ -135,7 +135,7 @@ export class Router {
   private recordPrefix(pool: Pool, primary: Endpoint): void {
     const keys = this.request.prefix;
     if (this.matched.length != pool.endpoints.length) this.matched = new StaticArray<i32>(pool.endpoints.length);
-    this.prefixes.match(keys, pool.slots, this.matched);
+    this.prefixes.match(keys, pool, this.matched);
     const promptBlocks = (keys.promptBytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
     const cachedBlocks = keys.coveredBytes(unchecked(this.matched[primary.slot])) / BLOCK_BYTES;
     const d = this.nextPending();

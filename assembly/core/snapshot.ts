@@ -2,7 +2,9 @@
 // plain objects the scorers read. Decoding happens once per snapshot version,
 // never per request.
 import { hashBuffer } from "./hash";
+import { PodCache } from "./prefix-index";
 import { ProtoReader } from "./proto";
+import { SlotTable } from "./slot-table";
 
 export class Weights {
   queue: f64 = 0;
@@ -31,6 +33,8 @@ export class Endpoint {
   addressHash: u64 = 0;
   /** Position in its pool's `endpoints`. */
   slot: i32 = 0;
+  /** Its modelled KV cache in the prefix index (set when the snapshot is installed). */
+  prefixCache: PodCache | null = null;
   /** This gateway's requests in flight to the endpoint when the snapshot was installed (core/fleet-view.ts). */
   inflightBase: i32 = 0;
   /** This gateway's requests in flight to the endpoint now, as of the current decision. */
@@ -65,7 +69,7 @@ export class Pool {
   weights: Weights = new Weights();
   endpoints: Endpoint[] = [];
   /** Address hash -> slot, for looking endpoints up by what shared state records. */
-  slots: Map<u64, i32> = new Map();
+  slots: SlotTable = new SlotTable();
 }
 
 export class ModelRoute {

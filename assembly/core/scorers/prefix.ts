@@ -41,7 +41,7 @@ export class PrefixScorer extends Scorer {
     }
     const pool = request.pool;
     if (this.matched.length != pool.endpoints.length) this.matched = new StaticArray<i32>(pool.endpoints.length);
-    this.index.match(keys, pool.slots, this.matched);
+    this.index.match(keys, pool, this.matched);
     let least = f64.MAX_VALUE;
     for (let i = 0; i < n; i++) least = min(least, predictedWait(unchecked(candidates[i]), request, i));
     const bound = BOUND * least + 2;
