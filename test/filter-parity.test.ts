@@ -62,20 +62,22 @@ interface Run {
   gateway: EmulatedGateway;
 }
 
-/** Runs `events` on the filter (worker 0 of a fresh emulated gateway) and on a native router set up the same way. */
+/** Runs `events` on the filter (a fresh emulated gateway with `workers` worker VMs) and on native routers set up the same way. */
 async function runParity(
   events: readonly ParityEvent[],
   setup: Setup,
-  tweak: (worker: GatewayRoot) => Partial<NativeSideOptions> = () => ({}),
+  tweak: (seeds: number[]) => Partial<NativeSideOptions> = () => ({}),
+  workers = 1,
 ): Promise<Run> {
-  const gateway = new EmulatedGateway({ startMs: START_MS, settings: setup.settings });
-  const worker = gateway.workers[0];
-  const native = new NativeSide(await NativeRouter.load(), {
-    startMs: worker.configuredAtMs,
-    seed: filterSeed(worker),
+  const gateway = new EmulatedGateway({ startMs: START_MS, settings: setup.settings, workers });
+  const seeds = gateway.workers.map((w, i) => filterSeed(w, i + 1));
+  const routers = await Promise.all(gateway.workers.map(() => NativeRouter.load()));
+  const native = new NativeSide(routers, {
+    startMs: gateway.workers[0].configuredAtMs,
+    seeds,
     viewPolicy: setup.viewPolicy,
     health: setup.health,
-    ...tweak(worker),
+    ...tweak(seeds),
   });
   return { pairs: runBoth(events, new FilterSide(gateway), native), gateway };
 }
@@ -117,6 +119,21 @@ describe("the filter decides as the native build does", () => {
     }
   }
 
+  for (const seed of [1, 2]) {
+    it(`two workers sharing the in-flight table and the prefix log, scenario seed ${seed}`, async () => {
+      const events = randomScenario(seed, { ...SCENARIO, workers: 2, failures: false, prefixes: true });
+      const { pairs, gateway } = await runParity(events, SETUPS["default settings"], () => ({}), 2);
+      expect(firstMismatch(pairs)).toBeUndefined();
+      expect(tally(pairs).ranked).toBeGreaterThan(80);
+      // Both workers routed, and the shared keys the decisions depend on were written.
+      const workersUsed = new Set(events.flatMap((e) => (e.type === "request" ? [e.worker ?? 0] : [])));
+      expect(workersUsed.size).toBe(2);
+      const vmId = gateway.workers[0].vm.vmId;
+      expect(gateway.host.sharedData.get(vmId, "llm_gateway.inflight")).toBeDefined();
+      expect(gateway.host.sharedData.get(vmId, "llm_gateway.prefix_log")?.value.length).toBeGreaterThan(0);
+    });
+  }
+
   it("on the fuzz corpus (escapes, invalid UTF-8, duplicate keys, deep nesting)", async () => {
     const paths: Record<string, InferencePath> = { chat: "/v1/chat/completions", completions: "/v1/completions", other: "/v1/embeddings" };
     const events: ParityEvent[] = [{ type: "snapshot", snapshot: snapshotOf(NATIVE_POOLS) }, { type: "tick" }];
@@ -148,7 +165,7 @@ describe("the filter decides as the native build does", () => {
 
   // The two checks below show the scenarios are not too easy: what the native side is told matters.
   it("the seed is what makes tie-breaks agree: with another seed the native side decides differently", async () => {
-    const { pairs, gateway } = await runParity(randomScenario(1, SCENARIO), SETUPS["default settings"], (w) => ({ seed: filterSeed(w) + 1 }));
+    const { pairs, gateway } = await runParity(randomScenario(1, SCENARIO), SETUPS["default settings"], (seeds) => ({ seeds: seeds.map((s) => s + 1) }));
     expect(firstMismatch(pairs)).toBeDefined();
     expect(gateway.host.metric("llm_gateway.requests_routed")).toBeGreaterThan(0);
   });

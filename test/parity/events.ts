@@ -25,6 +25,8 @@ export type ParityEvent =
       chunks?: number;
       /** The body ends with trailers instead of end-of-stream on its last frame (filter side). */
       trailers?: boolean;
+      /** The Envoy worker whose connection carries it (default 0). */
+      worker?: number;
     }
   /**
    * The stream `id` ends. `status` absent: the client left before any answer.

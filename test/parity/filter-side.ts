@@ -9,8 +9,7 @@ import type { Decision, ParityEvent, Side } from "./events.js";
 export class FilterSide implements Side {
   private readonly streams = new Map<string, HttpStream>();
 
-  /** Drives worker `worker` of `gateway`. */
-  constructor(private readonly gateway: EmulatedGateway, private readonly worker = 0) {}
+  constructor(private readonly gateway: EmulatedGateway) {}
 
   apply(event: ParityEvent): Decision | undefined {
     const gw = this.gateway;
@@ -32,7 +31,7 @@ export class FilterSide implements Side {
         const headers: [string, string][] = [[":method", "POST"], [":path", event.path], ["content-type", "application/json"]];
         // A body that ends with trailers comes chunked, without a length.
         if (!event.trailers) headers.push(["content-length", String(body.length)]);
-        const stream = gw.request({ headers, body, chunks: event.chunks, trailers: event.trailers ? { "x-trailer": "1" } : undefined }, this.worker);
+        const stream = gw.request({ headers, body, chunks: event.chunks, trailers: event.trailers ? { "x-trailer": "1" } : undefined }, event.worker ?? 0);
         this.streams.set(event.id, stream);
         return decisionOf(stream);
       }

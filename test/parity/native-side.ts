@@ -1,28 +1,35 @@
-// The native side of a parity run. The native build holds only the routing
-// core, so this side also plays what still lives in assembly/gateway around
-// it, exactly as the filter does it:
+// The native side of a parity run: one native router per Envoy worker. The
+// native build holds the routing core, including what a worker does when it
+// refreshes (FleetView: install, in-flight baselines) and the pure parts of
+// the shared state; this side plays the rest exactly as the filter does it:
 // - the link: each snapshot gets the next version and, with every heartbeat,
 //   stamps the time the aggregator was last heard from;
-// - the worker's refresh (GatewayRoot.refresh, SnapshotCache.refresh): on
-//   configure, on each tick, and before a request while no snapshot is
-//   loaded, take the clock and the heard-from time, and load the published
-//   snapshot if its version is new (one that does not decode is skipped);
-//   between refreshes the router sees the clock of the last one;
+// - shared data: one in-flight table and one prefix log for all workers,
+//   handed to a worker's router before it uses them and taken back after;
+// - a worker's refresh (GatewayRoot.refresh): on configure, on each tick,
+//   and before a request while no snapshot is loaded: take the clock and
+//   the heard-from time, install the published snapshot if its version is
+//   new (one that does not decode is skipped) against the current in-flight
+//   table, then, when a pool scores prefixes or adapters, swap decisions
+//   through the prefix log; between refreshes the router sees the clock of
+//   the last one;
 // - the stream's end (GatewayStream.onDone): the request leaves the in-flight
 //   table whatever happened;
 // - passive health (GatewayRoot.recordOutcome): when a routed stream ends
 //   with a response code, a 5xx or a move off the first pod is a failure of
 //   that pod (and a 5xx from the pod that answered instead is one of that
-//   pod too); otherwise a success clears the pod's failures.
+//   pod too); otherwise a success clears the pod's failures. (Each worker
+//   keeps its own copy here; the filter shares one ledger, which the
+//   scenarios' single worker cannot tell apart.)
 import type { NativeRouter } from "../../host/native/router.js";
-import { encodeSnapshot } from "../../host/proto.js";
+import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
 import { KIND_OF_PATH, type Decision, type ParityEvent, type Side } from "./events.js";
 
 export interface NativeSideOptions {
   /** The clock (ms) when the filter was configured. */
   startMs: number;
-  /** The filter's Router seed (GatewayRoot.onConfigure). */
-  seed: number;
+  /** Each worker's Router seed (GatewayRoot.onConfigure), in worker order. */
+  seeds: number[];
   viewPolicy: { maxAgeMs: number; policy: "fail-open" | "reject" };
   health: { ejectAfter: number; ejectMs: number };
 }
@@ -31,29 +38,42 @@ interface Published {
   version: number;
   heardMs: number;
   bytes: Uint8Array;
+  /** Some pool scores prefixes or adapters (the filter then syncs the prefix log on its ticks). */
+  prefixOn: boolean;
+}
+
+interface Worker {
+  router: NativeRouter;
+  seenVersion: number;
+  loaded: boolean;
+  prefixOn: boolean;
 }
 
 export class NativeSide implements Side {
   private nowMs: number;
-  private heardMs = 0;
   private published: Published | null = null;
-  private seenVersion = 0;
-  private loaded = false;
-  /** The first pod each routed, ranked request went to. */
-  private readonly primaries = new Map<string, string>();
+  private inflight: Uint8Array = new Uint8Array(0);
+  private log: Uint8Array = new Uint8Array(0);
+  private readonly workers: Worker[];
+  /** The first pod each routed, ranked request went to, and its worker. */
+  private readonly primaries = new Map<string, { address: string; worker: number }>();
 
-  constructor(private readonly router: NativeRouter, private readonly options: NativeSideOptions) {
+  constructor(routers: NativeRouter[], private readonly options: NativeSideOptions) {
     this.nowMs = options.startMs;
-    router.reset(options.seed);
-    router.setViewPolicy(options.viewPolicy.maxAgeMs, options.viewPolicy.policy);
-    this.refresh();
+    this.workers = routers.map((router, i) => {
+      router.reset(options.seeds[i]);
+      router.setViewPolicy(options.viewPolicy.maxAgeMs, options.viewPolicy.policy);
+      return { router, seenVersion: 0, loaded: false, prefixOn: false };
+    });
+    for (const w of this.workers) this.refresh(w);
   }
 
   apply(event: ParityEvent): Decision | undefined {
     switch (event.type) {
       case "snapshot": {
-        const bytes = event.snapshot instanceof Uint8Array ? event.snapshot : encodeSnapshot(event.snapshot);
-        this.published = { version: (this.published?.version ?? 0) + 1, heardMs: this.nowMs, bytes };
+        const msg = event.snapshot instanceof Uint8Array ? null : event.snapshot;
+        const bytes = msg === null ? (event.snapshot as Uint8Array) : encodeSnapshot(msg);
+        this.published = { version: (this.published?.version ?? 0) + 1, heardMs: this.nowMs, bytes, prefixOn: prefixOn(msg) };
         return undefined;
       }
       case "heartbeat":
@@ -63,54 +83,66 @@ export class NativeSide implements Side {
         this.nowMs += event.ms;
         return undefined;
       case "tick":
-        this.refresh();
+        for (const w of this.workers) this.refresh(w);
         return undefined;
       case "request":
-        return this.route(event.id, event.body, KIND_OF_PATH[event.path]);
+        return this.route(event.worker ?? 0, event.id, event.body, KIND_OF_PATH[event.path]);
       case "done":
         this.done(event.id, event.status, event.upstream);
         return undefined;
     }
   }
 
-  private refresh(): void {
+  private refresh(w: Worker): void {
     const p = this.published;
-    if (p) {
-      this.heardMs = p.heardMs;
-      if (p.version !== this.seenVersion || !this.loaded) {
-        try {
-          this.router.setSnapshot(p.bytes);
-          this.loaded = true;
-          this.seenVersion = p.version;
-        } catch {
-          // Bytes that do not decode: the filter keeps what it had and retries on its next refresh.
-        }
+    const heardMs = p ? p.heardMs : 0;
+    if (p && (p.version !== w.seenVersion || !w.loaded)) {
+      w.router.setInflight(this.inflight);
+      try {
+        w.router.setSnapshot(p.bytes);
+        w.loaded = true;
+        w.seenVersion = p.version;
+        w.prefixOn = p.prefixOn;
+      } catch {
+        // Bytes that do not decode: the filter keeps what it had and retries on its next refresh.
       }
     }
-    this.router.setClock(this.nowMs, this.heardMs);
+    w.router.setClock(this.nowMs, heardMs);
+    if (w.prefixOn) this.log = w.router.exchangePrefixLog(this.log);
   }
 
-  private route(id: string, body: string | Uint8Array, kind: "chat" | "completions" | "other"): Decision {
-    if (!this.loaded) this.refresh();
-    const r = this.router.route(body, kind);
+  private route(worker: number, id: string, body: string | Uint8Array, kind: "chat" | "completions" | "other"): Decision {
+    const w = this.workers[worker];
+    if (!w.loaded) this.refresh(w);
+    w.router.setInflight(this.inflight);
+    const r = w.router.route(body, kind);
+    this.inflight = w.router.inflightTable();
     if ("status" in r) return { routed: false, status: r.status, body: { error: r.error } };
-    if (r.endpoint !== null) this.primaries.set(id, r.endpoint);
+    if (r.endpoint !== null) this.primaries.set(id, { address: r.endpoint, worker });
     return { routed: true, pool: r.pool, destination: r.endpoint === null ? null : [r.endpoint, ...r.fallbacks] };
   }
 
   private done(id: string, status: number | undefined, upstream: string | undefined): void {
-    const primary = this.primaries.get(id);
+    const routed = this.primaries.get(id);
     this.primaries.delete(id);
-    if (primary === undefined) return;
-    this.router.release(primary);
+    if (routed === undefined) return;
+    const { router } = this.workers[routed.worker];
+    const primary = routed.address;
+    router.setInflight(this.inflight);
+    router.release(primary);
+    this.inflight = router.inflightTable();
     if (status === undefined) return;
     const rules = this.options.health;
     const failed = status >= 500;
     if (upstream !== undefined && upstream !== primary) {
-      this.router.recordOutcome(primary, true, rules);
-      if (failed) this.router.recordOutcome(upstream, true, rules);
+      router.recordOutcome(primary, true, rules);
+      if (failed) router.recordOutcome(upstream, true, rules);
     } else {
-      this.router.recordOutcome(primary, failed, rules);
+      router.recordOutcome(primary, failed, rules);
     }
   }
+}
+
+function prefixOn(snapshot: SnapshotMsg | null): boolean {
+  return snapshot !== null && snapshot.pools.some((p) => p.weights.prefix > 0 || p.weights.lora > 0);
 }

@@ -11,7 +11,12 @@ const POOL_MODELS = ["llama-3.1-8b", "qwen3-32b", "mistral-7b"];
 const ADAPTERS = ["sql-lora", "chat-lora", "org/model:v2"];
 const PATHS: readonly InferencePath[] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"];
 
-function randomPool(rng: Rng, index: number, size: number): PoolMsg {
+// Long shared system prompts (3-6 KiB), so prefix keys exist and repeat.
+const SYSTEMS = ["support", "billing", "travel"].map((topic, i) =>
+  `You are the ${topic} assistant. `.repeat(100 * (i + 1)),
+);
+
+function randomPool(rng: Rng, index: number, size: number, prefixes: boolean): PoolMsg {
   const endpoints = Array.from({ length: size }, (_, i) => endpoint(`10.${index}.${i >> 8}.${i & 255}:8000`, {
     waiting: rng.pick([0, 0, 0, 1, 2, 5]),
     running: rng.pick([0, 0, 1, 4]),
@@ -26,21 +31,23 @@ function randomPool(rng: Rng, index: number, size: number): PoolMsg {
     kvCache: rng.pick([0, 1, 2]),
     running: rng.pick([0, 1]),
     lora: rng.pick([0, 1]),
+    ...(prefixes ? { prefix: rng.pick([0, 2, 4]) } : {}),
   });
 }
 
 /** 1-3 pools, one of 1 pod, one of 64 when there are three; adapters served by pool 0. */
-export function randomSnapshot(rng: Rng, version: number): SnapshotMsg {
+export function randomSnapshot(rng: Rng, version: number, prefixes = false): SnapshotMsg {
   const sizes = [rng.pick([1, 2, 3, 8]), 64, rng.range(1, 64)].slice(0, rng.range(1, 3));
-  const pools = sizes.map((size, i) => randomPool(rng, i, size));
+  const pools = sizes.map((size, i) => randomPool(rng, i, size, prefixes));
   return snapshot(pools, ADAPTERS.filter(() => rng.chance(0.7)), version);
 }
 
-function randomBody(rng: Rng, path: InferencePath): string {
+function randomBody(rng: Rng, path: InferencePath, prefixes: boolean): string {
   const model = rng.chance(0.9) ? rng.pick([...POOL_MODELS, ...ADAPTERS]) : rng.pick(["gpt-4o", ""]);
   const stream = rng.pick(["", "", ',"stream":true', ',"stream":false', ',"stream":true', ',"stream":false', ',"stream":null', ',"stream":"yes"']);
+  const system = prefixes && rng.chance(0.4) ? `{"role":"system","content":${JSON.stringify(rng.pick(SYSTEMS))}},` : "";
   const prompt = path === "/v1/completions" ? '"prompt":"Say hi"'
-    : path === "/v1/chat/completions" ? '"messages":[{"role":"user","content":"hi"}]'
+    : path === "/v1/chat/completions" ? `"messages":[${system}{"role":"user","content":"hi"}]`
     : '"input":"embed me"';
   const good = `{"model":${JSON.stringify(model)},${prompt}${stream}}`;
   switch (rng.int(30)) {
@@ -59,6 +66,12 @@ export interface ScenarioOptions {
   maxAdvanceMs: number;
   /** Halfway through, the aggregator falls silent this long (then a tick). */
   silenceMs: number;
+  /** Envoy workers the requests are spread over (default 1). */
+  workers?: number;
+  /** Long shared system prompts and pools scoring prefixes (default false). */
+  prefixes?: boolean;
+  /** Streams may end in 5xx or on another pod (default true); each native worker keeps its own health ledger, the filter's is shared. */
+  failures?: boolean;
 }
 
 /** A request before any snapshot, the first snapshot and tick, then a random mix of everything, with one long silence. */
@@ -70,14 +83,15 @@ export function randomScenario(seed: number, options: ScenarioOptions): ParityEv
   let version = 0;
   let requests = 0;
   const publish = () => {
-    const snap = randomSnapshot(rng, ++version);
+    const snap = randomSnapshot(rng, ++version, options.prefixes ?? false);
     addresses.splice(0, addresses.length, ...snap.pools.flatMap((p) => p.endpoints.map((e) => e.address)));
     events.push({ type: "snapshot", snapshot: snap });
   };
   const request = () => {
     const id = `r${requests++}`;
     const path = rng.pick(PATHS);
-    events.push({ type: "request", id, path, body: randomBody(rng, path), chunks: rng.range(1, 3), trailers: rng.chance(0.15) });
+    const worker = (options.workers ?? 1) > 1 ? rng.int(options.workers!) : 0;
+    events.push({ type: "request", id, path, body: randomBody(rng, path, options.prefixes ?? false), chunks: rng.range(1, 3), trailers: rng.chance(0.15), worker });
     open.push(id);
   };
   request();
@@ -89,8 +103,9 @@ export function randomScenario(seed: number, options: ScenarioOptions): ParityEv
     if (r < 55) request();
     else if (r < 75 && open.length > 0) {
       const id = open.splice(rng.int(open.length), 1)[0];
-      const status = rng.pick([200, 200, 200, 503, 500, undefined]);
-      const upstream = rng.chance(0.2) ? rng.pick(addresses) : undefined;
+      const failures = options.failures ?? true;
+      const status = failures ? rng.pick([200, 200, 200, 503, 500, undefined]) : rng.pick([200, 200, undefined]);
+      const upstream = failures && rng.chance(0.2) ? rng.pick(addresses) : undefined;
       events.push({ type: "done", id, status, upstream });
     } else if (r < 82) publish();
     else if (r < 84) events.push({ type: "snapshot", snapshot: Uint8Array.of(0x0a, 0xff) });
