@@ -3,6 +3,7 @@
 // turns on only the weights it is about.
 import { beforeAll, describe, expect, it } from "vitest";
 import { NativeRouter } from "../host/native/router.js";
+import { NativeSharedData } from "../host/native/shared-data.js";
 import type { EndpointMsg, WeightsMsg } from "../host/proto.js";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 
@@ -13,8 +14,7 @@ const C = "10.0.0.3:80";
 
 /** Several routers (Envoy workers) sharing what the filter keeps in shared data. */
 class Workers {
-  inflight: Uint8Array = new Uint8Array(0);
-  log: Uint8Array = new Uint8Array(0);
+  shared = new NativeSharedData();
   constructor(readonly routers: NativeRouter[]) {}
 
   static async start(n: number): Promise<Workers> {
@@ -25,36 +25,26 @@ class Workers {
 
   install(endpoints: EndpointMsg[], weights: Partial<WeightsMsg>, adapters: string[] = []): void {
     const snap = snapshot([pool("p", "llama", endpoints, { ...OFF, ...weights })], adapters);
-    for (const r of this.routers) {
-      r.setInflight(this.inflight);
-      r.setSnapshot(snap);
-    }
+    for (const r of this.routers) this.shared.install(r, snap);
   }
 
   route(worker: number, body: string): string {
-    const r = this.routers[worker];
-    r.setInflight(this.inflight);
-    const result = r.route(body);
-    this.inflight = r.inflightTable();
+    const result = this.shared.route(this.routers[worker], body);
     if (!("endpoint" in result) || result.endpoint === null) throw new Error(JSON.stringify(result));
     return result.endpoint;
   }
 
   release(worker: number, address: string): void {
-    const r = this.routers[worker];
-    r.setInflight(this.inflight);
-    r.release(address);
-    this.inflight = r.inflightTable();
+    this.shared.release(this.routers[worker], address);
   }
 
   /** Every worker's refresh tick: swap prefix decisions through the shared log. */
   tick(): void {
-    for (const r of this.routers) this.log = r.exchangePrefixLog(this.log);
+    for (const r of this.routers) this.shared.exchangePrefixLog(r);
   }
 
   count(address: string): number {
-    this.routers[0].setInflight(this.inflight);
-    return this.routers[0].inflightOf(address);
+    return this.shared.countOf(this.routers[0], address);
   }
 }
 
@@ -69,8 +59,7 @@ beforeAll(async () => {
 
 function fresh(): void {
   w.routers.forEach((r, i) => r.reset(100 + i));
-  w.inflight = new Uint8Array(0);
-  w.log = new Uint8Array(0);
+  w.shared = new NativeSharedData();
 }
 
 describe("in-flight accounting", () => {

@@ -3,10 +3,10 @@
 // Writes happen only when an outcome changes the ledger (a failure, or the
 // first success after failures) and use compare-and-swap; reads happen on the
 // refresh tick and decode only when the key's CAS moved.
-import { getSharedData, HostBytes, lastCas, setSharedData, Status, utf8 } from "../abi/hostcalls";
+import { utf8 } from "../abi/hostcalls";
 import { HealthLedger, HealthRules } from "../core/health";
+import { SharedValue } from "./shared-value";
 
-const KEY = utf8("llm_gateway.health");
 // Workers rarely collide; a bounded loop keeps a pathological case cheap.
 const CAS_ATTEMPTS = 8;
 
@@ -14,56 +14,55 @@ export class SharedHealth {
   ledger: HealthLedger = new HealthLedger();
   rules: HealthRules = new HealthRules();
   private seenCas: u32 = 0;
-  private bytes: HostBytes = new HostBytes();
+  private value: SharedValue = new SharedValue(utf8("llm_gateway.health"));
 
   /** Reloads the ledger if another worker changed it; true when it did. */
   refresh(): bool {
-    if (!getSharedData(KEY, this.bytes)) return false;
-    const cas = lastCas();
+    const v = this.value;
+    if (!v.read()) return false;
     let changed = false;
-    if (cas != this.seenCas) {
-      const decoded = HealthLedger.decode(this.bytes.ptr, this.bytes.len);
+    if (v.cas != this.seenCas) {
+      const decoded = HealthLedger.decode(v.bytes.ptr, v.bytes.len);
       if (decoded != null) {
         this.ledger = decoded;
-        this.seenCas = cas;
+        this.seenCas = v.cas;
         changed = true;
       }
     }
-    this.bytes.release();
+    v.bytes.release();
     return changed;
   }
 
   recordFailure(address: string, nowMs: u64): void {
     for (let i = 0; i < CAS_ATTEMPTS; i++) {
-      const cas = this.load();
+      this.load();
       this.ledger.recordFailure(address, nowMs, this.rules);
-      if (this.store(cas)) return;
+      if (this.store()) return;
     }
   }
 
   recordSuccess(address: string): void {
     for (let i = 0; i < CAS_ATTEMPTS; i++) {
-      const cas = this.load();
+      this.load();
       if (!this.ledger.recordSuccess(address)) return;
-      if (this.store(cas)) return;
+      if (this.store()) return;
     }
   }
 
-  /** The current shared ledger into `ledger`; returns the CAS to write against (0 = key absent). */
-  private load(): u32 {
-    if (!getSharedData(KEY, this.bytes)) {
+  /** The current shared ledger into `ledger` (empty when absent or unreadable). */
+  private load(): void {
+    const v = this.value;
+    if (!v.read()) {
       this.ledger = new HealthLedger();
-      return 0;
+      return;
     }
-    const cas = lastCas();
-    const decoded = HealthLedger.decode(this.bytes.ptr, this.bytes.len);
-    this.bytes.release();
+    const decoded = HealthLedger.decode(v.bytes.ptr, v.bytes.len);
+    v.bytes.release();
     this.ledger = decoded != null ? decoded : new HealthLedger();
-    return cas;
   }
 
-  private store(cas: u32): bool {
+  private store(): bool {
     const bytes = this.ledger.encode();
-    return setSharedData(KEY, changetype<usize>(bytes), bytes.byteLength, cas) != Status.CasMismatch;
+    return this.value.write(changetype<usize>(bytes), bytes.byteLength);
   }
 }

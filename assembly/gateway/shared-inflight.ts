@@ -3,31 +3,28 @@
 // adds the request to it, and one compare-and-swap write publishes it; if
 // another worker wrote in between, the table is re-read and only this
 // request's change re-applied (the decision itself stands).
-import { getSharedData, HostBytes, lastCas, setSharedData, Status, utf8 } from "../abi/hostcalls";
+import { utf8 } from "../abi/hostcalls";
 import { InflightTable } from "../core/inflight";
+import { SharedValue } from "./shared-value";
 
-const KEY = utf8("llm_gateway.inflight");
 // Workers rarely collide; a bounded loop keeps a pathological case cheap.
 const CAS_ATTEMPTS = 8;
 
 export class SharedInflight {
   readonly table: InflightTable = new InflightTable();
-  private cas: u32 = 0;
-  private bytes: HostBytes = new HostBytes();
+  private value: SharedValue = new SharedValue(utf8("llm_gateway.inflight"));
   private out: ArrayBuffer = new ArrayBuffer(256);
 
   /** Loads the shared table into `table` (empty if absent or unreadable). */
   read(): void {
-    const bytes = this.bytes;
-    if (!getSharedData(KEY, bytes)) {
-      this.cas = 0;
+    const v = this.value;
+    if (!v.read()) {
       this.table.clear();
       return;
     }
-    this.cas = lastCas();
     // Bytes this code did not write are dropped: the next write replaces them.
-    this.table.decode(bytes.ptr, bytes.len);
-    bytes.release();
+    this.table.decode(v.bytes.ptr, v.bytes.len);
+    v.bytes.release();
   }
 
   /** Publishes `table` after the caller added `delta` for `hash` to what read() loaded. */
@@ -51,6 +48,6 @@ export class SharedInflight {
     if (this.out.byteLength < len) this.out = new ArrayBuffer(len * 2);
     const ptr = changetype<usize>(this.out);
     this.table.encodeInto(ptr);
-    return setSharedData(KEY, ptr, len, this.cas) != Status.CasMismatch;
+    return this.value.write(ptr, len);
   }
 }

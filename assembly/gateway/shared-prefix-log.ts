@@ -4,12 +4,12 @@
 // read and, when it has something to add, one compare-and-swap write. Records
 // carry the writer's worker id (gateway/worker-id.ts), so a worker can tell
 // its own from the others'.
-import { getSharedData, HostBytes, lastCas, setSharedData, Status, utf8 } from "../abi/hostcalls";
+import { utf8 } from "../abi/hostcalls";
 import { PrefixDecision } from "../core/prefix-index";
 import { appendRecords, LOG_BYTES, PrefixLogReader } from "../core/prefix-log";
 import { Router } from "../core/router";
+import { SharedValue } from "./shared-value";
 
-const LOG_KEY = utf8("llm_gateway.prefix_log");
 const CAS_ATTEMPTS = 4;
 
 export class SharedPrefixLog {
@@ -17,18 +17,17 @@ export class SharedPrefixLog {
   /** This worker's id. */
   writer: u32 = 0;
   private scratch: PrefixDecision = new PrefixDecision();
-  private bytes: HostBytes = new HostBytes();
+  private value: SharedValue = new SharedValue(utf8("llm_gateway.prefix_log"));
   private buffer: ArrayBuffer = new ArrayBuffer(LOG_BYTES);
 
   /** Replays the others' decisions into the router's index and shares its own. */
   sync(router: Router): void {
     const n = router.pendingCount;
     for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-      const bytes = this.bytes;
-      let cas: u32 = 0;
+      const v = this.value;
+      const bytes = v.bytes;
       let len = 0;
-      if (getSharedData(LOG_KEY, bytes)) {
-        cas = lastCas();
+      if (v.read()) {
         len = bytes.len;
         this.reader.replay(bytes.ptr, len, this.writer, router.prefixes, this.scratch);
         if (n > 0 && len == LOG_BYTES) memory.copy(changetype<usize>(this.buffer), bytes.ptr, <usize>LOG_BYTES);
@@ -37,7 +36,7 @@ export class SharedPrefixLog {
       if (n == 0) return;
       const ptr = changetype<usize>(this.buffer);
       appendRecords(ptr, len == LOG_BYTES ? LOG_BYTES : 0, router.pendingDecisions, n, this.writer);
-      if (setSharedData(LOG_KEY, ptr, LOG_BYTES, cas) != Status.CasMismatch) {
+      if (v.write(ptr, LOG_BYTES)) {
         router.drainPending();
         return;
       }

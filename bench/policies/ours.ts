@@ -7,6 +7,7 @@
 // to every instance, as Envoy's shared data is to every worker.
 import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
 import { NativeRouter } from "../../host/native/router.js";
+import { NativeSharedData } from "../../host/native/shared-data.js";
 import { AggregatorModel, gatewayConfig } from "../sim/aggregator.js";
 import { deriveSeed, Rng } from "../sim/rng.js";
 import type { Profile } from "./profiles.js";
@@ -29,8 +30,7 @@ export function ours(profile: Profile): PolicySpec {
           published = { version: snapshot.version, bytes: encodeSnapshot(snapshot) };
         });
       });
-      let inflight: Uint8Array = new Uint8Array(0);
-      let prefixLog: Uint8Array = new Uint8Array(0);
+      const shared = new NativeSharedData();
 
       // ...and every worker installs a newer version, and swaps prefix decisions, on its own refresh tick.
       const start = encodeSnapshot(aggregator.current);
@@ -46,10 +46,9 @@ export function ours(profile: Profile): PolicySpec {
       for (const router of workers) {
         let seen = aggregator.current.version;
         queue.every(tickRng.uniform(0, model.refreshMs), model.refreshMs, () => {
-          prefixLog = router.exchangePrefixLog(prefixLog);
+          shared.exchangePrefixLog(router);
           if (published === undefined || published.version === seen) return;
-          router.setInflight(inflight);
-          router.setSnapshot(published.bytes);
+          shared.install(router, published.bytes);
           seen = published.version;
         });
       }
@@ -60,10 +59,7 @@ export function ours(profile: Profile): PolicySpec {
         const address = routedTo.get(request.index);
         if (address === undefined) return;
         routedTo.delete(request.index);
-        const router = workers[request.worker];
-        router.setInflight(inflight);
-        router.release(address);
-        inflight = router.inflightTable();
+        shared.release(workers[request.worker], address);
       });
 
       const byAddress = new Map(fleet.pods.map((p) => [p.address, p.index]));
@@ -71,10 +67,7 @@ export function ours(profile: Profile): PolicySpec {
         // In-process in Envoy: ~0.1 ms added p50 at 4 KiB (npm run bench -- --overhead).
         decisionDelayMs: 0.1,
         route(req) {
-          const router = workers[req.request.worker];
-          router.setInflight(inflight);
-          const result = router.route(req.body, "chat");
-          inflight = router.inflightTable();
+          const result = shared.route(workers[req.request.worker], req.body, "chat");
           if ("status" in result) return { status: result.status, message: result.error.message };
           // The simulated clock never lets the filter's view age past its bound.
           if (result.endpoint === null) throw new Error("blind routing in the simulator");

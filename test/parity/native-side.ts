@@ -22,6 +22,7 @@
 //   keeps its own copy here; the filter shares one ledger, which the
 //   scenarios' single worker cannot tell apart.)
 import type { NativeRouter } from "../../host/native/router.js";
+import { NativeSharedData } from "../../host/native/shared-data.js";
 import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
 import { KIND_OF_PATH, type Decision, type ParityEvent, type Side } from "./events.js";
 
@@ -52,8 +53,7 @@ interface Worker {
 export class NativeSide implements Side {
   private nowMs: number;
   private published: Published | null = null;
-  private inflight: Uint8Array = new Uint8Array(0);
-  private log: Uint8Array = new Uint8Array(0);
+  private readonly shared = new NativeSharedData();
   private readonly workers: Worker[];
   /** The first pod each routed, ranked request went to, and its worker. */
   private readonly primaries = new Map<string, { address: string; worker: number }>();
@@ -97,9 +97,8 @@ export class NativeSide implements Side {
     const p = this.published;
     const heardMs = p ? p.heardMs : 0;
     if (p && (p.version !== w.seenVersion || !w.loaded)) {
-      w.router.setInflight(this.inflight);
       try {
-        w.router.setSnapshot(p.bytes);
+        this.shared.install(w.router, p.bytes);
         w.loaded = true;
         w.seenVersion = p.version;
         w.prefixOn = p.prefixOn;
@@ -108,15 +107,13 @@ export class NativeSide implements Side {
       }
     }
     w.router.setClock(this.nowMs, heardMs);
-    if (w.prefixOn) this.log = w.router.exchangePrefixLog(this.log);
+    if (w.prefixOn) this.shared.exchangePrefixLog(w.router);
   }
 
   private route(worker: number, id: string, body: string | Uint8Array, kind: "chat" | "completions" | "other"): Decision {
     const w = this.workers[worker];
     if (!w.loaded) this.refresh(w);
-    w.router.setInflight(this.inflight);
-    const r = w.router.route(body, kind);
-    this.inflight = w.router.inflightTable();
+    const r = this.shared.route(w.router, body, kind);
     if ("status" in r) return { routed: false, status: r.status, body: { error: r.error } };
     if (r.endpoint !== null) this.primaries.set(id, { address: r.endpoint, worker });
     return { routed: true, pool: r.pool, destination: r.endpoint === null ? null : [r.endpoint, ...r.fallbacks] };
@@ -128,9 +125,7 @@ export class NativeSide implements Side {
     if (routed === undefined) return;
     const { router } = this.workers[routed.worker];
     const primary = routed.address;
-    router.setInflight(this.inflight);
-    router.release(primary);
-    this.inflight = router.inflightTable();
+    this.shared.release(router, primary);
     if (status === undefined) return;
     const rules = this.options.health;
     const failed = status >= 500;

@@ -1,0 +1,44 @@
+// What the Envoy filter keeps in shared data for all of its workers (the
+// in-flight table, the prefix log), kept once for several native routers that
+// play those workers: the simulator's "ours" policy, the scorer tests and the
+// filter/native parity test. Each call hands the bytes to a router before it
+// uses them and takes them back after, as a worker reads and writes the keys.
+import type { ApiKind, NativeRouter, RouteResult } from "./router.js";
+import type { SnapshotMsg } from "../proto.js";
+
+export class NativeSharedData {
+  inflight: Uint8Array = new Uint8Array(0);
+  prefixLog: Uint8Array = new Uint8Array(0);
+
+  /** Routes on `router` against the shared in-flight table, which then counts the request. */
+  route(router: NativeRouter, body: string | Uint8Array, kind: ApiKind = "chat"): RouteResult {
+    router.setInflight(this.inflight);
+    const result = router.route(body, kind);
+    this.inflight = router.inflightTable();
+    return result;
+  }
+
+  /** A request routed to `address` ended. */
+  release(router: NativeRouter, address: string): void {
+    router.setInflight(this.inflight);
+    router.release(address);
+    this.inflight = router.inflightTable();
+  }
+
+  /** Installs a snapshot on `router`, the current counts as its baseline. */
+  install(router: NativeRouter, snapshot: SnapshotMsg | Uint8Array): void {
+    router.setInflight(this.inflight);
+    router.setSnapshot(snapshot);
+  }
+
+  /** A refresh tick's prefix-log exchange. */
+  exchangePrefixLog(router: NativeRouter): void {
+    this.prefixLog = router.exchangePrefixLog(this.prefixLog);
+  }
+
+  /** The shared count for `address`, as `router` reads it. */
+  countOf(router: NativeRouter, address: string): number {
+    router.setInflight(this.inflight);
+    return router.inflightOf(address);
+  }
+}
