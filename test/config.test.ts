@@ -399,7 +399,16 @@ profiles:
 
   it("parses config/traffic-example.yaml, the README's complete example", () => {
     const c = loadGatewayConfig(fileURLToPath(new URL("../config/traffic-example.yaml", import.meta.url)));
-    expect(c.models.length).toBeGreaterThan(0);
-    expect(Object.keys(c.profiles)).toEqual(expect.arrayContaining(["latency", "throughput"]));
+    expect(c.pools.map((p) => [p.name, p.profile])).toEqual([["llama", "latency"], ["qwen", "throughput"]]);
+    expect(Object.keys(c.profiles)).toEqual(["latency", "throughput", "nightly"]);
+    expect(c.profiles.nightly.admission).toMatchObject({ maxWaiting: 64, maxRetryAfterS: 600, maxKvCache: 0.95 });
+    expect(c.models.map((m) => [m.name, m.priority, m.split?.length ?? 0, m.route ?? null])).toEqual([
+      ["llama-3.1-8b", "standard", 0, { timeoutMs: 120000 }],
+      ["summarise-lora", "sheddable", 0, { rateLimit: { requestsPerS: 20, burst: 40 } }],
+      ["sql-lora", "standard", 2, null],
+      ["assistant", "critical", 2, null],
+      ["qwen3-32b", "standard", 0, null],
+    ]);
+    expect(c.traffic).toEqual({ critical: { claim: "tier", values: ["gold", "platinum"] }, debug: { claim: "team", values: ["sre"] } });
   });
 });
