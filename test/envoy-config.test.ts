@@ -609,8 +609,7 @@ describe("validateEnvoyConfig", () => {
       const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
       writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k", alg: "ES256" }] }));
       const p = envoyParamsFromGatewayConfig(config, { wasmPath: filterWasmPath });
-      // TODO(traffic): drop wasmFilter: false once the filter accepts critical_from / debug (validate runs its configure).
-      await validateEnvoyConfig(renderEnvoyConfig({ ...p, jwt: { ...p.jwt!, jwksFile }, wasmFilter: false }));
+      await validateEnvoyConfig(renderEnvoyConfig({ ...p, jwt: { ...p.jwt!, jwksFile } }));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
