@@ -95,12 +95,16 @@ export function inflightTable(): Uint8Array {
   return out;
 }
 
-/** A routed request to `address` ended (the filter does this when the stream is done), at the clock's now. */
-export function release(address: string): void {
+/**
+ * A routed request to `address` ended (the filter does this when the stream
+ * is done), at the clock's now; `answered`: a pod answered it, which counts
+ * toward its pool's drain rate.
+ */
+export function release(address: string, answered: bool): void {
   const hash = hashBuffer(String.UTF8.encode(address));
   inflight.add(hash, -1);
   // The pool it was routed in, as the filter's stream remembers it (a later snapshot may have moved the pod).
-  if (routedIn.has(hash)) routedIn.get(hash).completed(nowMs);
+  if (answered && routedIn.has(hash)) routedIn.get(hash).completed(nowMs);
 }
 
 /** This instance's count for `address` in its loaded table. */

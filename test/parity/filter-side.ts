@@ -40,7 +40,10 @@ export class FilterSide implements Side {
         const stream = this.streams.get(event.id);
         if (!stream) throw new Error(`no open stream ${event.id}`);
         this.streams.delete(event.id);
-        stream.finish({ responseCode: event.status, upstreamAddress: event.upstream });
+        // Envoy knows the upstream of every request a pod answered: the chosen one unless another answered.
+        const chosen = stream.requestHeaders.get("x-gateway-destination-endpoint")?.split(",")[0];
+        const upstream = event.upstream ?? (event.status !== undefined ? chosen : undefined);
+        stream.finish({ responseCode: event.status, upstreamAddress: upstream });
         return undefined;
       }
     }

@@ -129,7 +129,7 @@ export class NativeSide implements Side {
     if (routed === undefined) return;
     const { router } = this.workers[routed.worker];
     const primary = routed.address;
-    this.shared.release(router, primary);
+    this.shared.release(router, primary, status !== undefined);
     if (status === undefined) return;
     const rules = this.options.health;
     const failed = status >= 500;
