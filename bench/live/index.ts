@@ -1,5 +1,6 @@
 // Live mode: a scenario, shortened, replayed in real time through real Envoys
 // against a real fake fleet. Each policy gets a fresh fleet and the same trace.
+import { loadStep } from "../admission.js";
 import type { PodSpec } from "../../host/fakeserver/index.js";
 import { PROFILES } from "../policies/profiles.js";
 import type { Scenario } from "../scenario.js";
@@ -79,7 +80,7 @@ export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<Sc
         drainLimitMs: scenario.drainLimitS * 1000,
         onProgress: (f) => opts.onProgress?.(policy.name, f),
       });
-      policies.push(policyResult({ policy: policy.name, description: policy.description, podNames, durationS: scenario.durationS }, records));
+      policies.push(policyResult({ policy: policy.name, description: policy.description, podNames, durationS: scenario.durationS, step: loadStep(scenario) }, records));
     } finally {
       await gateway?.stop();
       await fleet.stop();
