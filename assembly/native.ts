@@ -5,7 +5,8 @@
 // prefix log) is handed in and out as bytes, so a caller running several
 // instances (one per simulated Envoy worker) shares them as Envoy would.
 import { ApiKind } from "./core/request";
-import { Router } from "./core/router";
+import { RequestMeta, Router } from "./core/router";
+import { priorityName } from "./core/priority";
 import { decodeSnapshot } from "./core/snapshot";
 import { jsonString } from "./core/errors";
 import { StaleViewPolicy } from "./core/view";
@@ -90,9 +91,18 @@ export function inflightTable(): Uint8Array {
   return out;
 }
 
-/** A routed request to `address` ended (the filter does this when the stream is done). */
+/** A routed request to `address` ended (the filter does this when the stream is done), at the clock's now. */
 export function release(address: string): void {
-  inflight.add(hashBuffer(String.UTF8.encode(address)), -1);
+  const hash = hashBuffer(String.UTF8.encode(address));
+  inflight.add(hash, -1);
+  const snap = view.current;
+  if (snap == null) return;
+  for (let p = 0; p < snap.pools.length; p++) {
+    if (snap.pools[p].slots.get(hash) >= 0) {
+      router.completed(snap.pools[p], nowMs);
+      return;
+    }
+  }
 }
 
 /** This instance's count for `address` in its loaded table. */
@@ -116,16 +126,27 @@ export function exchangePrefixLog(log: Uint8Array): Uint8Array {
 
 /**
  * Routes one request body exactly as the filter does. `kind`: 0 chat,
- * 1 completions, 2 other /v1/ paths. Returns a JSON object:
- * {"endpoint": "ip:port" | null, "fallbacks": [...], "pool", "model", "stream",
- * "prompt": [start, end]} (endpoint null when the view is too old to rank) or
- * {"status": N, "error": {message, type, param, code}} (the OpenAI error body).
+ * 1 completions, 2 other /v1/ paths; `priority`: what the x-llm-priority
+ * header asked for (-1 none, -2 not a class, else core/priority.ts).
+ * Returns a JSON object:
+ * {"endpoint": "ip:port" | null, "fallbacks": [...], "pool", "model", "target",
+ * "class", "downgraded", "stream", "prompt": [start, end], "explanation"?}
+ * (endpoint null when the view is too old to rank; target is the model served
+ * after a canary split) or {"status": N, "error": {message, type, param, code},
+ * "retryAfterS"?, "explanation"?} (the OpenAI error body; retryAfterS with a 429).
  */
-export function route(body: Uint8Array, kind: i32): string {
-  if (!router.route(body.dataStart, body.byteLength, <ApiKind>kind, view, inflight, nowMs)) {
+export function route(body: Uint8Array, kind: i32, priority: i32, mayClaimCritical: bool, explain: bool): string {
+  const meta = new RequestMeta();
+  meta.priority = priority;
+  meta.mayClaimCritical = mayClaimCritical;
+  meta.explain = explain;
+  const explained = explain ? ',"explanation":' : "";
+  if (!router.route(body.dataStart, body.byteLength, <ApiKind>kind, view, inflight, nowMs, meta)) {
     const e = router.error!;
     // toJson() is {"error":{...}}: splice the status in front of its member.
-    return '{"status":' + e.status.toString() + "," + e.toJson().substring(1);
+    const extra = (router.retryAfterS > 0 ? ',"retryAfterS":' + router.retryAfterS.toString() : "") +
+      (explain ? explained + jsonString(router.explanation) : "");
+    return '{"status":' + e.status.toString() + extra + "," + e.toJson().substring(1);
   }
   const ranked = router.ranked;
   let fallbacks = "";
@@ -135,6 +156,10 @@ export function route(body: Uint8Array, kind: i32): string {
     ',"fallbacks":[' + fallbacks + "]" +
     ',"pool":' + jsonString(router.pool!.name) +
     ',"model":' + jsonString(req.model) +
+    ',"target":' + jsonString(router.target!.name) +
+    ',"class":"' + priorityName(router.priority) + '"' +
+    ',"downgraded":' + (router.downgraded ? "true" : "false") +
     ',"stream":' + (req.stream ? "true" : "false") +
-    ',"prompt":[' + req.promptStart.toString() + "," + req.promptEnd.toString() + "]}";
+    ',"prompt":[' + req.promptStart.toString() + "," + req.promptEnd.toString() + "]" +
+    (explain ? explained + jsonString(router.explanation) : "") + "}";
 }

@@ -76,6 +76,11 @@ export function getBufferBytes(type: BufferType, start: i32, maxSize: i32, out: 
   return out.take(host.proxy_get_buffer_bytes(type, start, maxSize, RET_PTR, RET_SIZE));
 }
 
+/** Replaces bytes [start, start + length) of a buffer by `data` (start 0, length = size: the whole buffer). */
+export function setBufferBytes(type: BufferType, start: i32, length: i32, data: ArrayBuffer): bool {
+  return host.proxy_set_buffer_bytes(type, start, length, bufPtr(data), data.byteLength) == Status.Ok;
+}
+
 /** How many bytes a buffer holds now; -1 if the host has none. */
 export function getBufferSize(type: BufferType): i32 {
   if (host.proxy_get_buffer_status(type, RET_SIZE, RET_PTR) != Status.Ok) return -1;

@@ -16,6 +16,11 @@ export declare function proxy_get_buffer_bytes(
   bufferType: u32, start: usize, maxSize: usize, retPtr: usize, retSize: usize,
 ): u32;
 
+@external("env", "proxy_set_buffer_bytes")
+export declare function proxy_set_buffer_bytes(
+  bufferType: u32, start: usize, length: usize, dataPtr: usize, dataSize: usize,
+): u32;
+
 @external("env", "proxy_get_buffer_status")
 export declare function proxy_get_buffer_status(bufferType: u32, retLength: usize, retFlags: usize): u32;
 

@@ -48,6 +48,12 @@ export function notFound(path: string): ApiError {
   return new ApiError(404, "Unknown path " + path, "invalid_request_error", "", "unknown_url");
 }
 
+/** The pool has no room for the request's class: come back after `retryAfterS` (also sent as Retry-After). */
+export function saturated(pool: string, className: string, retryAfterS: u32): ApiError {
+  return new ApiError(429, "The model servers of pool '" + pool + "' are saturated for " + className +
+    " requests; retry after " + retryAfterS.toString() + " s", "rate_limit_error", "", "pool_saturated");
+}
+
 export function unavailable(message: string): ApiError {
   return new ApiError(503, message, "service_unavailable", "", "no_endpoint");
 }

@@ -23,43 +23,90 @@ export class Picker {
   private totals: StaticArray<f64> = new StaticArray<f64>(0);
   private scratch: StaticArray<f64> = new StaticArray<f64>(0);
   private rng: u64;
+  /** The prepared candidates are the pods with fresh metrics (not the fail-open fallback). */
+  trusted: bool = false;
   /** The last pick, best first: at most MAX_RANKED endpoints. */
   readonly ranked: Endpoint[] = [];
+  /** Candidate index of each ranked endpoint. */
+  private order: i32[] = [];
+  private rankedTotals: StaticArray<f64> = new StaticArray<f64>(MAX_RANKED);
+  /** Per-scorer weighted scores of the last explained pick. */
+  private contributions: StaticArray<f64> = new StaticArray<f64>(0);
 
   constructor(seed: u64, prefixes: PrefixIndex) {
     this.rng = seed == 0 ? 0x9e3779b97f4a7c15 : seed;
     this.scorers = [new QueueScorer(), new KvCacheScorer(), new RunningScorer(), new LoraScorer(prefixes), new PrefixScorer(prefixes)];
   }
 
-  /** Fills `ranked`; false only when the pool has no endpoints at all. */
-  pick(pool: Pool, request: RouteRequest): bool {
-    const ranked = this.ranked;
-    ranked.length = 0;
+  /** Names of the scorers, in the order `contributions` lists them. */
+  static readonly SCORER_NAMES: string[] = ["queue", "kv_cache", "running", "lora", "prefix"];
+
+  /**
+   * First step of a pick: the candidates (see collectCandidates) and their
+   * relative speeds in `request.capacity`; returns how many there are.
+   * `trusted` says whether they are the pods with fresh metrics.
+   */
+  prepare(pool: Pool, request: RouteRequest): i32 {
+    this.ranked.length = 0;
     const n = this.collectCandidates(pool, request.nowMs);
-    if (n == 0) return false;
-    if (n == 1) {
-      ranked.push(unchecked(this.candidates[0]));
-      return true;
-    }
     this.ensureCapacity(n);
-    this.ensureRequestCapacity(request, n);
-    relativeCapacities(this.candidates, request.capacity, this.scratch);
+    if (request.capacity.length < n) request.capacity = new StaticArray<f64>(n);
+    if (n == 1) unchecked(request.capacity[0] = 1.0);
+    else if (n > 1) relativeCapacities(this.candidates, request.capacity, this.scratch);
+    return n;
+  }
+
+  /**
+   * Second step: fills `ranked` from the prepared candidates. With `explain`,
+   * `contributions[s * n + i]` keeps scorer s's weighted score of candidate i.
+   */
+  choose(request: RouteRequest, explain: bool): void {
+    const ranked = this.ranked;
+    const n = this.candidates.length;
+    if (n == 0) return;
+    if (n == 1 && !explain) {
+      ranked.push(unchecked(this.candidates[0]));
+      return;
+    }
+    const weights = request.weights;
     const totals = this.totals;
+    const scorers = this.scorers;
+    if (explain) this.contributions = new StaticArray<f64>(scorers.length * n);
     for (let i = 0; i < n; i++) unchecked(totals[i] = 0);
-    for (let s = 0; s < this.scorers.length; s++) {
-      const scorer = unchecked(this.scorers[s]);
-      const w = scorer.weight(pool.weights);
+    for (let s = 0; s < scorers.length; s++) {
+      const scorer = unchecked(scorers[s]);
+      const w = scorer.weight(weights);
       if (w == 0) continue;
       scorer.score(this.candidates, request, this.scratch);
-      for (let i = 0; i < n; i++) unchecked(totals[i] += w * unchecked(this.scratch[i]));
+      for (let i = 0; i < n; i++) {
+        const c = w * unchecked(this.scratch[i]);
+        unchecked(totals[i] += c);
+        if (explain) unchecked(this.contributions[s * n + i] = c);
+      }
     }
     const keep = min(n, MAX_RANKED);
+    const order = this.order;
+    order.length = 0;
     for (let k = 0; k < keep; k++) {
       const best = this.argmax(n);
       ranked.push(unchecked(this.candidates[best]));
+      order.push(best);
+      if (explain) unchecked(this.rankedTotals[k] = unchecked(totals[best]));
       unchecked(totals[best] = -f64.MAX_VALUE);
     }
-    return true;
+  }
+
+  /** For an explained pick: ranked endpoint k's weighted score from scorer s, and its total. */
+  contribution(k: i32, s: i32): f64 {
+    return unchecked(this.contributions[s * this.candidates.length + unchecked(this.order[k])]);
+  }
+
+  rankedTotal(k: i32): f64 {
+    return unchecked(this.rankedTotals[k]);
+  }
+
+  get candidateList(): Endpoint[] {
+    return this.candidates;
   }
 
   /**
@@ -75,6 +122,7 @@ export class Picker {
       const e = unchecked(all[i]);
       if (e.fresh && e.ejectedUntilMs <= nowMs) c.push(e);
     }
+    this.trusted = c.length > 0;
     if (c.length == 0) {
       for (let i = 0; i < all.length; i++) {
         const e = unchecked(all[i]);
@@ -108,10 +156,6 @@ export class Picker {
     if (this.totals.length >= n) return;
     this.totals = new StaticArray<f64>(n);
     this.scratch = new StaticArray<f64>(n);
-  }
-
-  private ensureRequestCapacity(request: RouteRequest, n: i32): void {
-    if (request.capacity.length < n) request.capacity = new StaticArray<f64>(n);
   }
 
   /** xorshift64*: deterministic for a seed, no host import needed. */

@@ -6,6 +6,7 @@
 // the last of duplicate keys, then pydantic validates that final value. So the
 // scan only records where each field's last occurrence is, and read()
 // validates after the scan.
+import { jsonString } from "./errors";
 import { JsonScanner, JsonType } from "./json";
 
 export const enum ApiKind { Chat = 0, Completions = 1, Other = 2 }
@@ -94,6 +95,23 @@ export class OpenAIRequest extends JsonScanner {
       this.setPrompt("prompt", prompt);
     }
     return true;
+  }
+
+  /**
+   * The body with the value of its (last, i.e. effective) `model` member
+   * replaced by `name`: for a canary split, the pod must read the model the
+   * gateway chose. Valid after a successful read(), while the buffer is.
+   */
+  withModel(name: string): ArrayBuffer {
+    const m = this.modelMember;
+    const literal = String.UTF8.encode(jsonString(name));
+    const tail = this.len - m.end;
+    const out = new ArrayBuffer(m.start + literal.byteLength + tail);
+    const dst = changetype<usize>(out);
+    memory.copy(dst, this.base, <usize>m.start);
+    memory.copy(dst + <usize>m.start, changetype<usize>(literal), <usize>literal.byteLength);
+    memory.copy(dst + <usize>(m.start + literal.byteLength), this.base + <usize>m.end, <usize>tail);
+    return out;
   }
 
   /** The raw prompt bytes' start address in the scanned buffer. */

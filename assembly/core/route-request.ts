@@ -1,9 +1,14 @@
 // What the scorers may know about the request being routed.
-import { ModelRoute, Pool } from "./snapshot";
+import { Priority } from "./priority";
+import { ModelRoute, Pool, Weights } from "./snapshot";
 import { PrefixKeys } from "./prefix-keys";
 
 export class RouteRequest {
+  /** The model served (a canary target, or what the client asked for). */
   model: ModelRoute = new ModelRoute();
+  /** The served model's profile weights. */
+  weights: Weights = new Weights();
+  priority: Priority = Priority.Standard;
   pool: Pool = new Pool();
   /** Hash of the LoRA adapter name (0 for the base model), for rendezvous placement. */
   adapterHash: u64 = 0;

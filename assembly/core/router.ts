@@ -1,18 +1,33 @@
 // The routing decision for one request body, shared verbatim by the Envoy
 // filter and the native build: scan the body, resolve the model (or LoRA
-// adapter) to its pool, judge the view's age, rank the pool's endpoints, and
-// account for the choice (in-flight count, prefix index).
-import { ApiError, badRequest, modelNotFound, unavailable } from "./errors";
+// adapter, or canary target) to its pool, settle the request's class, judge
+// the view's age, admit or refuse, rank the pool's endpoints, and account for
+// the choice (in-flight count, prefix index).
+import { PoolLoad } from "./admission";
+import { chooseSplit } from "./canary";
+import { ApiError, badRequest, modelNotFound, saturated, unavailable } from "./errors";
+import { explainPick, explainRefusal } from "./explain";
 import { FleetView } from "./fleet-view";
 import { InflightTable } from "./inflight";
 import { Picker } from "./picker";
 import { PrefixDecision, PrefixIndex } from "./prefix-index";
 import { BLOCK_BYTES } from "./prefix-keys";
 import { ApiKind, OpenAIRequest } from "./request";
+import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority, priorityName } from "./priority";
 import { RouteRequest } from "./route-request";
 import { adapterKey } from "./scorers/lora";
-import { Endpoint, Pool } from "./snapshot";
+import { Endpoint, ModelRoute, Pool, Split } from "./snapshot";
 import { StaleViewPolicy, ViewPolicy, viewIsStale } from "./view";
+
+/** What the caller knows about a request besides its body (from its headers and the gateway's config). */
+export class RequestMeta {
+  /** The class the request asks for: a Priority, NO_PRIORITY or BAD_PRIORITY. */
+  priority: i32 = NO_PRIORITY;
+  /** The client may claim Critical (config: anyone, or a trusted JWT claim). */
+  mayClaimCritical: bool = false;
+  /** Explain the decision in `Router.explanation`. */
+  explain: bool = false;
+}
 
 export class Router {
   readonly body: OpenAIRequest = new OpenAIRequest();
@@ -28,6 +43,19 @@ export class Router {
   error: ApiError | null = null;
   /** Set when route() returns true: the pool that serves the model. */
   pool: Pool | null = null;
+  /** The model the client asked for, and the one served (they differ after a canary split). */
+  requested: ModelRoute | null = null;
+  target: ModelRoute | null = null;
+  /** The canary split taken, if the requested model has splits. */
+  split: Split | null = null;
+  /** The class the request is served at. */
+  priority: Priority = Priority.Standard;
+  /** The request asked for Critical and may not claim it. */
+  downgraded: bool = false;
+  /** Set when the request was refused for lack of room (error 429): the Retry-After in seconds. */
+  retryAfterS: u32 = 0;
+  /** With RequestMeta.explain: the decision in words (header-safe ASCII). */
+  explanation: string = "";
   /** The index of `pool` in the snapshot. */
   poolIndex: i32 = -1;
   /**
@@ -39,6 +67,9 @@ export class Router {
   readonly pendingDecisions: PrefixDecision[] = [];
   pendingCount: i32 = 0;
   private matched: StaticArray<i32> = new StaticArray<i32>(0);
+  private meta: RequestMeta = new RequestMeta();
+  /** Per pool name, kept across snapshots: rates and booked retries outlive a snapshot. */
+  private loads: Map<string, PoolLoad> = new Map();
 
   constructor(seed: u64) {
     const prefixes = new PrefixIndex();
@@ -55,30 +86,41 @@ export class Router {
    * Decides where one request goes and counts it in `inflight` against the
    * chosen endpoint (the caller releases it when the request ends).
    */
-  route(ptr: usize, len: i32, kind: ApiKind, view: FleetView, inflight: InflightTable, nowMs: u64): bool {
-    if (!this.resolve(ptr, len, kind, view, nowMs)) return false;
-    if (!this.blind) this.rank(inflight);
-    return true;
+  route(ptr: usize, len: i32, kind: ApiKind, view: FleetView, inflight: InflightTable, nowMs: u64, meta: RequestMeta): bool {
+    if (!this.resolve(ptr, len, kind, view, nowMs, meta)) return false;
+    return this.blind || this.rank(inflight);
   }
 
   /**
-   * First half of route(): reads the body and finds the pool; false with
-   * `error` set when the request must be refused. When it returns true and
-   * the view is not `blind`, rank() must follow. (The filter reads the shared
-   * in-flight table in between, and only then.)
+   * First half of route(): reads the body, finds the pool and settles the
+   * class; false with `error` set when the request must be refused. When it
+   * returns true and the view is not `blind`, rank() must follow. (The filter
+   * reads the shared in-flight table in between, and only then.)
    */
-  resolve(ptr: usize, len: i32, kind: ApiKind, view: FleetView, nowMs: u64): bool {
+  resolve(ptr: usize, len: i32, kind: ApiKind, view: FleetView, nowMs: u64, meta: RequestMeta): bool {
     this.error = null;
     this.pool = null;
     this.poolIndex = -1;
+    this.requested = null;
+    this.target = null;
+    this.split = null;
     this.blind = false;
+    this.downgraded = false;
+    this.retryAfterS = 0;
+    this.explanation = "";
+    this.meta = meta;
     this.picker.ranked.length = 0;
+    if (meta.priority == BAD_PRIORITY) {
+      return this.fail(badRequest("The x-llm-priority header must be critical, standard or sheddable", "x-llm-priority"));
+    }
     const body = this.body;
     if (!body.read(ptr, len, kind)) return this.fail(badRequest(body.problem, body.problemParam));
     const snapshot = view.current;
     if (snapshot == null) return this.fail(unavailable("The gateway has no endpoint data yet; retry shortly"));
-    const model = snapshot.find(body.model);
-    if (model == null) return this.fail(modelNotFound(body.model));
+    const requested = snapshot.find(body.model);
+    if (requested == null) return this.fail(modelNotFound(body.model));
+    const split = chooseSplit(requested);
+    const model = split == null ? requested : split.target!;
     const pool = snapshot.pools[model.pool];
     if (pool.endpoints.length == 0) return this.fail(unavailable("No endpoint serves model '" + body.model + "'"));
     if (viewIsStale(nowMs, view.heardMs, this.policy.maxAgeMs)) {
@@ -89,30 +131,86 @@ export class Router {
     }
     this.pool = pool;
     this.poolIndex = model.pool;
+    this.requested = requested;
+    this.target = model;
+    this.split = split;
+    this.priority = effectivePriority(meta.priority, requested.priority, meta.mayClaimCritical);
+    this.downgraded = meta.priority == Priority.Critical && this.priority != Priority.Critical;
+    if (pool.load == null) pool.load = this.loadFor(pool.name);
     const request = this.request;
     request.model = model;
+    request.weights = model.profile.weights;
+    request.priority = this.priority;
     request.pool = pool;
     request.nowMs = nowMs;
     return true;
   }
 
-  /** Second half of route(): ranks the pool's endpoints and accounts for the choice. */
-  rank(inflight: InflightTable): void {
+  /**
+   * Second half of route(): admits the request (false with a 429 `error` when
+   * every eligible pod is saturated for its class), ranks the pool's
+   * endpoints and accounts for the choice.
+   */
+  rank(inflight: InflightTable): bool {
     const request = this.request;
     const pool = request.pool;
     const model = request.model;
     const body = this.body;
+    observe(pool, inflight);
+    const n = this.picker.prepare(pool, request);
+    // Only fresh metrics can justify a refusal; without them the pool fails open.
+    if (n > 0 && this.picker.trusted && model.profile.admission.enabled && !this.admit(n)) return false;
     request.adapterHash = model.adapter.length > 0 ? model.nameHash : 0;
-    const usePrefix = pool.weights.prefix > 0 && body.promptStart >= 0;
+    const weights = request.weights;
+    const usePrefix = weights.prefix > 0 && body.promptStart >= 0;
     if (usePrefix) request.prefix.compute(body.promptPtr(), body.promptEnd - body.promptStart, model.nameHash);
     else request.prefix.count = 0;
-    observe(pool, inflight);
-    this.picker.pick(pool, request);
+    const explain = this.meta.explain;
+    this.picker.choose(request, explain);
     const primary = this.picker.ranked[0];
     inflight.add(primary.addressHash, 1);
     primary.inflight++;
     if (usePrefix && request.prefix.count > 0) this.recordPrefix(pool, primary);
-    if (request.adapterHash != 0 && pool.weights.lora > 0) this.recordAdapter(primary);
+    if (request.adapterHash != 0 && weights.lora > 0) this.recordAdapter(primary);
+    if (explain) this.explanation = explainPick(this.picker, this.requested!, model, this.priority);
+    return true;
+  }
+
+  /** A request this router routed to `pool` ended (feeds the pool's drain rate). */
+  completed(pool: Pool, nowMs: u64): void {
+    if (pool.load == null) pool.load = this.loadFor(pool.name);
+    pool.load!.completed(nowMs);
+  }
+
+  /** True when some candidate has room for the request's class; otherwise books a retry and sets the 429. */
+  private admit(n: i32): bool {
+    const request = this.request;
+    const admission = request.model.profile.admission;
+    const candidates = this.picker.candidateList;
+    const load = request.pool.load!;
+    const nowMs = request.nowMs;
+    if (admission.hasRoom(candidates, n, request.capacity, this.priority)) {
+      // Room even for the lowest class: the retries booked so far start draining.
+      if (load.saturated && admission.hasRoom(candidates, n, request.capacity, Priority.Sheddable)) {
+        load.markRoom(nowMs, load.drainRate(nowMs, n));
+      }
+      return true;
+    }
+    const rate = load.drainRate(nowMs, n);
+    const booked = load.booked;
+    this.retryAfterS = load.refuse(nowMs, rate, admission.maxRetryAfterS);
+    this.error = saturated(request.pool.name, priorityName(this.priority), this.retryAfterS);
+    if (this.meta.explain) {
+      this.explanation = explainRefusal(request.pool, request.model, this.priority, booked, rate, this.retryAfterS);
+    }
+    return false;
+  }
+
+  private loadFor(poolName: string): PoolLoad {
+    if (this.loads.has(poolName)) return this.loads.get(poolName);
+    const load = new PoolLoad();
+    this.loads.set(poolName, load);
+    return load;
   }
 
   /** The adapter is (about to be) loaded on `primary`: other requests for it, from any worker, should follow. */

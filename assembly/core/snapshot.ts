@@ -1,7 +1,9 @@
 // The routing state the aggregator pushes (proto/gateway.proto), decoded into
 // plain objects the scorers read. Decoding happens once per snapshot version,
 // never per request.
+import { Admission, PoolLoad } from "./admission";
 import { hashBuffer } from "./hash";
+import { Priority } from "./priority";
 import { PodCache } from "./prefix-index";
 import { ProtoReader } from "./proto";
 import { SlotTable } from "./slot-table";
@@ -12,6 +14,25 @@ export class Weights {
   running: f64 = 0;
   lora: f64 = 0;
   prefix: f64 = 0;
+}
+
+/** How a kind of traffic is scored and admitted (proto Profile). */
+export class Profile {
+  name: string = "";
+  weights: Weights = new Weights();
+  admission: Admission = new Admission();
+}
+
+/** One target of a canary split. */
+export class Split {
+  /** Index into Snapshot.models until index() resolves `target`. */
+  model: i32 = 0;
+  target: ModelRoute | null = null;
+  weight: i32 = 0;
+  /** Smooth weighted round-robin state (core/canary.ts); per worker, since each decodes its own snapshot. */
+  current: i64 = 0;
+  /** The filter's counter for this split (gateway/traffic-stats.ts); -1 until first used. */
+  statIndex: i32 = -1;
 }
 
 export class Endpoint {
@@ -41,6 +62,8 @@ export class Endpoint {
   inflight: i32 = 0;
   /** Set from the shared health ledger (core/health.ts); 0 when not ejected. */
   ejectedUntilMs: u64 = 0;
+  /** The filter's picks counter for this endpoint (gateway/traffic-stats.ts); -1 until first used. */
+  statIndex: i32 = -1;
 
   /**
    * Requests sent since the scrape minus those finished since: what the
@@ -66,19 +89,35 @@ export class Endpoint {
 export class Pool {
   name: string = "";
   baseModel: string = "";
+  /** UTF-8 of `name` and `baseModel`, for the routing headers. */
+  nameBytes: ArrayBuffer = new ArrayBuffer(0);
+  baseModelBytes: ArrayBuffer = new ArrayBuffer(0);
   weights: Weights = new Weights();
   endpoints: Endpoint[] = [];
   /** Address hash -> slot, for looking endpoints up by what shared state records. */
   slots: SlotTable = new SlotTable();
+  /** This worker's drain and refusal bookkeeping for the pool; kept across snapshots by the router. */
+  load: PoolLoad | null = null;
 }
 
 export class ModelRoute {
   name: string = "";
+  /** UTF-8 of `name`, for the x-gateway-model-name header. */
+  nameBytes: ArrayBuffer = new ArrayBuffer(0);
   /** Hash of `name`: seeds its prompts' prefix keys (an adapter caches apart from its base model). */
   nameHash: u64 = 0;
   pool: i32 = 0;
   /** Non-empty when `name` is a LoRA adapter of the pool's base model. */
   adapter: string = "";
+  /** Index into Snapshot.profiles until index() resolves `profile`. */
+  profileIndex: i32 = 0;
+  /** Its weights and admission; without profiles in the snapshot, the pool's weights and no admission. */
+  profile: Profile = new Profile();
+  /** The class of a request that asks for none. */
+  priority: Priority = Priority.Standard;
+  /** Canary targets; empty when requests for `name` are served as `name`. */
+  splits: Split[] = [];
+  splitTotal: i32 = 0;
 }
 
 export class Snapshot {
@@ -86,19 +125,49 @@ export class Snapshot {
   generatedMs: u64 = 0;
   models: ModelRoute[] = [];
   pools: Pool[] = [];
+  profiles: Profile[] = [];
   private byName: Map<string, ModelRoute> = new Map();
 
   find(model: string): ModelRoute | null {
     return this.byName.has(model) ? this.byName.get(model) : null;
   }
 
-  /** Indexes models by name; false if a model names a pool that does not exist. */
+  /**
+   * Indexes models by name, encodes the names the filter sends as headers,
+   * and resolves their profiles and split targets;
+   * false if a model names a pool, profile or target that does not exist.
+   */
   index(): bool {
-    for (let i = 0; i < this.models.length; i++) {
-      const m = this.models[i];
+    for (let i = 0; i < this.pools.length; i++) {
+      const pool = this.pools[i];
+      pool.nameBytes = String.UTF8.encode(pool.name);
+      pool.baseModelBytes = String.UTF8.encode(pool.baseModel);
+    }
+    const models = this.models;
+    for (let i = 0; i < models.length; i++) {
+      const m = models[i];
       if (m.pool < 0 || m.pool >= this.pools.length) return false;
-      m.nameHash = hashBuffer(String.UTF8.encode(m.name));
+      m.nameBytes = String.UTF8.encode(m.name);
+      m.nameHash = hashBuffer(m.nameBytes);
       this.byName.set(m.name, m);
+      if (this.profiles.length == 0) {
+        // An older aggregator: score with the pool's weights, admit everything.
+        m.profile = new Profile();
+        m.profile.weights = this.pools[m.pool].weights;
+      } else if (m.profileIndex < 0 || m.profileIndex >= this.profiles.length) {
+        return false;
+      } else {
+        m.profile = this.profiles[m.profileIndex];
+      }
+      let total: i64 = 0;
+      for (let k = 0; k < m.splits.length; k++) {
+        const split = m.splits[k];
+        if (split.model < 0 || split.model >= models.length || split.weight <= 0) return false;
+        split.target = models[split.model];
+        total += split.weight;
+      }
+      if (total > i32.MAX_VALUE) return false;
+      m.splitTotal = <i32>total;
     }
     return true;
   }
@@ -125,7 +194,11 @@ export function decodeSnapshot(ptr: usize, len: i32): Snapshot | null {
       if (p == null) r.ok = false;
       else snap.pools.push(p);
     } else if (field == 4 && (tag & 7) == 0) snap.generatedMs = r.varint();
-    else r.skip(tag & 7);
+    else if (field == 5 && (tag & 7) == 2) {
+      const p = decodeProfile(r.message());
+      if (p == null) r.ok = false;
+      else snap.profiles.push(p);
+    } else r.skip(tag & 7);
   }
   if (!r.ok || !snap.index()) return null;
   return snap;
@@ -139,9 +212,72 @@ function decodeModel(r: ProtoReader): ModelRoute | null {
     if (field == 1 && (tag & 7) == 2) m.name = r.string();
     else if (field == 2 && (tag & 7) == 0) m.pool = <i32>r.varint();
     else if (field == 3 && (tag & 7) == 2) m.adapter = r.string();
-    else r.skip(tag & 7);
+    else if (field == 4 && (tag & 7) == 0) m.profileIndex = index(r.varint());
+    else if (field == 5 && (tag & 7) == 0) {
+      const p = <i32>r.varint();
+      if (p != Priority.Standard && p != Priority.Critical && p != Priority.Sheddable) return null;
+      m.priority = <Priority>p;
+    } else if (field == 6 && (tag & 7) == 2) {
+      const split = decodeSplit(r.message());
+      if (split == null) return null;
+      m.splits.push(split);
+    } else r.skip(tag & 7);
   }
   return r.ok ? m : null;
+}
+
+function decodeSplit(r: ProtoReader): Split | null {
+  const s = new Split();
+  while (r.more()) {
+    const tag = <u32>r.varint();
+    const field = tag >> 3;
+    if (field == 1 && (tag & 7) == 0) s.model = index(r.varint());
+    else if (field == 2 && (tag & 7) == 0) s.weight = index(r.varint());
+    else r.skip(tag & 7);
+  }
+  return r.ok ? s : null;
+}
+
+function decodeProfile(r: ProtoReader): Profile | null {
+  const p = new Profile();
+  while (r.more()) {
+    const tag = <u32>r.varint();
+    const field = tag >> 3;
+    if (field == 1 && (tag & 7) == 2) p.name = r.string();
+    else if (field == 2 && (tag & 7) == 2) {
+      const w = decodeWeights(r.message());
+      if (w == null) return null;
+      p.weights = w;
+    } else if (field == 3 && (tag & 7) == 2) {
+      const a = decodeAdmission(r.message());
+      if (a == null) return null;
+      p.admission = a;
+    } else r.skip(tag & 7);
+  }
+  return r.ok ? p : null;
+}
+
+/** Null if a limit is out of its range: a bad limit must not refuse (or admit) everything silently. */
+function decodeAdmission(r: ProtoReader): Admission | null {
+  const a = new Admission();
+  while (r.more()) {
+    const tag = <u32>r.varint();
+    const field = tag >> 3;
+    const wire = tag & 7;
+    if (field == 1 && wire == 0) a.enabled = r.varint() != 0;
+    else if (field == 2 && wire == 5) a.maxWaiting = <f64>r.float();
+    else if (field == 3 && wire == 5) a.maxKvCache = <f64>r.float();
+    else if (field == 4 && wire == 5) a.sheddableFactor = <f64>r.float();
+    else if (field == 5 && wire == 5) a.criticalFactor = <f64>r.float();
+    else if (field == 6 && wire == 0) a.maxRetryAfterS = <u32>r.varint();
+    else r.skip(wire);
+  }
+  return r.ok && a.valid() ? a : null;
+}
+
+/** An index or weight (uint32 on the wire) as a non-negative i32; out-of-range values fail index(). */
+function index(v: u64): i32 {
+  return v > <u64>i32.MAX_VALUE ? -1 : <i32>v;
 }
 
 /** Null if a weight is negative or not finite: the picker multiplies scores by it. */

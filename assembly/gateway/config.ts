@@ -49,8 +49,17 @@ class ConfigScanner extends JsonScanner {
   }
 }
 
+/** Who a request-header claim (Critical class, decision debug) is honoured for. */
+export const enum Gate { Nobody = 0, Anyone = 1, Claim = 2 }
+
 export class FilterConfig {
   maxBodyBytes: i64 = 4 * 1024 * 1024;
+  /** Who may ask for the Critical class; with Claim, a JWT claim value in `criticalClaims`. */
+  criticalFrom: Gate = Gate.Nobody;
+  criticalClaims: string[] = [];
+  /** Nobody: no decision header; Anyone: on every response; Claim: when asked by a client whose claim allows it. */
+  debug: Gate = Gate.Nobody;
+  debugClaims: string[] = [];
   /** How often each worker checks shared data for a newer snapshot. */
   refreshMs: u32 = 20;
   view: ViewPolicy = new ViewPolicy();
@@ -71,12 +80,30 @@ export class FilterConfig {
       c.view.retryAfterS = <u32>s.numberOr("retry_after_s", <f64>c.view.retryAfterS, 1, 86_400);
       c.health.threshold = <u32>s.numberOr("eject_after_failures", <f64>c.health.threshold, 1, 1_000_000);
       c.health.ejectMs = <u64>s.numberOr("eject_ms", <f64>c.health.ejectMs, 1, 86_400_000);
+      c.criticalFrom = <Gate>s.choiceOr("critical_from", ["none", "any", "claim"], c.criticalFrom);
+      c.criticalClaims = claimValues(s.stringOr("critical_claim_values", ""));
+      c.debug = <Gate>s.choiceOr("debug", ["off", "all", "claim"], c.debug);
+      c.debugClaims = claimValues(s.stringOr("debug_claim_values", ""));
       s.onlyKeys(["max_body_bytes", "refresh_ms", "max_view_age_ms", "stale_view_policy", "retry_after_s",
-        "eject_after_failures", "eject_ms"]);
+        "eject_after_failures", "eject_ms", "critical_from", "critical_claim_values", "debug", "debug_claim_values"]);
+      // A claim gate with no value to match would silently admit nobody: say so instead.
+      if (s.error.length == 0 && c.criticalFrom == Gate.Claim && c.criticalClaims.length == 0) s.error = "critical_claim_values must list the claim values that may claim Critical";
+      if (s.error.length == 0 && c.debug == Gate.Claim && c.debugClaims.length == 0) s.error = "debug_claim_values must list the claim values that may ask for decisions";
     }
     c.error = s.error;
     return c;
   }
+}
+
+/** "a,b" as ["a", "b"], empty items dropped. */
+function claimValues(list: string): string[] {
+  const out: string[] = [];
+  const parts = list.split(",");
+  for (let i = 0; i < parts.length; i++) {
+    const v = parts[i].trim();
+    if (v.length > 0) out.push(v);
+  }
+  return out;
 }
 
 export class LinkConfig {

@@ -5,33 +5,53 @@
 // fallbacks for the cluster's override_host policy, which only ever connects
 // to the pool's known hosts. GET /v1/models, /v1/models/{id} and /health are
 // answered here; every other request is left to Envoy's route table (404/405).
-// Client-sent x-gateway-* headers are removed first.
+// Client-sent x-gateway-* headers are removed first (the JWT claims that
+// Envoy's jwt_authn put in x-gateway-claim-* are read, then removed too).
+// It also sets x-gateway-model-name (the model asked for) and
+// x-gateway-base-model, so Envoy's routes can match a model; Envoy
+// re-evaluates the route after the filter has set them. A request for a model
+// with a canary split is sent as its chosen target, the body's "model"
+// rewritten. A class (x-llm-priority) decides admission: a pool saturated for
+// it answers 429 with Retry-After.
 //
 // Per routed request the hot path makes these host calls: read the header
-// pairs, read the body, read and write the shared in-flight table, set two
-// headers, bump one counter, and at the end read two properties to learn how
-// the request went (passive health) and read and write the in-flight table.
+// pairs, read the body, read and write the shared in-flight table, set four
+// headers, and at the end read two properties to learn how the request went
+// (passive health) and read and write the in-flight table. Counters are kept
+// in Wasm memory and handed to Envoy on the tick (traffic-stats.ts).
 import { DataAction, HeaderAction, HttpContext, RootContext } from "../abi/context";
 import {
   BufferType, getBufferBytes, getBufferSize, getHeaderPairs, getPropertyBytes, HostBytes, log, LogLevel, MapType,
-  nowMillis, propertyPath, removeHeaderRaw, replaceHeader, replaceHeaderRaw, sendLocalResponse, setTickPeriod, utf8,
+  nowMillis, propertyPath, removeHeaderRaw, replaceHeader, replaceHeaderRaw, sendLocalResponse, setBufferBytes,
+  setTickPeriod, utf8,
 } from "../abi/hostcalls";
 import { encodePairs, PairsReader } from "../abi/pairs";
 import { ApiError, bodyTooLarge, jsonString, modelNotFound } from "../core/errors";
+import { PoolLoad } from "../core/admission";
+import { NO_PRIORITY, parsePriority } from "../core/priority";
 import { ApiKind } from "../core/request";
-import { Router } from "../core/router";
+import { RequestMeta, Router } from "../core/router";
 import { Endpoint, Snapshot } from "../core/snapshot";
 import { FleetView } from "../core/fleet-view";
 import { viewIsStale, StaleViewPolicy } from "../core/view";
-import { FilterConfig } from "./config";
+import { FilterConfig, Gate } from "./config";
 import { FilterMetrics } from "./metrics";
 import { SharedHealth } from "./shared-health";
 import { SharedInflight } from "./shared-inflight";
 import { SharedPrefixLog } from "./shared-prefix-log";
 import { SnapshotReader } from "./shared-snapshot";
+import { TrafficStats } from "./traffic-stats";
 import { takeWorkerId } from "./worker-id";
 
 const POOL_HEADER = utf8("x-gateway-pool");
+const MODEL_NAME_HEADER = utf8("x-gateway-model-name");
+const BASE_MODEL_HEADER = utf8("x-gateway-base-model");
+// The decision in words; the pool routes copy it onto the response (%REQ(...)%).
+const DECISION_HEADER = utf8("x-gateway-decision");
+const CONTENT_LENGTH = utf8("content-length");
+// Set by Envoy's jwt_authn from a verified token (claim_to_headers).
+const CRITICAL_CLAIM = "x-gateway-claim-critical";
+const DEBUG_CLAIM = "x-gateway-claim-debug";
 const DESTINATION_HEADER = utf8("x-gateway-destination-endpoint");
 // Marks the filter's own replies so Envoy's local_reply_config leaves them as they are.
 const REPLY_MARKER = utf8("x-gateway-reply");
@@ -54,12 +74,13 @@ export class GatewayRoot extends RootContext {
   prefixOn: bool = false;
   router: Router = new Router(0);
   metrics: FilterMetrics | null = null;
+  stats: TrafficStats | null = null;
+  /** Filled per request from its headers and handed to the router. */
+  meta: RequestMeta = new RequestMeta();
   scratch: HostBytes = new HostBytes();
   pairs: PairsReader = new PairsReader();
   /** Envoy's clock at the last tick: fine for ages and deadlines, and no host call per request. */
   nowMs: u64 = 0;
-  /** Pool names as header values, by pool index of the current snapshot. */
-  poolNames: ArrayBuffer[] = [];
   /** The destination header's value is assembled here. */
   destination: ArrayBuffer = new ArrayBuffer(256);
   private modelList: ArrayBuffer = new ArrayBuffer(0);
@@ -85,6 +106,7 @@ export class GatewayRoot extends RootContext {
       "content-type", "application/json", "retry-after", this.config.view.retryAfterS.toString(),
     ]);
     if (this.metrics == null) this.metrics = new FilterMetrics();
+    if (this.stats == null) this.stats = new TrafficStats();
     setTickPeriod(this.config.refreshMs);
     this.refresh();
     return true;
@@ -92,6 +114,7 @@ export class GatewayRoot extends RootContext {
 
   onTick(): void {
     this.refresh();
+    this.stats!.flush();
   }
 
   createHttpContext(id: u32): HttpContext | null {
@@ -115,6 +138,23 @@ export class GatewayRoot extends RootContext {
 
   headersFor(status: i32): ArrayBuffer {
     return status == 503 ? this.unavailableHeaders : this.jsonHeaders;
+  }
+
+  /** A 429's headers: its computed Retry-After, and the decision when explained. */
+  saturatedHeaders(retryAfterS: u32, explanation: string): ArrayBuffer {
+    const pairs = ["content-type", "application/json", "retry-after", retryAfterS.toString()];
+    if (explanation.length > 0) {
+      pairs.push("x-gateway-decision");
+      pairs.push(explanation);
+    }
+    return encodePairs(pairs);
+  }
+
+  /** A claim header's value (one value, or a comma-separated list) holds one of `allowed`. */
+  claimAllows(ptr: usize, len: i32, allowed: string[]): bool {
+    const values = String.UTF8.decodeUnsafe(ptr, <usize>len).split(",");
+    for (let i = 0; i < values.length; i++) if (allowed.includes(values[i].trim())) return true;
+    return false;
   }
 
   /** Records how a routed request ended, against the pod the filter chose first. */
@@ -158,12 +198,9 @@ export class GatewayRoot extends RootContext {
 
   private loadSnapshot(snap: Snapshot): void {
     this.modelList = utf8(modelListJson(snap));
-    const names = new Array<ArrayBuffer>(snap.pools.length);
-    for (let i = 0; i < snap.pools.length; i++) names[i] = utf8(snap.pools[i].name);
-    this.poolNames = names;
     let prefixOn = false;
-    for (let i = 0; i < snap.pools.length; i++) {
-      const w = snap.pools[i].weights;
+    for (let i = 0; i < snap.models.length; i++) {
+      const w = snap.models[i].profile.weights;
       if (w.prefix > 0 || w.lora > 0) prefixOn = true;
     }
     this.prefixOn = prefixOn;
@@ -190,6 +227,13 @@ class GatewayStream extends HttpContext {
   private answered: bool = false;
   /** The pod chosen first, kept to learn how the request went. */
   private primary: Endpoint | null = null;
+  /** Where the request's completion counts towards its pool's drain rate. */
+  private load: PoolLoad | null = null;
+  /** From the request headers: the class asked for, and what the client may claim. */
+  private priority: i32 = NO_PRIORITY;
+  private mayClaimCritical: bool = false;
+  private explain: bool = false;
+  private contentLength: i64 = -1;
 
   constructor(id: u32, private root: GatewayRoot) {
     super(id);
@@ -204,13 +248,27 @@ class GatewayStream extends HttpContext {
     let contentLength: i64 = -1;
     let pathPtr: usize = 0;
     let pathLen: i32 = 0;
+    const config = root.config;
+    let criticalClaim = false;
+    let debugClaim = false;
+    let debugAsked = false;
     if (getHeaderPairs(MapType.RequestHeaders, raw) && pairs.reset(raw.ptr, raw.len)) {
       while (pairs.next()) {
         const k = pairs.keyPtr;
         const kl = pairs.keyLen;
         if (startsWith(k, kl, "x-gateway-")) {
+          if (config.criticalFrom == Gate.Claim && equals(k, kl, CRITICAL_CLAIM)) {
+            criticalClaim = root.claimAllows(pairs.valuePtr, pairs.valueLen, config.criticalClaims);
+          } else if (config.debug == Gate.Claim && equals(k, kl, DEBUG_CLAIM)) {
+            debugClaim = root.claimAllows(pairs.valuePtr, pairs.valueLen, config.debugClaims);
+          } else {
+            root.metrics!.count(root.metrics!.spoofedHeaders);
+          }
           removeHeaderRaw(MapType.RequestHeaders, k, kl);
-          root.metrics!.count(root.metrics!.spoofedHeaders);
+        } else if (equals(k, kl, "x-llm-priority")) {
+          this.priority = parsePriority(pairs.valuePtr, pairs.valueLen);
+        } else if (equals(k, kl, "x-llm-debug")) {
+          debugAsked = equals(pairs.valuePtr, pairs.valueLen, "1") || equals(pairs.valuePtr, pairs.valueLen, "true");
         } else if (equals(k, kl, ":path")) {
           pathPtr = pairs.valuePtr;
           pathLen = pathEnd(pairs.valuePtr, pairs.valueLen);
@@ -230,9 +288,12 @@ class GatewayStream extends HttpContext {
       modelId = percentDecode(pathPtr + <usize>MODELS_PREFIX.length, pathLen - MODELS_PREFIX.length);
     }
     raw.release();
+    this.contentLength = contentLength;
+    this.mayClaimCritical = config.criticalFrom == Gate.Anyone || criticalClaim;
+    this.explain = config.debug == Gate.Anyone || (debugAsked && debugClaim);
 
     if (this.route == Route.Other) return HeaderAction.Continue;
-    if (this.route == Route.ListModels) return this.reply(200, root.modelsJson());
+    if (this.route == Route.ListModels) return this.reply(200, root.modelsJson(), root.headersFor(200));
     if (this.route == Route.GetModel) return this.answerModel(modelId);
     if (this.route == Route.Health) return this.answerHealth();
     if (contentLength > root.config.maxBodyBytes) return this.fail(bodyTooLarge(root.config.maxBodyBytes));
@@ -268,6 +329,7 @@ class GatewayStream extends HttpContext {
     const root = this.root;
     // However the request ended, it is no longer in flight.
     root.inflight.add(primary.addressHash, -1);
+    this.load!.completed(root.nowMs);
     const bytes = root.scratch;
     // No response code: the client went away before any answer; nothing learned.
     if (!getPropertyBytes(RESPONSE_CODE, bytes) || bytes.len != 8) {
@@ -285,31 +347,61 @@ class GatewayStream extends HttpContext {
     this.holding = false;
     const root = this.root;
     const router = root.router;
+    const stats = root.stats!;
+    const meta = root.meta;
+    meta.priority = this.priority;
+    meta.mayClaimCritical = this.mayClaimCritical;
+    meta.explain = this.explain;
     // On failure `body` stays empty, which the router answers with a 400.
     const body = root.scratch;
     if (bodySize > 0) getBufferBytes(BufferType.RequestBody, 0, bodySize, body);
     root.snapshot();
-    if (!router.resolve(body.ptr, body.len, this.kind, root.view, root.nowMs)) {
+    if (!router.resolve(body.ptr, body.len, this.kind, root.view, root.nowMs, meta)) {
       body.release();
       this.fail(router.error!);
       return false;
     }
-    replaceHeader(MapType.RequestHeaders, POOL_HEADER, root.poolNames[router.poolIndex]);
+    const pool = router.pool!;
+    const requested = router.requested!;
+    replaceHeader(MapType.RequestHeaders, POOL_HEADER, pool.nameBytes);
+    replaceHeader(MapType.RequestHeaders, MODEL_NAME_HEADER, requested.nameBytes);
+    replaceHeader(MapType.RequestHeaders, BASE_MODEL_HEADER, pool.baseModelBytes);
+    if (router.split != null) this.rewriteModel(router.target!.name, body.len);
+    if (router.downgraded) stats.downgrade();
     if (router.blind) {
       body.release();
+      stats.admit(router.priority, pool, null);
       root.metrics!.count(root.metrics!.routedBlind);
       return true;
     }
     // The body stays readable until ranked: the prefix keys hash the prompt in place.
     root.inflight.read();
-    router.rank(root.inflight.table);
+    const admitted = router.rank(root.inflight.table);
     body.release();
+    if (!admitted) {
+      stats.refuseSaturated(router.priority);
+      this.failSaturated(router.error!, router.retryAfterS, router.explanation);
+      return false;
+    }
     const primary = router.ranked[0];
     root.inflight.commit(primary.addressHash, 1);
     this.setDestination(router.ranked);
+    if (router.explanation.length > 0) replaceHeader(MapType.RequestHeaders, DECISION_HEADER, utf8(router.explanation));
     this.primary = primary;
-    root.metrics!.count(root.metrics!.routed);
+    this.load = pool.load;
+    stats.admit(router.priority, pool, primary);
+    if (router.split != null) stats.split(requested, router.split!);
     return true;
+  }
+
+  /**
+   * Sends the body with `model` set to the canary's target (the pod must read
+   * what the gateway chose), and its content-length to match.
+   */
+  private rewriteModel(target: string, bodySize: i32): void {
+    const rewritten = this.root.router.body.withModel(target);
+    setBufferBytes(BufferType.RequestBody, 0, bodySize, rewritten);
+    if (this.contentLength >= 0) replaceHeader(MapType.RequestHeaders, CONTENT_LENGTH, utf8(rewritten.byteLength.toString()));
   }
 
   /** `ip:port[,ip:port...]`, best first, assembled without allocating per request. */
@@ -347,7 +439,7 @@ class GatewayStream extends HttpContext {
     if (snap == null) return this.fail(modelNotFound(id));
     const model = snap.find(id);
     if (model == null) return this.fail(modelNotFound(id));
-    return this.reply(200, utf8(modelJson(snap, model.name, model.pool, model.adapter)));
+    return this.reply(200, utf8(modelJson(snap, model.name, model.pool, model.adapter)), this.root.headersFor(200));
   }
 
   /** 200 while requests can be routed (degraded: blind, fail-open), 503 otherwise. */
@@ -361,19 +453,31 @@ class GatewayStream extends HttpContext {
     const heard = root.view.heardMs;
     const body = '{"status":"' + status + '","snapshot_version":' + (snap == null ? "0" : snap.version.toString()) +
       ',"view_age_ms":' + (heard == 0 ? "null" : (root.nowMs > heard ? root.nowMs - heard : 0).toString()) + "}";
-    return this.reply(status == "unavailable" ? 503 : 200, utf8(body));
+    const code = status == "unavailable" ? 503 : 200;
+    return this.reply(code, utf8(body), root.headersFor(code));
   }
 
   private fail(error: ApiError): HeaderAction {
-    this.root.metrics!.rejected(error.status);
-    return this.reply(error.status, utf8(error.toJson()));
+    this.count(error);
+    return this.reply(error.status, utf8(error.toJson()), this.root.headersFor(error.status));
   }
 
-  private reply(status: i32, body: ArrayBuffer): HeaderAction {
+  /** 429 with the computed Retry-After. */
+  private failSaturated(error: ApiError, retryAfterS: u32, explanation: string): void {
+    this.count(error);
+    this.reply(error.status, utf8(error.toJson()), this.root.saturatedHeaders(retryAfterS, explanation));
+  }
+
+  private count(error: ApiError): void {
+    this.root.metrics!.rejected(error.status);
+    this.root.stats!.refuse(error.code, error.status);
+  }
+
+  private reply(status: i32, body: ArrayBuffer, headers: ArrayBuffer): HeaderAction {
     this.holding = false;
     this.answered = true;
     replaceHeader(MapType.RequestHeaders, REPLY_MARKER, ONE);
-    sendLocalResponse(<u32>status, DETAILS, body, this.root.headersFor(status));
+    sendLocalResponse(<u32>status, DETAILS, body, headers);
     return HeaderAction.StopIteration;
   }
 }

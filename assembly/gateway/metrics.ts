@@ -3,7 +3,6 @@
 import { defineMetric, incrementMetric, MetricType, recordMetric } from "../abi/hostcalls";
 
 export class FilterMetrics {
-  routed: u32 = defineMetric(MetricType.Counter, "llm_gateway.requests_routed");
   /** Routed by model only, Envoy's balancer choosing the pod: the view was too old. */
   routedBlind: u32 = defineMetric(MetricType.Counter, "llm_gateway.requests_routed_blind");
   /** Failures recorded against pods (5xx, or the request had to leave its first pod). */

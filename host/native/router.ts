@@ -12,22 +12,58 @@ export interface OpenAIErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
 }
 
+export type PriorityClass = "critical" | "standard" | "sheddable";
+const PRIORITY_CODE: Record<PriorityClass, number> = { standard: 0, critical: 1, sheddable: 2 };
+/** What the filter passes for a missing x-llm-priority header, and for one that names no class. */
+const NO_PRIORITY = -1;
+const BAD_PRIORITY = -2;
+
+/** What the filter reads from a request's headers besides its body. */
+export interface RouteOptions {
+  /** The x-llm-priority header's value (any case); absent: the model's default class. */
+  priority?: string;
+  /** The client may claim Critical (the config's critical gate let it through). */
+  mayClaimCritical?: boolean;
+  /** Explain the decision, as the x-gateway-decision header does. */
+  explain?: boolean;
+}
+
 export type RouteResult =
   | {
       /** null when the view was too old to rank endpoints (fail-open: Envoy picks in the pool). */
       endpoint: string | null;
       fallbacks: string[];
       pool: string;
+      /** The model the body asked for. */
       model: string;
+      /** The model served: a canary split's target, else `model`. */
+      target: string;
+      class: PriorityClass;
+      /** Asked for Critical without being allowed to. */
+      downgraded: boolean;
       stream: boolean;
       prompt: [number, number];
+      explanation?: string;
     }
-  | { status: number; error: OpenAIErrorBody["error"] };
+  | {
+      status: number;
+      error: OpenAIErrorBody["error"];
+      /** With a 429 (pool saturated for the request's class): the Retry-After, seconds. */
+      retryAfterS?: number;
+      explanation?: string;
+    };
+
+function priorityCode(header: string | undefined): number {
+  if (header === undefined) return NO_PRIORITY;
+  // ASCII case only, as the filter compares header bytes.
+  const lower = header.replace(/[A-Z]/g, (c) => c.toLowerCase());
+  return Object.hasOwn(PRIORITY_CODE, lower) ? PRIORITY_CODE[lower as PriorityClass] : BAD_PRIORITY;
+}
 
 interface Bindings {
   reset(seed: bigint): void;
   setSnapshot(bytes: Uint8Array): boolean;
-  route(body: Uint8Array, kind: number): string;
+  route(body: Uint8Array, kind: number, priority: number, mayClaimCritical: boolean, explain: boolean): string;
   setClock(nowMs: bigint, heardMs: bigint): void;
   setViewPolicy(maxAgeMs: bigint, stalePolicy: number): void;
   recordOutcome(address: string, failed: boolean, ejectAfter: number, ejectMs: bigint): void;
@@ -78,7 +114,7 @@ export class NativeRouter {
     return this.wasm.inflightTable();
   }
 
-  /** A request routed to `address` ended. */
+  /** A request routed to `address` ended, at the clock's now (it counts toward the pool's drain rate). */
   release(address: string): void {
     this.wasm.release(address);
   }
@@ -101,13 +137,13 @@ export class NativeRouter {
     if (!this.wasm.setSnapshot(bytes)) throw new Error("native router rejected the snapshot bytes");
   }
 
-  route(body: string | Uint8Array, kind: ApiKind = "chat"): RouteResult {
-    return JSON.parse(this.routeText(body, kind)) as RouteResult;
+  route(body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult {
+    return JSON.parse(this.routeText(body, kind, options)) as RouteResult;
   }
 
   /** The JSON text route() parses, exactly as the module wrote it (for checks on the text itself). */
-  routeText(body: string | Uint8Array, kind: ApiKind = "chat"): string {
+  routeText(body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): string {
     const bytes = typeof body === "string" ? Buffer.from(body) : body;
-    return this.wasm.route(bytes, KIND_CODE[kind]);
+    return this.wasm.route(bytes, KIND_CODE[kind], priorityCode(options.priority), options.mayClaimCritical ?? false, options.explain ?? false);
   }
 }

@@ -3,7 +3,7 @@
 // play those workers: the simulator's "ours" policy, the scorer tests and the
 // filter/native parity test. Each call hands the bytes to a router before it
 // uses them and takes them back after, as a worker reads and writes the keys.
-import type { ApiKind, NativeRouter, RouteResult } from "./router.js";
+import type { ApiKind, NativeRouter, RouteOptions, RouteResult } from "./router.js";
 import type { SnapshotMsg } from "../proto.js";
 
 export class NativeSharedData {
@@ -11,9 +11,9 @@ export class NativeSharedData {
   prefixLog: Uint8Array = new Uint8Array(0);
 
   /** Routes on `router` against the shared in-flight table, which then counts the request. */
-  route(router: NativeRouter, body: string | Uint8Array, kind: ApiKind = "chat"): RouteResult {
+  route(router: NativeRouter, body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult {
     router.setInflight(this.inflight);
-    const result = router.route(body, kind);
+    const result = router.route(body, kind, options);
     this.inflight = router.inflightTable();
     return result;
   }

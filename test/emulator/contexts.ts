@@ -29,6 +29,12 @@ export interface CallContext {
   headerMap(type: number): HeaderMap | null;
   /** The request body as the running callback sees it; empty outside body callbacks. */
   requestBody(): Uint8Array;
+  /**
+   * proxy_set_buffer_bytes on the request body, as Envoy's Buffer::copyFrom:
+   * start 0 drains `length` bytes and prepends `data`; start at or past the
+   * end appends; anything else is BadArgument. False where there is no body.
+   */
+  setRequestBody(start: number, length: number, data: Uint8Array): "ok" | "bad" | "none";
   property(path: string): Uint8Array | undefined;
   sendLocalResponse(reply: LocalResponse): void;
 }
@@ -55,6 +61,10 @@ export class RootContext implements CallContext {
 
   requestBody(): Uint8Array {
     return new Uint8Array(0);
+  }
+
+  setRequestBody(): "none" {
+    return "none";
   }
 
   property(path: string): Uint8Array | undefined {

@@ -92,6 +92,17 @@ export function hostCalls(site: HostCallSite): Record<string, HostFunction> {
       return mem().copyOut(bytes.subarray(from, from + length), u(ptrPtr), u(sizePtr)) ? Status.Ok : Status.InvalidMemoryAccess;
     },
 
+    proxy_set_buffer_bytes(type: number, start: number, length: number, dataPtr: number, dataSize: number): number {
+      if (u(type) > MAX_BUFFER_TYPE) return Status.BadArgument;
+      if (u(type) !== BufferType.HttpRequestBody) {
+        throw new UnsupportedHostCall(`proxy-wasm emulator: proxy_set_buffer_bytes of buffer type ${type} is not implemented (${site.label})`);
+      }
+      const data = mem().read(u(dataPtr), u(dataSize));
+      if (data === null) return Status.InvalidMemoryAccess;
+      const result = site.context().setRequestBody(u(start), u(length), data.slice());
+      return result === "ok" ? Status.Ok : result === "bad" ? Status.BadArgument : Status.NotFound;
+    },
+
     proxy_get_buffer_status(type: number, lengthPtr: number, flagsPtr: number): number {
       if (u(type) > MAX_BUFFER_TYPE) return Status.BadArgument;
       const bytes = buffer("proxy_get_buffer_status", u(type));

@@ -51,6 +51,8 @@ export class HttpStream implements CallContext {
   private headersHeld = false;
   private trailersHeld = false;
   private body: Uint8Array = new Uint8Array(0);
+  /** The body Envoy sent upstream, as the plugin left it when it let the request go. */
+  forwardedBody: Uint8Array = new Uint8Array(0);
   private buffering = false;
   private phase: Phase = "new";
 
@@ -95,7 +97,10 @@ export class HttpStream implements CallContext {
     this.body = this.buffering ? concat(this.body, chunk) : chunk.slice();
     const action = this.run("proxy_on_request_body", [this.body.length, endOfStream ? 1 : 0]) ?? DataAction.Continue;
     this.buffering = action === DataAction.StopIterationAndBuffer;
-    if (!this.buffering) this.body = new Uint8Array(0);
+    if (!this.buffering) {
+      this.forwardedBody = concat(this.forwardedBody, this.body);
+      this.body = new Uint8Array(0);
+    }
     if (endOfStream) this.phase = "ended";
     return action;
   }
@@ -105,7 +110,10 @@ export class HttpStream implements CallContext {
     this.requestTrailers = new HeaderMap(pairsOf(trailers));
     this.trailersHeld = true;
     const action = this.run("proxy_on_request_trailers", [this.requestTrailers.size]) ?? HeaderAction.Continue;
-    if (action === HeaderAction.Continue) this.trailersHeld = false;
+    if (action === HeaderAction.Continue) {
+      this.trailersHeld = false;
+      this.forwardedBody = concat(this.forwardedBody, this.body);
+    }
     this.phase = "ended";
     return action;
   }
@@ -135,6 +143,18 @@ export class HttpStream implements CallContext {
 
   requestBody(): Uint8Array {
     return this.body;
+  }
+
+  setRequestBody(start: number, length: number, data: Uint8Array): "ok" | "bad" | "none" {
+    if (start === 0) {
+      this.body = concat(data, this.body.subarray(Math.min(length, this.body.length)));
+      return "ok";
+    }
+    if (start >= this.body.length) {
+      this.body = concat(this.body, data);
+      return "ok";
+    }
+    return "bad";
   }
 
   property(path: string): Uint8Array | undefined {

@@ -1,10 +1,10 @@
 // A scorer rates each candidate endpoint for one request in [0, 1]; the
-// picker sums the scores weighted by the pool's configured weights.
+// picker sums the scores weighted by the served model's profile.
 import { Endpoint, Weights } from "../snapshot";
 import { RouteRequest } from "../route-request";
 
 export abstract class Scorer {
-  /** This scorer's weight in a pool's weight set. */
+  /** This scorer's weight in a profile's weight set. */
   abstract weight(w: Weights): f64;
 
   /** Writes one score in [0, 1] per candidate into `out[0..n)`. */

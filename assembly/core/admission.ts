@@ -1,0 +1,119 @@
+// Admission: a request is refused with 429 only when every eligible pod of its
+// pool is saturated for its class. A pod is saturated when its estimated queue
+// (scraped waiting + sent since the scrape) reaches the class's limit, scaled
+// by the pod's relative speed (a pod half as fast drains its queue half as
+// fast), or, below Critical, when its KV cache is nearly full and it already
+// queues (new work would wait for memory; a high KV with an empty queue still
+// starts the next request at once). Limits form a ladder, Sheddable <
+// Standard < Critical, so whenever a Critical request is refused any
+// Sheddable one would be too.
+//
+// Retry-After is computed from how fast the pool drains: each worker counts
+// the completions of the requests it routed (an exponentially weighted rate)
+// and the refusals it has made since the pool last had room (the retries it
+// has booked). A refused request is told to come back when the work booked
+// ahead of it has drained: (booked + 1) / rate. Both figures are this
+// worker's share of the pool's, so their ratio needs no shared state.
+import { Priority } from "./priority";
+import { Endpoint } from "./snapshot";
+
+export class Admission {
+  enabled: bool = false;
+  /** A Standard request's queue limit per pod (at full relative speed). */
+  maxWaiting: f64 = 4;
+  /** KV usage at which a pod that already queues is saturated (Sheddable and Standard). */
+  maxKvCache: f64 = 0.95;
+  sheddableFactor: f64 = 0.5;
+  criticalFactor: f64 = 2;
+  maxRetryAfterS: u32 = 60;
+
+  valid(): bool {
+    return this.maxWaiting > 0 && this.maxWaiting <= 1e6 &&
+      this.maxKvCache > 0 && this.maxKvCache <= 1 &&
+      this.sheddableFactor > 0 && this.sheddableFactor <= 1 &&
+      this.criticalFactor >= 1 && this.criticalFactor <= 1e3 &&
+      this.maxRetryAfterS >= 1 && this.maxRetryAfterS <= 86_400;
+  }
+
+  queueLimit(p: Priority): f64 {
+    if (p == Priority.Sheddable) return this.maxWaiting * this.sheddableFactor;
+    if (p == Priority.Critical) return this.maxWaiting * this.criticalFactor;
+    return this.maxWaiting;
+  }
+
+  /** True when `e` (relative speed `speed`, 0..1) has no room for a request of class `p`. */
+  saturated(e: Endpoint, speed: f64, p: Priority): bool {
+    const waiting = e.estimatedWaiting;
+    if (waiting >= this.queueLimit(p) * speed) return true;
+    return p != Priority.Critical && waiting >= 1 && e.kvCacheUsage >= this.maxKvCache;
+  }
+
+  /** True when some candidate has room for class `p`; `speed[i]` is candidate i's relative speed. */
+  hasRoom(candidates: Endpoint[], n: i32, speed: StaticArray<f64>, p: Priority): bool {
+    for (let i = 0; i < n; i++) {
+      if (!this.saturated(unchecked(candidates[i]), unchecked(speed[i]), p)) return true;
+    }
+    return false;
+  }
+}
+
+/** Time constant of the completion rate: long enough to smooth bursts, short enough to follow a step. */
+const RATE_WINDOW_MS: f64 = 10_000;
+/** Below this many completions a second a worker has too few to measure... */
+const MIN_MEASURED_RATE: f64 = 0.1;
+/** ...and assumes a pod finishes one request a second. */
+const FALLBACK_RATE_PER_POD: f64 = 1;
+
+/** One worker's view of how fast a pool drains and how much refused work it has booked. */
+export class PoolLoad {
+  /** Completions, exponentially decayed with RATE_WINDOW_MS. */
+  private completions: f64 = 0;
+  private completionsMs: u64 = 0;
+  /** Refusals booked and not yet drained. */
+  booked: f64 = 0;
+  private bookedMs: u64 = 0;
+  /** The pool had no room for its lowest class at the last check: booked work is not draining. */
+  saturated: bool = false;
+
+  /** A request this worker routed to the pool ended. */
+  completed(nowMs: u64): void {
+    this.completions = this.decayed(nowMs) + 1;
+    this.completionsMs = nowMs;
+  }
+
+  /** Completions per second, or the fallback for `pods` pods before any were seen. */
+  drainRate(nowMs: u64, pods: i32): f64 {
+    const rate = this.decayed(nowMs) * 1000 / RATE_WINDOW_MS;
+    return rate >= MIN_MEASURED_RATE ? rate : FALLBACK_RATE_PER_POD * <f64>max(pods, 1);
+  }
+
+  /** The pool has room again: booked retries drain from now on. */
+  markRoom(nowMs: u64, rate: f64): void {
+    this.settle(nowMs, rate);
+    this.saturated = false;
+  }
+
+  /** Books a refused request's retry and returns its Retry-After in seconds, 1..maxS. */
+  refuse(nowMs: u64, rate: f64, maxS: u32): u32 {
+    this.settle(nowMs, rate);
+    this.saturated = true;
+    const seconds = Math.ceil((this.booked + 1) / rate);
+    this.booked += 1;
+    if (!(seconds >= 1)) return 1;
+    return seconds >= <f64>maxS ? maxS : <u32>seconds;
+  }
+
+  /** Drains booked work at `rate` over the time since the last change, unless the pool was saturated. */
+  private settle(nowMs: u64, rate: f64): void {
+    if (!this.saturated && nowMs > this.bookedMs) {
+      const drained = rate * <f64>(nowMs - this.bookedMs) / 1000;
+      this.booked = this.booked > drained ? this.booked - drained : 0;
+    }
+    this.bookedMs = nowMs;
+  }
+
+  private decayed(nowMs: u64): f64 {
+    if (nowMs <= this.completionsMs) return this.completions;
+    return this.completions * Math.exp(-<f64>(nowMs - this.completionsMs) / RATE_WINDOW_MS);
+  }
+}

@@ -1,0 +1,41 @@
+// Decisions in words, for the debug response header: which pod, which
+// fallbacks, and each scorer's weighted share of their totals; or why a
+// request was refused and how its Retry-After came about. Built only when a
+// request asks for it (and may), never on the ordinary path. Names in it come
+// from the snapshot (validated config names, addresses), so it is plain ASCII.
+import { Picker } from "./picker";
+import { Priority, priorityName } from "./priority";
+import { ModelRoute, Pool } from "./snapshot";
+
+export function explainPick(picker: Picker, requested: ModelRoute, target: ModelRoute, priority: Priority): string {
+  const ranked = picker.ranked;
+  let out = "pod=" + ranked[0].address + "; fallbacks=";
+  for (let k = 1; k < ranked.length; k++) out += (k > 1 ? "," : "") + ranked[k].address;
+  out += "; " + modelPart(requested, target) + "; class=" + priorityName(priority) + "; profile=" + target.profile.name + "; scores=";
+  const names = Picker.SCORER_NAMES;
+  for (let k = 0; k < ranked.length; k++) {
+    out += (k > 0 ? " " : "") + ranked[k].address + "(";
+    for (let s = 0; s < names.length; s++) out += names[s] + "=" + fixed2(picker.contribution(k, s)) + ",";
+    out += "total=" + fixed2(picker.rankedTotal(k)) + ")";
+  }
+  return out;
+}
+
+export function explainRefusal(pool: Pool, target: ModelRoute, priority: Priority, booked: f64, drainPerS: f64, retryAfterS: u32): string {
+  return "refused=pool_saturated; pool=" + pool.name + "; model=" + target.name + "; class=" + priorityName(priority) +
+    "; profile=" + target.profile.name + "; booked_retries=" + fixed2(booked) + "; drain_per_s=" + fixed2(drainPerS) +
+    "; retry_after_s=" + retryAfterS.toString();
+}
+
+function modelPart(requested: ModelRoute, target: ModelRoute): string {
+  return requested == target ? "model=" + target.name : "model=" + requested.name + "->" + target.name;
+}
+
+/** Two decimals without float-printing noise. */
+function fixed2(v: f64): string {
+  const cents = <i64>Math.round(v * 100);
+  const sign = cents < 0 ? "-" : "";
+  const abs = cents < 0 ? -cents : cents;
+  const frac = abs % 100;
+  return sign + (abs / 100).toString() + "." + (frac < 10 ? "0" : "") + frac.toString();
+}

@@ -1,0 +1,255 @@
+// Traffic management in the routing core, on the native build: admission and
+// its class ladder, who may claim Critical, Retry-After from the drain rate,
+// per-model profiles, canary splits, explained decisions.
+import { beforeEach, describe, expect, it } from "vitest";
+import { NativeRouter, type RouteOptions, type RouteResult } from "../host/native/router.js";
+import { NativeSharedData } from "../host/native/shared-data.js";
+import type { EndpointMsg, SnapshotMsg } from "../host/proto.js";
+import { endpoint, pool } from "../bench/snapshot-builders.js";
+
+const A = "10.0.0.1:80";
+const B = "10.0.0.2:80";
+const C = "10.0.0.3:80";
+
+interface AdmissionMsg {
+  enabled: boolean;
+  maxWaiting: number;
+  maxKvCache: number;
+  sheddableFactor: number;
+  criticalFactor: number;
+  maxRetryAfterS: number;
+}
+
+const ADMIT: AdmissionMsg = { enabled: true, maxWaiting: 4, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60 };
+const WEIGHTS = { queue: 2, kvCache: 1, running: 1, lora: 0, prefix: 0 };
+
+/**
+ * Pool p (llama, pods A and B, profile "latency") and pool q (llama-v2, pod C,
+ * profile "open": admission off); "batch" is a sheddable adapter of llama;
+ * "llama-canary" splits 90/10 between llama and llama-v2.
+ */
+function fleet(a: Partial<EndpointMsg>, b: Partial<EndpointMsg>, admission: Partial<AdmissionMsg> = {}): SnapshotMsg {
+  return {
+    version: 1,
+    generatedUnixMs: 0,
+    pools: [pool("p", "llama", [endpoint(A, a), endpoint(B, b)], WEIGHTS), pool("q", "llama-v2", [endpoint(C)], WEIGHTS)],
+    profiles: [
+      { name: "latency", weights: WEIGHTS, admission: { ...ADMIT, ...admission } },
+      { name: "open", weights: WEIGHTS, admission: { ...ADMIT, enabled: false } },
+    ],
+    models: [
+      { name: "llama", pool: 0, adapter: "", profile: 0, priority: "STANDARD", splits: [] },
+      { name: "llama-v2", pool: 1, adapter: "", profile: 1, priority: "STANDARD", splits: [] },
+      { name: "batch", pool: 0, adapter: "batch", profile: 0, priority: "SHEDDABLE", splits: [] },
+      { name: "llama-canary", pool: 0, adapter: "", profile: 0, priority: "CRITICAL", splits: [{ model: 0, weight: 90 }, { model: 1, weight: 10 }] },
+    ],
+  } as SnapshotMsg;
+}
+
+const chat = (model = "llama") => JSON.stringify({ model, messages: [{ role: "user", content: "hi" }] });
+
+let router: NativeRouter;
+let shared: NativeSharedData;
+let now = 1_000;
+
+beforeEach(async () => {
+  router ??= await NativeRouter.load();
+  router.reset(7);
+  shared = new NativeSharedData();
+  now = 1_000;
+  router.setClock(now, now);
+});
+
+function install(snap: SnapshotMsg): void {
+  shared.install(router, snap);
+}
+
+function route(options: RouteOptions = {}, model = "llama"): RouteResult {
+  return shared.route(router, chat(model), "chat", options);
+}
+
+function admitted(result: RouteResult): string {
+  if (!("endpoint" in result) || result.endpoint === null) throw new Error(`not routed: ${JSON.stringify(result)}`);
+  return result.endpoint;
+}
+
+function advance(ms: number): void {
+  now += ms;
+  router.setClock(now, now);
+}
+
+describe("admission", () => {
+  it("admits every class while some pod has room", () => {
+    install(fleet({ waiting: 9 }, { waiting: 0 }));
+    for (const priority of ["critical", "standard", "sheddable"]) {
+      expect(admitted(route({ priority, mayClaimCritical: true }))).toBe(B);
+      shared.release(router, B);
+    }
+  });
+
+  it("refuses Sheddable first and Critical last (limits 2, 4 and 8 waiting per pod)", () => {
+    install(fleet({ waiting: 3 }, { waiting: 3 }));
+    const sheddable = route({ priority: "sheddable" });
+    expect(sheddable).toMatchObject({ status: 429, error: { code: "pool_saturated", type: "rate_limit_error" } });
+    expect(admitted(route({ priority: "standard" }))).toMatch(/10\.0\.0\.[12]:80/);
+
+    install(fleet({ waiting: 7 }, { waiting: 7 }));
+    expect(route({ priority: "standard" })).toMatchObject({ status: 429 });
+    expect(admitted(route({ priority: "critical", mayClaimCritical: true }))).toMatch(/10\.0\.0\.[12]:80/);
+
+    install(fleet({ waiting: 8 }, { waiting: 8 }));
+    expect(route({ priority: "critical", mayClaimCritical: true })).toMatchObject({ status: 429 });
+  });
+
+  it("counts requests sent since the scrape: the queue fills up to the limit, then refuses", () => {
+    install(fleet({ waiting: 0, running: 8 }, { waiting: 0, running: 8 }));
+    let routed = 0;
+    while (routed < 100 && "endpoint" in route()) routed++;
+    // Each pod takes requests until its estimated queue reaches 4.
+    expect(routed).toBe(8);
+    shared.release(router, A);
+    expect(admitted(route())).toBe(A);
+  });
+
+  it("refuses below Critical when the KV cache is nearly full and the pod already queues", () => {
+    install(fleet({ waiting: 1, kvCacheUsage: 0.97 }, { waiting: 1, kvCacheUsage: 0.99 }));
+    expect(route()).toMatchObject({ status: 429 });
+    expect(admitted(route({ priority: "critical", mayClaimCritical: true }))).toMatch(/10\.0\.0\.[12]:80/);
+    // A full cache with nothing queued still starts the next request at once.
+    install(fleet({ waiting: 0, kvCacheUsage: 0.99 }, { waiting: 1, kvCacheUsage: 0.99 }));
+    expect(admitted(route())).toBe(A);
+  });
+
+  it("scales a pod's limit by its relative speed", () => {
+    // B runs at 0.4 of A's speed: its limit is 1.6 waiting, A's 4.
+    install(fleet({ waiting: 4, capacity: 10 }, { waiting: 2, capacity: 4 }));
+    expect(route()).toMatchObject({ status: 429 });
+    install(fleet({ waiting: 3, capacity: 10 }, { waiting: 2, capacity: 4 }));
+    expect(admitted(route())).toBe(A);
+  });
+
+  it("never refuses on metrics it does not trust, nor when the profile turns admission off", () => {
+    install(fleet({ waiting: 50, fresh: false }, { waiting: 50, fresh: false }));
+    expect(admitted(route({ priority: "sheddable" }))).toMatch(/10\.0\.0\.[12]:80/);
+    install(fleet({ waiting: 50 }, { waiting: 50 }, { enabled: false }));
+    expect(admitted(route({ priority: "sheddable" }))).toMatch(/10\.0\.0\.[12]:80/);
+  });
+});
+
+describe("classes", () => {
+  it("serves the model's default class when none is asked for", () => {
+    install(fleet({}, {}));
+    expect(route({}, "batch")).toMatchObject({ class: "sheddable" });
+    expect(route({})).toMatchObject({ class: "standard", downgraded: false });
+    // Asking for a lower class is always allowed.
+    expect(route({ priority: "SHEDDABLE" })).toMatchObject({ class: "sheddable" });
+  });
+
+  it("ignores a Critical claim from a client that may not make it, and says so", () => {
+    install(fleet({ waiting: 5 }, { waiting: 5 }));
+    const result = route({ priority: "critical", mayClaimCritical: false });
+    // Served as Standard, whose limit (4) both pods have passed.
+    expect(result).toMatchObject({ status: 429 });
+    install(fleet({}, {}));
+    expect(route({ priority: "critical" })).toMatchObject({ class: "standard", downgraded: true });
+    expect(route({ priority: "critical", mayClaimCritical: true })).toMatchObject({ class: "critical", downgraded: false });
+  });
+
+  it("answers a priority header that names no class with a 400", () => {
+    install(fleet({}, {}));
+    expect(route({ priority: "urgent" })).toMatchObject({ status: 400, error: { param: "x-llm-priority" } });
+    expect(route({ priority: "" })).toMatchObject({ status: 400 });
+  });
+});
+
+describe("Retry-After", () => {
+  it("is computed from the completions this worker saw and the retries it booked, and capped", () => {
+    install(fleet({ waiting: 0, running: 8 }, { waiting: 0, running: 8 }));
+    // Drain at 4 completions a second for 20 s: route and finish requests one by one.
+    for (let i = 0; i < 80; i++) {
+      const pod = admitted(route());
+      advance(250);
+      shared.release(router, pod);
+    }
+    install(fleet({ waiting: 6 }, { waiting: 6 }));
+    const retryAfter: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      const r = route();
+      if (!("retryAfterS" in r) || r.retryAfterS === undefined) throw new Error(JSON.stringify(r));
+      retryAfter.push(r.retryAfterS);
+    }
+    // Rate ~3.5/s (the 10 s average of 4/s after 20 s): the k-th refusal waits for k booked retries.
+    expect(retryAfter[0]).toBe(1);
+    expect(retryAfter[3]).toBe(2);
+    expect(retryAfter[39]).toBeGreaterThanOrEqual(10);
+    expect(retryAfter[39]).toBeLessThanOrEqual(13);
+    for (let i = 1; i < retryAfter.length; i++) expect(retryAfter[i]).toBeGreaterThanOrEqual(retryAfter[i - 1]);
+
+    // While the pool stays saturated nothing drains...
+    advance(5_000);
+    const still = route();
+    expect("retryAfterS" in still && still.retryAfterS!).toBeGreaterThanOrEqual(retryAfter[39]);
+    // ...once it has room, the booked retries drain at the rate (4 a second for 15 s here).
+    install(fleet({ waiting: 0, running: 8 }, { waiting: 0, running: 8 }));
+    for (let i = 0; i < 60; i++) {
+      const pod = admitted(route());
+      advance(250);
+      shared.release(router, pod);
+    }
+    install(fleet({ waiting: 6 }, { waiting: 6 }));
+    const after = route();
+    expect("retryAfterS" in after && after.retryAfterS!).toBeLessThanOrEqual(2);
+  });
+
+  it("falls back to one request a second per pod before any completion, and never exceeds the cap", () => {
+    install(fleet({ waiting: 6 }, { waiting: 6 }, { maxRetryAfterS: 5 }));
+    const first = route();
+    expect(first).toMatchObject({ status: 429, retryAfterS: 1 });
+    let last = 0;
+    for (let i = 0; i < 30; i++) {
+      const r = route();
+      last = "retryAfterS" in r ? r.retryAfterS! : -1;
+    }
+    expect(last).toBe(5);
+  });
+});
+
+describe("canary splits", () => {
+  it("sends exactly 90/10 of a split model's requests to its targets, in their pools", () => {
+    install(fleet({}, {}));
+    const served: Record<string, number> = {};
+    for (let i = 0; i < 1000; i++) {
+      const r = route({}, "llama-canary");
+      if (!("target" in r)) throw new Error(JSON.stringify(r));
+      served[r.target] = (served[r.target] ?? 0) + 1;
+      expect(r.model).toBe("llama-canary");
+      expect(r.pool).toBe(r.target === "llama" ? "p" : "q");
+      // The class is the requested model's; the served model's profile scores and admits it.
+      expect(r.class).toBe("critical");
+      shared.release(router, r.endpoint!);
+    }
+    expect(served).toEqual({ llama: 900, "llama-v2": 100 });
+  });
+});
+
+describe("explained decisions", () => {
+  it("names the pod, the fallbacks and every scorer's weighted share", () => {
+    install(fleet({ waiting: 2 }, { waiting: 0 }));
+    const r = route({ explain: true });
+    if (!("explanation" in r) || r.explanation === undefined) throw new Error(JSON.stringify(r));
+    expect(r.explanation).toMatch(/^pod=10\.0\.0\.2:80; fallbacks=10\.0\.0\.1:80; model=llama; class=standard; profile=latency; scores=/);
+    // B: queue 2 x 1 (least loaded); A: queue 2 x 1/3 (3 predicted waiting against 1).
+    expect(r.explanation).toContain("10.0.0.2:80(queue=2.00,kv_cache=1.00,running=1.00,lora=0.00,prefix=0.00,total=4.00)");
+    expect(r.explanation).toContain("10.0.0.1:80(queue=0.67,");
+    expect(route({})).not.toHaveProperty("explanation");
+  });
+
+  it("explains a refusal with its class, the booked retries and the drain rate", () => {
+    install(fleet({ waiting: 9 }, { waiting: 9 }));
+    const r = route({ explain: true, priority: "sheddable" });
+    expect(r).toMatchObject({ status: 429, retryAfterS: 1 });
+    expect("explanation" in r && r.explanation).toBe(
+      "refused=pool_saturated; pool=p; model=llama; class=sheddable; profile=latency; booked_retries=0.00; drain_per_s=2.00; retry_after_s=1",
+    );
+  });
+});
