@@ -24,9 +24,9 @@ function setClock(router: NativeRouter, t: number): void {
   router.setClock(ms, ms);
 }
 
-/** A 429's Retry-After, when the core gave one. */
+/** The gateway's own answer, with a 429's Retry-After when the core gave one. */
 function refusal(result: Extract<RouteResult, { status: number }>): Decision {
-  const retryAfterS = (result as { retryAfterS?: number }).retryAfterS;
+  const { retryAfterS } = result;
   return { status: result.status, message: result.error.message, ...(retryAfterS === undefined ? {} : { retryAfterS }) };
 }
 
@@ -87,15 +87,13 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
       const byAddress = new Map(fleet.pods.map((p) => [p.address, p.index]));
       // The simulated clients may all claim Critical, as the live config's `traffic: { critical: any }` lets them.
       const classOf = (priority: string) => ({ priority, mayClaimCritical: true });
-      // TODO(traffic): call shared.route(router, body, "chat", options) directly once the native contract is on main.
-      const routeWith = shared.route.bind(shared) as (...args: unknown[]) => RouteResult;
       return {
         // In-process in Envoy: ~0.1 ms added p50 at 4 KiB (npm run bench -- --overhead).
         decisionDelayMs: 0.1,
         route(req, now) {
           const router = workers[req.request.worker];
           setClock(router, now);
-          const result = routeWith(router, req.body, "chat", classOf(req.request.priority));
+          const result = shared.route(router, req.body, "chat", classOf(req.request.priority));
           if ("status" in result) return refusal(result);
           // The simulated clock never lets the filter's view age past its bound.
           if (result.endpoint === null) throw new Error("blind routing in the simulator");
