@@ -53,6 +53,8 @@ export interface StepSummary extends LoadStep {
   refusalsBefore: number;
   refusalsDuring: number;
   refusalsAfter: number;
+  /** Of those after the step, the first attempts' (the rest are retries of earlier refusals). */
+  refusalsAfterFirstAttempts: number;
 }
 
 export interface AdmissionSummary {
@@ -98,6 +100,7 @@ export function loadStep(scenario: Pick<Scenario, "arrivals" | "durationS">): Lo
 
 interface Attempt {
   atMs: number;
+  retry: boolean;
   priority: Priority;
   refused: boolean;
   /** Sent to a pod. */
@@ -114,10 +117,10 @@ function lastAdmitted(r: RequestRecord): boolean {
 
 function attempts(r: RequestRecord): Attempt[] {
   const refusedFirst = r.refusedRetryAfterS !== undefined;
-  if (!refusedFirst) return [{ atMs: r.arrivalMs, priority: r.priority, refused: false, admitted: lastAdmitted(r) }];
-  const first: Attempt = { atMs: r.arrivalMs, priority: r.priority, refused: true, admitted: false };
+  if (!refusedFirst) return [{ atMs: r.arrivalMs, retry: false, priority: r.priority, refused: false, admitted: lastAdmitted(r) }];
+  const first: Attempt = { atMs: r.arrivalMs, retry: false, priority: r.priority, refused: true, admitted: false };
   if (r.retryArrivalMs === undefined) return [first];
-  return [first, { atMs: r.retryArrivalMs, priority: r.priority, refused: isRefusal(r.error), admitted: lastAdmitted(r) }];
+  return [first, { atMs: r.retryArrivalMs, retry: true, priority: r.priority, refused: isRefusal(r.error), admitted: lastAdmitted(r) }];
 }
 
 const emptyCounts = (): ClassCounts => ({ requests: 0, refused: 0, retried: 0, retriedCompleted: 0, finalRefused: 0 });
@@ -169,8 +172,8 @@ export function admittedWindows(records: readonly RequestRecord[], windowS = WIN
   return [...buckets.entries()].sort((a, b) => a[0] - b[0]).map(([w, values]) => ({ t: w * windowS, n: values.length, p95: p95(values)! }));
 }
 
-function refusalTimes(records: readonly RequestRecord[]): number[] {
-  return records.flatMap(attempts).filter((a) => a.refused).map((a) => a.atMs);
+function refusals(records: readonly RequestRecord[]): Attempt[] {
+  return records.flatMap(attempts).filter((a) => a.refused);
 }
 
 /** The step's figures from the windows: the base p95, the peak within the step, and when the p95 came back. */
@@ -179,16 +182,18 @@ export function stepSummary(records: readonly RequestRecord[], windows: Admissio
   const during = windows.filter((w) => w.t >= step.stepStartS && w.t < step.stepEndS);
   const peak = during.length > 0 ? Math.max(...during.map((w) => w.p95)) : null;
   const back = base === null ? undefined : windows.find((w) => w.t >= step.stepEndS && w.p95 <= RECOVERED_WITHIN * base);
-  const refusals = refusalTimes(records);
+  const refused = refusals(records);
+  const after = refused.filter((a) => a.atMs >= step.stepEndS * 1000);
   return {
     ...step,
     baseP95Ms: base,
     stepPeakP95Ms: peak,
     stepPeakRatio: peak !== null && base !== null && base > 0 ? round3(peak / base) : null,
     recoveryS: back === undefined ? null : back.t - step.stepEndS,
-    refusalsBefore: refusals.filter((t) => t < step.stepStartS * 1000).length,
-    refusalsDuring: refusals.filter((t) => t >= step.stepStartS * 1000 && t < step.stepEndS * 1000).length,
-    refusalsAfter: refusals.filter((t) => t >= step.stepEndS * 1000).length,
+    refusalsBefore: refused.filter((a) => a.atMs < step.stepStartS * 1000).length,
+    refusalsDuring: refused.filter((a) => a.atMs >= step.stepStartS * 1000 && a.atMs < step.stepEndS * 1000).length,
+    refusalsAfter: after.length,
+    refusalsAfterFirstAttempts: after.filter((a) => !a.retry).length,
   };
 }
 
@@ -199,7 +204,7 @@ export function admissionSummary(records: readonly RequestRecord[], step?: LoadS
   const fromRetry = latencySummary(retriedOk.map((r) => r.ttftMs!));
   const fromFirstAttempt = latencySummary(retriedOk.map((r) => r.retryArrivalMs! - r.arrivalMs + r.ttftMs!));
   const perSecond = new Map<number, number>();
-  for (const t of refusalTimes(records)) perSecond.set(Math.floor(t / 1000), (perSecond.get(Math.floor(t / 1000)) ?? 0) + 1);
+  for (const { atMs } of refusals(records)) perSecond.set(Math.floor(atMs / 1000), (perSecond.get(Math.floor(atMs / 1000)) ?? 0) + 1);
   const windows = admittedWindows(records);
   return {
     byClass,

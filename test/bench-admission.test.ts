@@ -187,7 +187,7 @@ describe("admission figures", () => {
     const windows = admittedWindows(records);
     expect(windows.find((w) => w.t === 20)!.n).toBe(21);
     const s = stepSummary(records, windows, step);
-    expect(s).toMatchObject({ baseP95Ms: 100, stepPeakP95Ms: 180, stepPeakRatio: 1.8, refusalsBefore: 1, refusalsDuring: 0, refusalsAfter: 2 });
+    expect(s).toMatchObject({ baseP95Ms: 100, stepPeakP95Ms: 180, stepPeakRatio: 1.8, refusalsBefore: 1, refusalsDuring: 0, refusalsAfter: 2, refusalsAfterFirstAttempts: 1 });
     // 40-45 and 45-50 at 400 ms; 50-55 at 124 ms is within 125: back 10 s after the step's end.
     expect(s.recoveryS).toBe(10);
     // Never back: no recovery.

@@ -61,6 +61,11 @@ function recoveryCell(a: AdmissionSummary): string {
   return s.recoveryS === null ? "never" : `${s.recoveryS} s`;
 }
 
+function stepRefusalsCell(a: AdmissionSummary): string {
+  const s = a.step;
+  return s ? `${s.refusalsBefore} / ${s.refusalsDuring} / ${s.refusalsAfter} (${s.refusalsAfterFirstAttempts})` : "-";
+}
+
 export function admissionTable(runs: readonly ScenarioResult[]): Table {
   const hasStep = runs[0].policies.some((p) => p.admission.step !== null);
   type Row = ReturnType<typeof byPolicy>[number];
@@ -80,7 +85,7 @@ export function admissionTable(runs: readonly ScenarioResult[]): Table {
       ["base p95 TTFT", true, cell((a) => formatMs(a.step?.baseP95Ms ?? undefined))],
       ["step peak p95 (× base)", true, cell(peakCell)],
       [`recovery (p95 ≤ ${RECOVERED_WITHIN}× base)`, true, cell(recoveryCell)],
-      ["429s before / in / after step", true, cell((a) => (a.step ? `${a.step.refusalsBefore} / ${a.step.refusalsDuring} / ${a.step.refusalsAfter}` : "-"))],
+      ["429s before / in / after step (first attempts after)", true, cell(stepRefusalsCell)],
     );
   }
   columns.push(
@@ -91,8 +96,8 @@ export function admissionTable(runs: readonly ScenarioResult[]): Table {
   return tableOf(columns, byPolicy(runs));
 }
 
-/** Windows shown around the step: from its start to this long after its end. */
-const AFTER_STEP_S = 30;
+/** Windows shown around the step: from its start to this long after its end (a Retry-After is at most 60 s by default, so retries land within it). */
+const AFTER_STEP_S = 60;
 
 /**
  * Admitted p95 TTFT and 429s per 5-s window, one column per policy: the
