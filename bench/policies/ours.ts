@@ -55,7 +55,9 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
       const workers = await Promise.all(
         Array.from({ length: model.workers }, async (_, w) => {
           const router = await NativeRouter.load();
-          router.reset(deriveSeed(seed, `${name}:worker${w}`));
+          // The profile's seed, not the policy's name: with admission on or off the tie-breaks draw alike,
+          // so the twins differ by admission alone.
+          router.reset(deriveSeed(seed, `ours:${profile.name}:worker${w}`));
           router.setSnapshot(start);
           return router;
         }),
