@@ -4,6 +4,7 @@
 // Each carries its class in PRIORITY_HEADER; a 429 with Retry-After is sent
 // again once after that many seconds (as the simulated client does), and
 // its latencies then count from the retry.
+import { setMaxListeners } from "node:events";
 import { TIMEOUT, type Priority, type RequestRecord } from "../types.js";
 import { requestBody, type Trace, type TraceRequest } from "../sim/workload.js";
 import { POOL_HEADER } from "../baseline-envoy.js";
@@ -30,6 +31,8 @@ export async function replay(trace: Trace, target: ReplayTarget, opts: ReplayOpt
   const lastArrival = requests.length > 0 ? requests[requests.length - 1].arrivalMs : 0;
   const start = performance.now();
   const deadline = new AbortController();
+  // Every open request (and every retry's wait) listens to it: thousands when queues build up.
+  setMaxListeners(Infinity, deadline.signal);
   const timer = setTimeout(() => deadline.abort(), lastArrival + opts.drainLimitMs);
   const pending: Array<Promise<RequestRecord>> = [];
   try {
