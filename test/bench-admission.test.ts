@@ -222,7 +222,7 @@ describe("admission figures", () => {
     const t = admissionTable(runs);
     const row = (name: string) => Object.fromEntries(t.headers.map((h, i) => [h, t.rows.find((r) => r[0] === name)![i]]));
     expect(row("ours:default")).toMatchObject({
-      "refused: Critical / Standard / Sheddable": "0% / 0% / 34%",
+      "refused: Critical, Standard, Sheddable": "0%, 0%, 34%",
       "retried OK": "100% (22/22)",
       "Critical refused while Sheddable admitted": "0",
       "base p95 TTFT": "100 ms",
@@ -235,6 +235,6 @@ describe("admission figures", () => {
     expect(windows.rows[1][2]).toBe("150 ms · 6×429");
     const onOff = onOffTable(onOffRows(runs));
     expect(onOff.rows).toHaveLength(1);
-    expect(onOff.rows[0].slice(0, 3)).toEqual(["s", "ours:default", "22 / 0"]);
+    expect(onOff.rows[0].slice(0, 4)).toEqual(["s", "ours:default", "22", "0"]);
   });
 });

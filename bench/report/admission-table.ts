@@ -41,8 +41,9 @@ function refusedCell(a: AdmissionSummary): string {
   return a.total.refused === 0 ? "0" : `${a.total.refused} (${share(a.total.refused, a.total.requests)})`;
 }
 
+// Inside a cell values are separated by commas: " / " separates seeds.
 function byClassCell(a: AdmissionSummary): string {
-  return PRIORITIES.map((c) => share(a.byClass[c].refused, a.byClass[c].requests)).join(" / ");
+  return PRIORITIES.map((c) => share(a.byClass[c].refused, a.byClass[c].requests)).join(", ");
 }
 
 function retryCell(a: AdmissionSummary): string {
@@ -63,7 +64,7 @@ function recoveryCell(a: AdmissionSummary): string {
 
 function stepRefusalsCell(a: AdmissionSummary): string {
   const s = a.step;
-  return s ? `${s.refusalsBefore} / ${s.refusalsDuring} / ${s.refusalsAfter} (${s.refusalsAfterFirstAttempts})` : "-";
+  return s ? `${s.refusalsBefore}, ${s.refusalsDuring}, ${s.refusalsAfter} (${s.refusalsAfterFirstAttempts})` : "-";
 }
 
 export function admissionTable(runs: readonly ScenarioResult[]): Table {
@@ -75,7 +76,7 @@ export function admissionTable(runs: readonly ScenarioResult[]): Table {
   const columns: Column<Row>[] = [
     ["policy", false, (row) => row.policy],
     ["429s (first attempts)", true, cell(refusedCell)],
-    [`refused: ${PRIORITIES.map((c) => c[0].toUpperCase() + c.slice(1)).join(" / ")}`, true, cell(byClassCell)],
+    [`refused: ${PRIORITIES.map((c) => c[0].toUpperCase() + c.slice(1)).join(", ")}`, true, cell(byClassCell)],
     ["retried OK", true, cell(retryCell)],
     ["refused twice", true, cell((a) => String(a.total.finalRefused))],
     ["Critical refused while Sheddable admitted", true, cell((a) => String(a.criticalWhileSheddable))],
@@ -85,11 +86,11 @@ export function admissionTable(runs: readonly ScenarioResult[]): Table {
       ["base p95 TTFT", true, cell((a) => formatMs(a.step?.baseP95Ms ?? undefined))],
       ["step peak p95 (× base)", true, cell(peakCell)],
       [`recovery (p95 ≤ ${RECOVERED_WITHIN}× base)`, true, cell(recoveryCell)],
-      ["429s before / in / after step (first attempts after)", true, cell(stepRefusalsCell)],
+      ["429s before, in, after step (first attempts after)", true, cell(stepRefusalsCell)],
     );
   }
   columns.push(
-    ["retried TTFT p95, from retry / first attempt", true, cell((a) => (a.retriedTtftMs ? `${formatMs(a.retriedTtftMs.fromRetry.p95)} / ${formatMs(a.retriedTtftMs.fromFirstAttempt.p95)}` : "-"))],
+    ["retried TTFT p95: from retry, from first attempt", true, cell((a) => (a.retriedTtftMs ? `${formatMs(a.retriedTtftMs.fromRetry.p95)}, ${formatMs(a.retriedTtftMs.fromFirstAttempt.p95)}` : "-"))],
     ["req/s vs RR", true, vs((p) => p.throughput.requestsPerS)],
     ["out tok/s vs RR", true, vs((p) => p.throughput.outputTokensPerS)],
   );
@@ -180,7 +181,8 @@ export function onOffTable(rows: readonly OnOffRow[]): Table {
   const columns: Column<OnOffRow>[] = [
     ["scenario", false, (row) => row.scenario],
     ["policy", false, (row) => row.policy],
-    ["429s with / without admission", true, (row) => `${perSeed(row.refusedWith.map(String))} / ${perSeed(row.refusedWithout.map(String))}`],
+    ["429s with admission", true, (row) => perSeed(row.refusedWith.map(String))],
+    ["429s without", true, (row) => perSeed(row.refusedWithout.map(String))],
     ["TTFT p50", true, (row) => changes(row.p50)],
     ["TTFT p95", true, (row) => changes(row.p95)],
     ["TTFT p99", true, (row) => changes(row.p99)],
