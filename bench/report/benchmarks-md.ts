@@ -58,7 +58,7 @@ export function admissionLines(runs: readonly ScenarioResult[], charts: ChartPat
     lines.push(
       "",
       `**Admission.** A refused (429) request is sent again once, after its Retry-After; "retried OK" counts the retries admitted and completed. ` +
-        "Refused shares are of each class's requests (Critical / Standard / Sheddable). Latencies are of admitted requests, from the attempt that was admitted; " +
+        "Refused shares are of each class's requests (Critical, Standard, Sheddable). Latencies are of admitted requests, from the attempt that was admitted; " +
         "a window's p95 is over the requests admitted in it. Recovery: how long after the step's end the first 5-s window starts whose p95 is back within 1.25× the base's (0 s: the first one after the step)." +
         seeds,
       "",
