@@ -40,7 +40,7 @@ function policyColor(r: ScenarioResult) {
     type: "nominal" as const,
     sort: names,
     scale: { domain: names, range },
-    legend: { title: "policy", orient: "right" as const },
+    legend: { title: "policy", orient: "right" as const, labelLimit: 260 },
   };
 }
 
@@ -135,7 +135,7 @@ export function admissionTimelineChart(r: ScenarioResult): Promise<string> {
             encoding: {
               x,
               // A run with no 429 at all still gets a readable axis.
-              y: { field: "count", type: "quantitative", title: "429s per second", scale: { domain: [0, Math.max(1, ...refusals.map((x) => x.count))] }, axis: { format: "d" } },
+              y: { field: "count", type: "quantitative", title: "429s per second (all attempts)", scale: { domain: [0, Math.max(1, ...refusals.map((x) => x.count))] }, axis: { format: "d" } },
               color: policyColor(chartResult),
             },
           },
