@@ -16,6 +16,7 @@ import { InflightTable } from "./core/inflight";
 import { PrefixDecision } from "./core/prefix-index";
 import { appendRecords, LOG_BYTES, PrefixLogReader } from "./core/prefix-log";
 import { hashBuffer, mix64 } from "./core/hash";
+import { PoolLoad } from "./core/admission";
 
 let router = new Router(1);
 let view = new FleetView();
@@ -25,6 +26,8 @@ let logReader = new PrefixLogReader();
 let writer: u32 = 1;
 let version: u64 = 0;
 const scratch = new PrefixDecision();
+/** Per pod, the pool (drain bookkeeping) its latest routed request was counted in. */
+let routedIn = new Map<u64, PoolLoad>();
 // The filter passes Envoy's clock; the native build is told the time. By
 // default the view was heard from just now, so routing is never blind.
 let nowMs: u64 = 1;
@@ -40,6 +43,7 @@ export function reset(seed: u64): void {
   inflight = new InflightTable();
   health = new HealthLedger();
   logReader = new PrefixLogReader();
+  routedIn = new Map<u64, PoolLoad>();
   // Distinct seeds give distinct writer ids, so instances tell their records apart.
   writer = <u32>mix64(seed) | 1;
 }
@@ -91,18 +95,16 @@ export function inflightTable(): Uint8Array {
   return out;
 }
 
-/** A routed request to `address` ended (the filter does this when the stream is done), at the clock's now. */
-export function release(address: string): void {
+/**
+ * A routed request to `address` ended (the filter does this when the stream
+ * is done), at the clock's now; `answered`: a pod answered it, which counts
+ * toward its pool's drain rate.
+ */
+export function release(address: string, answered: bool): void {
   const hash = hashBuffer(String.UTF8.encode(address));
   inflight.add(hash, -1);
-  const snap = view.current;
-  if (snap == null) return;
-  for (let p = 0; p < snap.pools.length; p++) {
-    if (snap.pools[p].slots.get(hash) >= 0) {
-      router.completed(snap.pools[p], nowMs);
-      return;
-    }
-  }
+  // The pool it was routed in, as the filter's stream remembers it (a later snapshot may have moved the pod).
+  if (answered && routedIn.has(hash)) routedIn.get(hash).completed(nowMs);
 }
 
 /** This instance's count for `address` in its loaded table. */
@@ -149,6 +151,7 @@ export function route(body: Uint8Array, kind: i32, priority: i32, mayClaimCritic
     return '{"status":' + e.status.toString() + extra + "," + e.toJson().substring(1);
   }
   const ranked = router.ranked;
+  if (ranked.length > 0) routedIn.set(ranked[0].addressHash, router.pool!.load!);
   let fallbacks = "";
   for (let i = 1; i < ranked.length; i++) fallbacks += (i > 1 ? "," : "") + jsonString(ranked[i].address);
   const req = router.body;

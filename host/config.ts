@@ -72,7 +72,12 @@ export interface PoolConfig {
   baseModel: string;
   engine: Engine;
   adapters: string[];
+  /** The profile of the pool's models unless a model names another (`models[].profile`). */
+  profile: string;
+  /** The pool's default profile's weights with the pool's own `weights` fields over them. */
   weights: ScorerWeights;
+  /** The fields the pool's `weights` gave: they override every profile's weights for this pool's models. */
+  weightOverrides: Partial<ScorerWeights>;
   /** `host:port` or `[v6]:port`; host may be a DNS name, resolved by the aggregator. */
   endpoints: string[];
   /**
@@ -97,12 +102,78 @@ export interface LocalFleetConfig {
   pods: LocalPodConfig[];
 }
 
+/** When a pod counts as saturated, and how long a refused client is told to wait (proto Admission). */
+export interface AdmissionConfig {
+  enabled: boolean;
+  /** Waiting requests per pod (scaled by the pod's relative speed) at which a Standard request is refused. */
+  maxWaiting: number;
+  /** KV usage (0..1) at which a pod that already queues is saturated. */
+  maxKvCache: number;
+  /** Sheddable's queue limit = maxWaiting x this (0..1]. */
+  sheddableFactor: number;
+  /** Critical's queue limit = maxWaiting x this (>= 1). */
+  criticalFactor: number;
+  /** The computed Retry-After is capped here. */
+  maxRetryAfterS: number;
+}
+
+/** How a kind of traffic is scored and admitted. */
+export interface ProfileConfig {
+  weights: ScorerWeights;
+  admission: AdmissionConfig;
+}
+
+export const PRIORITIES = ["critical", "standard", "sheddable"] as const;
+/** Flow-control class, from most to least protected. */
+export type Priority = (typeof PRIORITIES)[number];
+
+/** One target of a canary split (InferenceModelRewrite). */
+export interface SplitTarget {
+  /** A served name: a pool's baseModel or adapter. */
+  model: string;
+  weight: number;
+}
+
+/** Envoy route settings for one model name (matched on x-gateway-model-name). */
+export interface ModelRouteConfig {
+  /** The whole response, streamed ones included; absent = no timeout, like the pool's route. */
+  timeoutMs?: number;
+  /** Envoy's local rate limit: a token bucket per Envoy process, refilled every second. */
+  rateLimit?: { requestsPerS: number; burst: number };
+}
+
+/** A `models:` entry: settings for a served name, or a virtual name that splits. */
+export interface ModelConfig {
+  name: string;
+  /** Absent: the profile of the pool the model's requests land in. */
+  profile?: string;
+  /** The class of a request that asks for none. */
+  priority: Priority;
+  split?: SplitTarget[];
+  route?: ModelRouteConfig;
+}
+
+/** Who may use a request-level privilege: everyone, no one, or clients whose verified JWT carries a claim value. */
+export type ClaimGate<Open extends string, Closed extends string> = Open | Closed | { claim: string; values: string[] };
+
+export interface TrafficConfig {
+  /** Who may ask for the Critical class; others are served at the model's default class. */
+  critical: ClaimGate<"any", "none">;
+  /** Debug output on every response ("all"), never ("off"), or for requests that ask and may. */
+  debug: ClaimGate<"all", "off">;
+}
+
 export interface GatewayConfig {
   apiVersion: "llm-gateway/v1";
   kind: "InferenceGatewayConfig";
   gateway: GatewayListenerConfig;
   aggregator: AggregatorConfig;
   pools: PoolConfig[];
+  /** Every profile by name, the built-ins included, with the file's overrides applied. */
+  profiles: Record<string, ProfileConfig>;
+  /** The file's `models:` entries, in file order (empty when it has none). */
+  models: ModelConfig[];
+  traffic: TrafficConfig;
   /** Present only when the file has a localFleet block. */
   localFleet?: LocalFleetConfig;
 }
@@ -159,7 +230,8 @@ const HOST_TEXT = "expected a host name or IP address";
 const host = z.string({ error: msg(HOST_TEXT) }).refine(isHostText, { error: HOST_TEXT });
 // Model and pool names travel in JSON bodies, headers and metric labels: keep them plain.
 const NAME_TEXT = "expected a non-empty name of letters, digits and . _ - : / (no spaces)";
-const name = z.string({ error: msg(NAME_TEXT) }).regex(/^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,255}$/, { error: NAME_TEXT });
+const PLAIN_NAME = /^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,255}$/;
+const name = z.string({ error: msg(NAME_TEXT) }).regex(PLAIN_NAME, { error: NAME_TEXT });
 const engine = z.enum(ENGINES, { error: msg(`expected one of ${ENGINES.join(", ")}`) });
 const ENDPOINT_TEXT = "expected host:port (e.g. 127.0.0.1:8000, vllm-0:8000, [::1]:8000)";
 const endpoint = z.string({ error: msg(ENDPOINT_TEXT) }).refine((s) => parseEndpoint(s) !== null, { error: ENDPOINT_TEXT });
@@ -194,13 +266,115 @@ const endpointEntry = z.union(
 /** The scorers' default weights (README "Scorers" says why each is what it is). */
 export const DEFAULT_WEIGHTS: Readonly<ScorerWeights> = { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 4 };
 
-const weightsSchema = z.strictObject({
-  queue: weight.default(DEFAULT_WEIGHTS.queue),
-  kvCache: weight.default(DEFAULT_WEIGHTS.kvCache),
-  running: weight.default(DEFAULT_WEIGHTS.running),
-  lora: weight.default(DEFAULT_WEIGHTS.lora),
-  prefix: weight.default(DEFAULT_WEIGHTS.prefix),
+/**
+ * The two profiles that always exist; a `profiles:` entry of the same name
+ * overrides their fields, and a new profile starts from `latency`. The
+ * numbers are starting points, retuned on the simulator (BENCHMARKS.md).
+ */
+export const BUILTIN_PROFILES = {
+  /** Chat: a person waits for the first token. */
+  latency: {
+    weights: DEFAULT_WEIGHTS,
+    admission: {
+      enabled: true,
+      // About four prefills ahead of a new request: past that its time to
+      // first token is several times the unloaded one, and a 429 the client
+      // can retry elsewhere or later serves it better than the queue.
+      maxWaiting: 4,
+      // vLLM preempts running sequences when KV blocks run out; a pod that
+      // queues at 95% would recompute work, not gain any.
+      maxKvCache: 0.95,
+      // Sheddable gives up the upper half of the queue, so it is refused
+      // well before Standard is.
+      sheddableFactor: 0.5,
+      // Critical may queue twice as deep: admitted after Standard is
+      // refused, still with a bounded wait.
+      criticalFactor: 2,
+      // A chat client is never told to wait more than a minute.
+      maxRetryAfterS: 60,
+    },
+  },
+  /** Batch: work done per GPU-second matters, a single request's wait less. */
+  throughput: {
+    // Prefix and adapter locality save prefill and adapter loads, the work
+    // batch jobs repeat most; the running batch size barely changes
+    // throughput under continuous batching, so it does not score.
+    weights: { queue: 1, kvCache: 1, running: 0, lora: 4, prefix: 6 },
+    admission: {
+      enabled: true,
+      // Deep queues keep every batch full; a batch job tolerates the wait.
+      maxWaiting: 32,
+      // Fuller caches are worth an occasional preemption for batch work.
+      maxKvCache: 0.98,
+      sheddableFactor: 0.5,
+      criticalFactor: 2,
+      // Batch clients can come back later.
+      maxRetryAfterS: 120,
+    },
+  },
+} as const satisfies Record<string, ProfileConfig>;
+
+const partialWeightsSchema = z.strictObject({
+  queue: weight.optional(),
+  kvCache: weight.optional(),
+  running: weight.optional(),
+  lora: weight.optional(),
+  prefix: weight.optional(),
 });
+
+/** A number in a range; `text` is the whole message. */
+const bounded = (text: string, ok: (v: number) => boolean) => z.number({ error: msg(text) }).refine(ok, { error: text });
+
+const admissionSchema = z.strictObject({
+  enabled: z.boolean({ error: msg("expected true or false") }).optional(),
+  maxWaiting: bounded("expected a number > 0", (v) => v > 0 && Number.isFinite(v)).optional(),
+  maxKvCache: bounded("expected a number in (0, 1]", (v) => v > 0 && v <= 1).optional(),
+  sheddableFactor: bounded("expected a number in (0, 1]", (v) => v > 0 && v <= 1).optional(),
+  criticalFactor: bounded("expected a number >= 1", (v) => v >= 1 && Number.isFinite(v)).optional(),
+  maxRetryAfterS: bounded("expected an integer 1..3600", (v) => Number.isInteger(v) && v >= 1 && v <= 3600).optional(),
+});
+
+const profileSchema = z.strictObject({
+  weights: partialWeightsSchema.optional(),
+  admission: admissionSchema.optional(),
+});
+
+const SPLIT_WEIGHT_TEXT = "expected an integer 1..1000000";
+const modelSchema = z.strictObject({
+  name,
+  profile: name.optional(),
+  priority: z.enum(PRIORITIES, { error: msg(`expected one of ${PRIORITIES.join(", ")}`) }).default("standard"),
+  split: z
+    .array(
+      z.strictObject({
+        model: name,
+        weight: bounded(SPLIT_WEIGHT_TEXT, (v) => Number.isInteger(v) && v >= 1 && v <= 1_000_000),
+      }),
+      { error: msg("expected a list of { model, weight }") },
+    )
+    .min(1, { error: "expected at least one target" })
+    .optional(),
+  route: z
+    .strictObject({
+      timeoutMs: positiveInt.optional(),
+      rateLimit: z.strictObject({ requestsPerS: positiveInt, burst: positiveInt.optional() }).optional(),
+    })
+    .refine((r) => r.timeoutMs !== undefined || r.rateLimit !== undefined, { error: "expected timeoutMs or rateLimit" })
+    .optional(),
+});
+
+const CLAIM_TEXT = "expected a JWT claim name (nested claims as a.b)";
+const VALUES_TEXT = "expected a non-empty list of claim values (strings without commas)";
+/** `{ claim, values }`: fields checked by refinement, so a bad one is named inside the union. */
+const claimGateSchema = z.strictObject({
+  claim: refined<string>((v) => typeof v === "string" && /^[^\s,]+$/.test(v), CLAIM_TEXT),
+  values: refined<string[]>(
+    (v) => Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string" && x !== "" && !x.includes(",")),
+    VALUES_TEXT,
+  ),
+});
+const gateSchema = <W extends readonly [string, string]>(words: W) =>
+  z.union([z.enum(words), claimGateSchema], { error: msg(`expected ${words.join(" or ")}, or { claim, values }`) });
 
 const poolSchema = z
   .strictObject({
@@ -208,7 +382,8 @@ const poolSchema = z
     baseModel: name,
     engine: engine.default("vllm"),
     adapters: z.array(name, { error: msg("expected a list of adapter names") }).default([]),
-    weights: weightsSchema.prefault({}),
+    profile: name.default("latency"),
+    weights: partialWeightsSchema.default({}),
     endpoints: z.array(endpointEntry, { error: msg("expected a list of host:port") }).min(1, { error: "expected at least one endpoint" }),
   })
   .transform(({ endpoints, ...pool }) => {
@@ -272,6 +447,14 @@ const configSchema = z.strictObject({
     })
     .prefault({}),
   pools: z.array(poolSchema, { error: msg("expected a list of pools") }).min(1, { error: "expected at least one pool" }),
+  profiles: z.record(z.string(), profileSchema, { error: msg("expected a mapping of profile names") }).default({}),
+  models: z.array(modelSchema, { error: msg("expected a list of models") }).default([]),
+  traffic: z
+    .strictObject({
+      critical: gateSchema(["any", "none"] as const).default("none"),
+      debug: gateSchema(["all", "off"] as const).default("off"),
+    })
+    .prefault({}),
   localFleet: z.strictObject({ pods: z.array(podSchema, { error: msg("expected a list of pods") }) }).optional(),
 });
 
@@ -324,6 +507,8 @@ function crossCheck(raw: RawConfig): string[] {
     }
   });
 
+  issues.push(...checkTraffic(raw));
+
   const agg = raw.aggregator;
   if (raw.gateway.staleView.maxAgeMs <= agg.heartbeatMs) {
     issues.push(`gateway.staleView.maxAgeMs: must be greater than aggregator.heartbeatMs (${agg.heartbeatMs}), or a quiet but healthy aggregator looks lost between heartbeats`);
@@ -334,6 +519,113 @@ function crossCheck(raw: RawConfig): string[] {
   return issues;
 }
 
+/** Served model names (each pool's baseModel and adapters), each with the index of the pool that serves it. */
+export function servedModels(pools: readonly Pick<PoolConfig, "baseModel" | "adapters">[]): Map<string, number> {
+  const served = new Map<string, number>();
+  pools.forEach((pool, p) => {
+    for (const model of [pool.baseModel, ...pool.adapters]) if (!served.has(model)) served.set(model, p);
+  });
+  return served;
+}
+
+/**
+ * Indexes of the pools a model's requests can land in, in first-seen order:
+ * its split targets' pools, or its own pool when it does not split.
+ */
+export function landingPools(model: Pick<ModelConfig, "name" | "split">, served: ReadonlyMap<string, number>): number[] {
+  const names = model.split ? model.split.map((t) => t.model) : [model.name];
+  const pools: number[] = [];
+  for (const n of names) {
+    const p = served.get(n);
+    if (p !== undefined && !pools.includes(p)) pools.push(p);
+  }
+  return pools;
+}
+
+/** Profiles, models and traffic gates: names that must lead somewhere, and gates that need a JWT. */
+function checkTraffic(raw: RawConfig): string[] {
+  const issues: string[] = [];
+  const profileNames = new Set<string>(Object.keys(BUILTIN_PROFILES));
+  for (const key of Object.keys(raw.profiles)) {
+    if (PLAIN_NAME.test(key)) profileNames.add(key);
+    else issues.push(`profiles.${key}: ${NAME_TEXT}`);
+  }
+  const known = [...profileNames].join(", ");
+  const checkProfile = (path: string, profile: string | undefined) => {
+    if (profile !== undefined && !profileNames.has(profile)) issues.push(`${path}: unknown profile "${profile}" (profiles: ${known})`);
+  };
+  raw.pools.forEach((pool, i) => checkProfile(`pools[${i}].profile`, pool.profile));
+
+  const served = servedModels(raw.pools);
+  const listed = new Map<string, number>();
+  raw.models.forEach((model, i) => {
+    const path = `models[${i}]`;
+    if (listed.has(model.name)) issues.push(`${path}.name: model "${model.name}" is listed twice (also models[${listed.get(model.name)}])`);
+    else listed.set(model.name, i);
+    if (!served.has(model.name) && !model.split) {
+      issues.push(`${path}.name: unknown model "${model.name}": not a pool's baseModel or adapter, and no split to make it a virtual name`);
+    }
+    checkProfile(`${path}.profile`, model.profile);
+    const targets = new Map<string, number>();
+    model.split?.forEach((target, j) => {
+      const at = `${path}.split[${j}].model`;
+      if (targets.has(target.model)) issues.push(`${at}: "${target.model}" is already a target (split[${targets.get(target.model)}])`);
+      else targets.set(target.model, j);
+      if (!served.has(target.model)) issues.push(`${at}: "${target.model}" is not served by any pool (a split target must be a pool's baseModel or adapter)`);
+    });
+    const limit = model.route?.rateLimit;
+    if (limit?.burst !== undefined && limit.burst < limit.requestsPerS) {
+      issues.push(`${path}.route.rateLimit.burst: must be >= requestsPerS (${limit.requestsPerS}), or the bucket caps the rate below it`);
+    }
+    const pools = landingPools(model, served);
+    if (limit && pools.length > 1) {
+      // Envoy keeps one token bucket per route, and this model would need one route per pool.
+      issues.push(`${path}.route.rateLimit: the split lands in several pools (${pools.map((p) => raw.pools[p].name).join(", ")}); a rate limit needs all targets in one pool`);
+    }
+  });
+
+  for (const gate of ["critical", "debug"] as const) {
+    if (typeof raw.traffic[gate] === "object" && !raw.gateway.jwt) {
+      issues.push(`traffic.${gate}: a claim gate needs gateway.jwt (claims are only trusted from verified tokens)`);
+    }
+  }
+  return issues;
+}
+
+/** Fields present in a partial object (zod leaves absent optional fields out, but be sure). */
+function givenFields<T extends object>(partial: Partial<T> | undefined): Partial<T> {
+  return Object.fromEntries(Object.entries(partial ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/** The built-ins with the file's overrides; a new profile starts from the (overridden) latency profile. */
+function resolveProfiles(given: RawConfig["profiles"]): Record<string, ProfileConfig> {
+  const out = new Map<string, ProfileConfig>(
+    Object.entries(BUILTIN_PROFILES).map(([n, p]) => [n, { weights: { ...p.weights }, admission: { ...p.admission } }]),
+  );
+  const entries = Object.entries(given).sort(([a], [b]) => Number(b === "latency") - Number(a === "latency"));
+  for (const [n, p] of entries) {
+    const base = out.get(n) ?? out.get("latency")!;
+    out.set(n, {
+      weights: { ...base.weights, ...givenFields(p.weights) },
+      admission: { ...base.admission, ...givenFields(p.admission) },
+    });
+  }
+  return Object.fromEntries(out);
+}
+
+function resolveModel(m: RawConfig["models"][number]): ModelConfig {
+  const out: ModelConfig = { name: m.name, priority: m.priority };
+  if (m.profile !== undefined) out.profile = m.profile;
+  if (m.split) out.split = m.split.map((t) => ({ model: t.model, weight: t.weight }));
+  if (m.route) {
+    out.route = {};
+    if (m.route.timeoutMs !== undefined) out.route.timeoutMs = m.route.timeoutMs;
+    const limit = m.route.rateLimit;
+    if (limit) out.route.rateLimit = { requestsPerS: limit.requestsPerS, burst: limit.burst ?? limit.requestsPerS };
+  }
+  return out;
+}
+
 /** Parses and validates config text; `sourceName` prefixes error messages. */
 export function parseGatewayConfig(text: string, sourceName = "<config>"): GatewayConfig {
   const result = validateYaml(configSchema, text, crossCheck);
@@ -341,12 +633,19 @@ export function parseGatewayConfig(text: string, sourceName = "<config>"): Gatew
   const raw = result.data;
 
   const engineOf = new Map(raw.pools.map((p) => [p.name, p.engine]));
+  const profiles = resolveProfiles(raw.profiles);
   const config: GatewayConfig = {
     apiVersion: raw.apiVersion,
     kind: raw.kind,
     gateway: raw.gateway,
     aggregator: raw.aggregator,
-    pools: raw.pools,
+    pools: raw.pools.map(({ weights, ...pool }) => {
+      const weightOverrides = givenFields<ScorerWeights>(weights);
+      return { ...pool, weights: { ...profiles[pool.profile].weights, ...weightOverrides }, weightOverrides };
+    }),
+    profiles,
+    models: raw.models.map(resolveModel),
+    traffic: raw.traffic,
   };
   if (raw.localFleet) {
     config.localFleet = {

@@ -25,8 +25,26 @@ export interface EndpointMsg {
   kvTokens?: number;
 }
 export interface PoolMsg { name: string; baseModel: string; weights: WeightsMsg; endpoints: EndpointMsg[] }
-export interface ModelMsg { name: string; pool: number; adapter: string }
-export interface SnapshotMsg { version: number; models: ModelMsg[]; pools: PoolMsg[]; generatedUnixMs: number }
+/** proto Priority: the encoder takes the number (or the name); decoded messages carry the number. */
+export const PRIORITY_WIRE = { standard: 0, critical: 1, sheddable: 2 } as const;
+export interface SplitMsg { model: number; weight: number }
+/**
+ * profile, priority and splits are optional here only so hand-built messages
+ * may leave them out (profile 0, Standard, no split); decoded messages always
+ * carry them.
+ */
+export interface ModelMsg { name: string; pool: number; adapter: string; profile?: number; priority?: number; splits?: SplitMsg[] }
+export interface AdmissionMsg {
+  enabled: boolean;
+  maxWaiting: number;
+  maxKvCache: number;
+  sheddableFactor: number;
+  criticalFactor: number;
+  maxRetryAfterS: number;
+}
+export interface ProfileMsg { name: string; weights: WeightsMsg; admission: AdmissionMsg }
+/** Without profiles (hand-built messages may leave them out) the filter scores with pool weights and admits everything. */
+export interface SnapshotMsg { version: number; models: ModelMsg[]; pools: PoolMsg[]; generatedUnixMs: number; profiles?: ProfileMsg[] }
 export interface HelloMsg { client: string; haveVersion: number }
 
 export const packageDefinition = protoLoader.loadSync(protoPath, {

@@ -180,13 +180,16 @@ describe("aggregator", () => {
 
     expect(first.version).toBe(agg.current().version);
     expect(first.generatedUnixMs).toBeGreaterThan(Date.now() - 60_000);
+    // The llama pool's own weights make its models' profile "latency@llama"; the others use "latency".
+    const traffic = { priority: 0, splits: [] };
     expect(first.models).toEqual([
-      { name: "llama-3.1-8b", pool: 0, adapter: "" },
-      { name: "sql-lora", pool: 0, adapter: "sql-lora" },
-      { name: "chat-lora", pool: 0, adapter: "chat-lora" },
-      { name: "qwen3-32b", pool: 1, adapter: "" },
-      { name: "flan-t5", pool: 2, adapter: "" },
+      { name: "llama-3.1-8b", pool: 0, adapter: "", profile: 0, ...traffic },
+      { name: "sql-lora", pool: 0, adapter: "sql-lora", profile: 0, ...traffic },
+      { name: "chat-lora", pool: 0, adapter: "chat-lora", profile: 0, ...traffic },
+      { name: "qwen3-32b", pool: 1, adapter: "", profile: 1, ...traffic },
+      { name: "flan-t5", pool: 2, adapter: "", profile: 1, ...traffic },
     ]);
+    expect(first.profiles?.map((p) => p.name)).toEqual(["latency@llama", "latency"]);
     expect(first.pools.map((p) => [p.name, p.baseModel])).toEqual([
       ["llama", "llama-3.1-8b"],
       ["qwen", "qwen3-32b"],

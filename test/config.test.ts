@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadGatewayConfig, parseEndpoint, parseGatewayConfig, resolveConfigHosts } from "../host/config.js";
+import { BUILTIN_PROFILES, ConfigError, DEFAULT_WEIGHTS, loadGatewayConfig, parseEndpoint, parseGatewayConfig, resolveConfigHosts } from "../host/config.js";
 
 const LOCAL_YAML = fileURLToPath(new URL("../config/local.yaml", import.meta.url));
 
@@ -52,7 +52,9 @@ describe("gateway config", () => {
       baseModel: "llama-3.1-8b",
       engine: "vllm",
       adapters: [],
+      profile: "latency",
       weights: { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 4 },
+      weightOverrides: {},
       endpoints: ["127.0.0.1:18001"],
     });
     expect(c.localFleet).toBeUndefined();
@@ -225,5 +227,188 @@ pools: [{ name: p, baseModel: m, endpoints: ["localhost:18001"] }]
     await expect(resolveConfigHosts(withHosts("127.0.0.1", "no-such-host.invalid"))).rejects.toThrow(
       /^<config>: invalid gateway config:\n {2}aggregator\.host: cannot resolve "no-such-host\.invalid"$/,
     );
+  });
+});
+
+describe("traffic config: profiles, models, classes", () => {
+  const TWO_POOLS = `
+pools:
+  - name: llama
+    baseModel: llama-3.1-8b
+    adapters: [sql-lora]
+    endpoints: ["127.0.0.1:18001"]
+  - name: qwen
+    baseModel: qwen3-32b
+    endpoints: ["127.0.0.1:18002"]
+`;
+  const JWT = `\ngateway: { jwt: { issuer: "https://auth.test", jwksFile: jwks.json } }\n`;
+
+  it("always has the two built-in profiles, from BUILTIN_PROFILES, and no models or gates by default", () => {
+    const c = parseGatewayConfig(MINIMAL);
+    expect(c.profiles).toEqual({ latency: BUILTIN_PROFILES.latency, throughput: BUILTIN_PROFILES.throughput });
+    expect(c.profiles.latency.weights).toEqual(DEFAULT_WEIGHTS);
+    expect(c.profiles.latency.admission).toEqual({ enabled: true, maxWaiting: 4, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60 });
+    expect(c.profiles.throughput).toEqual({
+      weights: { queue: 1, kvCache: 1, running: 0, lora: 4, prefix: 6 },
+      admission: { enabled: true, maxWaiting: 32, maxKvCache: 0.98, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 120 },
+    });
+    expect(c.models).toEqual([]);
+    expect(c.traffic).toEqual({ critical: "none", debug: "off" });
+  });
+
+  it("overrides a built-in field by field; a new profile starts from latency as the file leaves it", () => {
+    const c = parseGatewayConfig(`${MINIMAL}
+profiles:
+  batch: { admission: { maxRetryAfterS: 300 } }
+  latency: { weights: { prefix: 0 }, admission: { maxWaiting: 6 } }
+  throughput: { admission: { enabled: false } }
+`);
+    expect(c.profiles.latency).toEqual({
+      weights: { ...DEFAULT_WEIGHTS, prefix: 0 },
+      admission: { ...BUILTIN_PROFILES.latency.admission, maxWaiting: 6 },
+    });
+    expect(c.profiles.throughput).toEqual({ ...BUILTIN_PROFILES.throughput, admission: { ...BUILTIN_PROFILES.throughput.admission, enabled: false } });
+    expect(c.profiles.batch).toEqual({
+      weights: { ...DEFAULT_WEIGHTS, prefix: 0 },
+      admission: { ...BUILTIN_PROFILES.latency.admission, maxWaiting: 6, maxRetryAfterS: 300 },
+    });
+  });
+
+  it("gives a pool its profile's weights, with the pool's own weights over them field by field", () => {
+    const c = parseGatewayConfig(`
+pools:
+  - { name: a, baseModel: ma, endpoints: ["127.0.0.1:1"] }
+  - { name: b, baseModel: mb, profile: throughput, endpoints: ["127.0.0.1:2"] }
+  - { name: c, baseModel: mc, profile: throughput, weights: { queue: 3 }, endpoints: ["127.0.0.1:3"] }
+`);
+    expect(c.pools.map((p) => [p.profile, p.weights, p.weightOverrides])).toEqual([
+      ["latency", DEFAULT_WEIGHTS, {}],
+      ["throughput", BUILTIN_PROFILES.throughput.weights, {}],
+      ["throughput", { ...BUILTIN_PROFILES.throughput.weights, queue: 3 }, { queue: 3 }],
+    ]);
+  });
+
+  it("reads models: served names, virtual names with a split, routes; priority defaults to standard, burst to the rate", () => {
+    const c = parseGatewayConfig(`${TWO_POOLS}
+models:
+  - { name: sql-lora, profile: throughput, priority: sheddable }
+  - name: chat
+    priority: critical
+    split: [{ model: llama-3.1-8b, weight: 90 }, { model: qwen3-32b, weight: 10 }]
+    route: { timeoutMs: 30000 }
+  - name: llama-3.1-8b
+    split: [{ model: llama-3.1-8b, weight: 9 }, { model: sql-lora, weight: 1 }]
+    route: { rateLimit: { requestsPerS: 5 } }
+`);
+    expect(c.models).toEqual([
+      { name: "sql-lora", profile: "throughput", priority: "sheddable" },
+      {
+        name: "chat",
+        priority: "critical",
+        split: [{ model: "llama-3.1-8b", weight: 90 }, { model: "qwen3-32b", weight: 10 }],
+        route: { timeoutMs: 30000 },
+      },
+      {
+        name: "llama-3.1-8b",
+        priority: "standard",
+        split: [{ model: "llama-3.1-8b", weight: 9 }, { model: "sql-lora", weight: 1 }],
+        route: { rateLimit: { requestsPerS: 5, burst: 5 } },
+      },
+    ]);
+  });
+
+  it("names the field of a bad profile", () => {
+    expect(issues(`${MINIMAL}
+profiles:
+  latency: { admission: { maxWaiting: 0, maxKvCache: 1.5, sheddableFactor: 0, criticalFactor: 0.5, maxRetryAfterS: 1.5 } }
+  throughput: { admission: { maxRetryAfterS: 3601, enabled: "yes" }, weights: { lora: -1 } }
+  "bad name": {}
+  x: { weigths: {} }
+`)).toEqual([
+      "profiles.latency.admission.maxWaiting: expected a number > 0",
+      "profiles.latency.admission.maxKvCache: expected a number in (0, 1]",
+      "profiles.latency.admission.sheddableFactor: expected a number in (0, 1]",
+      "profiles.latency.admission.criticalFactor: expected a number >= 1",
+      "profiles.latency.admission.maxRetryAfterS: expected an integer 1..3600",
+      "profiles.throughput.weights.lora: expected a number >= 0",
+      "profiles.throughput.admission.enabled: expected true or false",
+      "profiles.throughput.admission.maxRetryAfterS: expected an integer 1..3600",
+      'profiles.x: unknown field "weigths"',
+    ]);
+    expect(issues(`${MINIMAL}\nprofiles:\n  "bad name": {}\n`)).toEqual([
+      "profiles.bad name: expected a non-empty name of letters, digits and . _ - : / (no spaces)",
+    ]);
+    expect(issues(`${MINIMAL.replace("engine: vllm", "engine: vllm\n    profile: chat")}`)).toEqual([
+      'pools[0].profile: unknown profile "chat" (profiles: latency, throughput)',
+    ]);
+  });
+
+  it("names the field of a bad model entry", () => {
+    const bad = (models: string, extra = "") => issues(`${TWO_POOLS}${extra}\nmodels:\n${models}`);
+    expect(bad("  - { name: gpt-99 }\n")).toEqual([
+      'models[0].name: unknown model "gpt-99": not a pool\'s baseModel or adapter, and no split to make it a virtual name',
+    ]);
+    expect(bad("  - { name: sql-lora, profile: batch, priority: urgent }\n")).toEqual([
+      "models[0].priority: expected one of critical, standard, sheddable",
+    ]);
+    expect(bad("  - { name: sql-lora, profile: batch }\n  - { name: sql-lora }\n", "\nprofiles: { chat: {} }")).toEqual([
+      'models[0].profile: unknown profile "batch" (profiles: latency, throughput, chat)',
+      'models[1].name: model "sql-lora" is listed twice (also models[0])',
+    ]);
+    expect(bad("  - { name: chat, split: [] }\n  - { name: x, split: [{ model: sql-lora, weight: 0 }, { model: qwen3-32b, weight: 1.5 }, { model: qwen3-32b }] }\n")).toEqual([
+      "models[0].split: expected at least one target",
+      "models[1].split[0].weight: expected an integer 1..1000000",
+      "models[1].split[1].weight: expected an integer 1..1000000",
+      "models[1].split[2].weight: is required",
+    ]);
+    expect(bad("  - { name: chat, split: [{ model: canary, weight: 1 }] }\n  - { name: canary, split: [{ model: sql-lora, weight: 1 }, { model: sql-lora, weight: 2 }] }\n")).toEqual([
+      'models[0].split[0].model: "canary" is not served by any pool (a split target must be a pool\'s baseModel or adapter)',
+      'models[1].split[1].model: "sql-lora" is already a target (split[0])',
+    ]);
+    expect(bad("  - { name: sql-lora, route: {} }\n  - { name: qwen3-32b, route: { timeoutMs: 0, rateLimit: { requestsPerS: 2, burst: 1 } } }\n")).toEqual([
+      "models[0].route: expected timeoutMs or rateLimit",
+      "models[1].route.timeoutMs: expected an integer > 0",
+    ]);
+    expect(bad("  - { name: qwen3-32b, route: { rateLimit: { requestsPerS: 2, burst: 1 } } }\n")).toEqual([
+      "models[0].route.rateLimit.burst: must be >= requestsPerS (2), or the bucket caps the rate below it",
+    ]);
+    expect(bad("  - { name: chat, split: [{ model: sql-lora, weight: 1 }, { model: qwen3-32b, weight: 1 }], route: { rateLimit: { requestsPerS: 2 } } }\n")).toEqual([
+      "models[0].route.rateLimit: the split lands in several pools (llama, qwen); a rate limit needs all targets in one pool",
+    ]);
+  });
+
+  it("reads the traffic gates, and a claim gate only with gateway.jwt", () => {
+    const gated = parseGatewayConfig(`${MINIMAL}${JWT}traffic: { critical: { claim: tier, values: [gold, platinum] }, debug: all }\n`);
+    expect(gated.traffic).toEqual({ critical: { claim: "tier", values: ["gold", "platinum"] }, debug: "all" });
+    expect(parseGatewayConfig(`${MINIMAL}traffic: { critical: any, debug: off }\n`).traffic).toEqual({ critical: "any", debug: "off" });
+    expect(issues(`${MINIMAL}traffic: { critical: { claim: tier, values: [gold] }, debug: { claim: roles, values: [ops] } }\n`)).toEqual([
+      "traffic.critical: a claim gate needs gateway.jwt (claims are only trusted from verified tokens)",
+      "traffic.debug: a claim gate needs gateway.jwt (claims are only trusted from verified tokens)",
+    ]);
+    expect(issues(`${MINIMAL}${JWT}traffic: { critical: all, debug: none }\n`)).toEqual([
+      "traffic.critical: expected any or none, or { claim, values }",
+      "traffic.debug: expected all or off, or { claim, values }",
+    ]);
+    expect(issues(`${MINIMAL}${JWT}traffic: { critical: { claim: "a b", values: [] }, debug: { claim: x, values: ["a,b"], role: y } }\n`)).toEqual([
+      "traffic.critical.claim: expected a JWT claim name (nested claims as a.b)",
+      "traffic.critical.values: expected a non-empty list of claim values (strings without commas)",
+      "traffic.debug.values: expected a non-empty list of claim values (strings without commas)",
+      'traffic.debug: unknown field "role"',
+    ]);
+  });
+
+  it("parses config/traffic-example.yaml, the README's complete example", () => {
+    const c = loadGatewayConfig(fileURLToPath(new URL("../config/traffic-example.yaml", import.meta.url)));
+    expect(c.pools.map((p) => [p.name, p.profile])).toEqual([["llama", "latency"], ["qwen", "throughput"]]);
+    expect(Object.keys(c.profiles)).toEqual(["latency", "throughput", "nightly"]);
+    expect(c.profiles.nightly.admission).toMatchObject({ maxWaiting: 64, maxRetryAfterS: 600, maxKvCache: 0.95 });
+    expect(c.models.map((m) => [m.name, m.priority, m.split?.length ?? 0, m.route ?? null])).toEqual([
+      ["llama-3.1-8b", "standard", 0, { timeoutMs: 120000 }],
+      ["summarise-lora", "sheddable", 0, { rateLimit: { requestsPerS: 20, burst: 40 } }],
+      ["sql-lora", "standard", 2, null],
+      ["assistant", "critical", 2, null],
+      ["qwen3-32b", "standard", 0, null],
+    ]);
+    expect(c.traffic).toEqual({ critical: { claim: "tier", values: ["gold", "platinum"] }, debug: { claim: "team", values: ["sre"] } });
   });
 });

@@ -13,9 +13,15 @@ import {
   renderEnvoyConfig,
   startEnvoy,
   validateEnvoyConfig,
+  CLAIM_HEADERS,
+  envoyParamsFromGatewayConfig,
+  MODEL_NAME_HEADER,
+  POOL_HEADER,
   type EnvoyConfigParams,
   type EnvoyProcess,
+  type ModelRouteParams,
 } from "../host/envoy/index.js";
+import { loadGatewayConfig, parseGatewayConfig } from "../host/config.js";
 import { filterWasmPath, projectRoot } from "../host/paths.js";
 
 const params: EnvoyConfigParams = {
@@ -293,6 +299,131 @@ describe("renderEnvoyConfig", () => {
   });
 });
 
+describe("renderEnvoyConfig: model-name routes and traffic gates", () => {
+  const modelRoutes: ModelRouteParams[] = [
+    { model: "sql-lora", pools: ["llama"], timeoutMs: 1500 },
+    { model: "chat", pools: ["llama", "org/qwen:32b"], timeoutMs: 30_000 },
+    { model: "batch.v2", pools: ["org/qwen:32b"], rateLimit: { requestsPerS: 5, burst: 10 } },
+  ];
+  const jwt = { issuer: "https://issuer.test", audiences: [], jwksFile: "/etc/jwks.json" };
+  const render = (p: Partial<EnvoyConfigParams>) => hcmOf(parseYaml(renderEnvoyConfig({ ...params, ...p })));
+  const hcm = render({ modelRoutes });
+  const routes: Doc[] = hcm.route_config.virtual_hosts[0].routes;
+  const filterSettings = (h: Doc) => JSON.parse(h.http_filters.find((f: Doc) => f.name === "envoy.filters.http.wasm").typed_config.config.configuration.value);
+  const poolHeader = (r: Doc) => r.match.headers?.find((h: Doc) => h.name === POOL_HEADER)?.string_match.exact;
+  const modelHeader = (r: Doc) => r.match.headers?.find((h: Doc) => h.name === MODEL_NAME_HEADER)?.string_match.exact;
+
+  it("puts each model's routes right before its pools' routes, a model that lands in two pools on both", () => {
+    expect(routes.slice(0, 7).map((r) => [poolHeader(r), modelHeader(r) ?? null])).toEqual([
+      ["llama", "sql-lora"],
+      ["llama", "chat"],
+      ["llama", null],
+      ["org/qwen:32b", "chat"],
+      ["org/qwen:32b", "batch.v2"],
+      ["org/qwen:32b", null],
+      [undefined, null], // the fail-closed 503
+    ]);
+  });
+
+  it("matches like the pool's route plus x-gateway-model-name, with its cluster and retries and the model's timeout", () => {
+    const base = parseYaml(renderEnvoyConfig(params)).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes;
+    const [sql, chatLlama, , chatQwen, batch] = routes;
+    expect(sql).toEqual({
+      name: "model sql-lora on llama",
+      match: { ...base[0].match, headers: [...base[0].match.headers, { name: MODEL_NAME_HEADER, string_match: { exact: "sql-lora" } }] },
+      route: { ...base[0].route, timeout: "1.5s" },
+    });
+    expect(chatLlama.route).toEqual({ ...base[0].route, timeout: "30s" });
+    expect(chatQwen.route).toEqual({ ...base[1].route, timeout: "30s" });
+    expect(batch.route).toEqual(base[1].route); // no timeout given: the pool's (none)
+    expect(routes.slice(2).filter((r) => !modelHeader(r))).toEqual(base);
+  });
+
+  it("rate-limits a model with Envoy's local_ratelimit, configured on its route only, with retry-after", () => {
+    expect(hcm.http_filters.map((f: Doc) => f.name)).toEqual([
+      "envoy.filters.http.wasm",
+      "envoy.filters.http.buffer",
+      "envoy.filters.http.local_ratelimit",
+      "envoy.filters.http.router",
+    ]);
+    const TYPE = "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit";
+    // No bucket and no filter_enabled (0% by default): it limits nothing by itself.
+    expect(hcm.http_filters[2].typed_config).toEqual({ "@type": TYPE, stat_prefix: "llm_gateway_model_rate_limit" });
+    const all = (key: string) => ({ runtime_key: key, default_value: { numerator: 100, denominator: "HUNDRED" } });
+    expect(routes[4].typed_per_filter_config).toEqual({
+      "envoy.filters.http.local_ratelimit": {
+        "@type": TYPE,
+        stat_prefix: "llm_gateway_model_batch_v2",
+        token_bucket: { max_tokens: 10, tokens_per_fill: 5, fill_interval: "1s" },
+        filter_enabled: all("llm_gateway.model_rate_limit.enabled"),
+        filter_enforced: all("llm_gateway.model_rate_limit.enforced"),
+        response_headers_to_add: [{ header: { key: "retry-after", value: "1" }, append_action: "OVERWRITE_IF_EXISTS_OR_ADD" }],
+      },
+    });
+    for (const r of routes.filter((x) => modelHeader(x) !== "batch.v2")) expect(r).not.toHaveProperty("typed_per_filter_config");
+    // Without a rate-limited model, no rate-limit filter at all.
+    expect(render({ modelRoutes: modelRoutes.slice(0, 2) }).http_filters.map((f: Doc) => f.name)).not.toContain("envoy.filters.http.local_ratelimit");
+  });
+
+  it("takes the routes from the gateway config's models, on the pools their requests land in", () => {
+    const cfg = parseGatewayConfig(`
+pools:
+  - { name: llama, baseModel: llama-3.1-8b, adapters: [sql-lora], endpoints: ["127.0.0.1:1"] }
+  - { name: qwen, baseModel: qwen3-32b, endpoints: ["127.0.0.1:2"] }
+models:
+  - { name: sql-lora, route: { rateLimit: { requestsPerS: 2 } } }
+  - { name: qwen3-32b, priority: sheddable }
+  - { name: chat, split: [{ model: qwen3-32b, weight: 1 }, { model: sql-lora, weight: 1 }, { model: llama-3.1-8b, weight: 1 }], route: { timeoutMs: 500 } }
+  - { name: llama-3.1-8b, split: [{ model: sql-lora, weight: 1 }], route: { timeoutMs: 100 } }
+`);
+    const p = envoyParamsFromGatewayConfig(cfg, { wasmPath: "/x/filter.wasm" });
+    expect(p.modelRoutes).toEqual([
+      { model: "sql-lora", pools: ["llama"], rateLimit: { requestsPerS: 2, burst: 2 } },
+      { model: "chat", pools: ["qwen", "llama"], timeoutMs: 500 },
+      { model: "llama-3.1-8b", pools: ["llama"], timeoutMs: 100 },
+    ]);
+    expect(p.traffic).toEqual({ critical: "none", debug: "off" });
+  });
+
+  it("copies a gate's claim into x-gateway-claim-* with jwt_authn, which runs after early_header_mutation stripped the client's copies", () => {
+    const gated = render({ jwt, traffic: { critical: { claim: "tier", values: ["gold", "platinum"] }, debug: { claim: "org.role", values: ["sre"] } } });
+    expect(gated.early_header_mutation_extensions[0].typed_config.mutations).toEqual([{ remove_on_match: { key_matcher: { prefix: "x-gateway-" } } }]);
+    expect(CLAIM_HEADERS).toEqual({ critical: "x-gateway-claim-critical", debug: "x-gateway-claim-debug" });
+    const [authn] = gated.http_filters;
+    expect(authn.name).toBe("envoy.filters.http.jwt_authn");
+    expect(authn.typed_config.providers.gateway.claim_to_headers).toEqual([
+      { header_name: "x-gateway-claim-critical", claim_name: "tier" },
+      { header_name: "x-gateway-claim-debug", claim_name: "org.role" },
+    ]);
+    expect(filterSettings(gated)).toEqual({
+      max_body_bytes: params.maxBodyBytes,
+      critical_from: "claim",
+      critical_claim_values: "gold,platinum",
+      debug: "claim",
+      debug_claim_values: "sre",
+    });
+    // Without claim gates, jwt_authn copies nothing.
+    expect(render({ jwt, traffic: { critical: "any", debug: "all" } }).http_filters[0].typed_config.providers.gateway).not.toHaveProperty("claim_to_headers");
+  });
+
+  it("tells the filter about the gates only when they differ from its defaults (none, off)", () => {
+    expect(filterSettings(render({ traffic: { critical: "none", debug: "off" } }))).toEqual({ max_body_bytes: params.maxBodyBytes });
+    expect(filterSettings(render({ traffic: { critical: "any", debug: "off" } }))).toEqual({ max_body_bytes: params.maxBodyBytes, critical_from: "any" });
+    expect(filterSettings(render({ traffic: { critical: "none", debug: "all" } }))).toEqual({ max_body_bytes: params.maxBodyBytes, debug: "all" });
+  });
+
+  it("rejects bad model routes and a claim gate without jwt", () => {
+    expect(() => renderEnvoyConfig({ ...params, traffic: { critical: { claim: "tier", values: ["gold"] }, debug: "off" } })).toThrow(/need jwt/);
+    expect(() => renderEnvoyConfig({ ...params, jwt, traffic: { critical: { claim: "tier", values: ["a,b"] }, debug: "off" } })).toThrow(/commas/);
+    expect(() => renderEnvoyConfig({ ...params, modelRoutes: [{ model: "m", pools: ["nope"] }] })).toThrow(/unknown pool nope/);
+    expect(() => renderEnvoyConfig({ ...params, modelRoutes: [{ model: 'x"}', pools: ["llama"] }] })).toThrow(/model name/);
+    expect(() => renderEnvoyConfig({ ...params, modelRoutes: [{ model: "m", pools: ["llama"] }, { model: "m", pools: ["llama"] }] })).toThrow(/two routes/);
+    expect(() => renderEnvoyConfig({ ...params, modelRoutes: [{ model: "m", pools: ["llama", "org/qwen:32b"], rateLimit: { requestsPerS: 1, burst: 1 } }] })).toThrow(/single pool/);
+    expect(() => renderEnvoyConfig({ ...params, modelRoutes: [{ model: "m", pools: ["llama"], rateLimit: { requestsPerS: 4, burst: 2 } }] })).toThrow(/burst/);
+    expect(() => renderEnvoyConfig({ ...params, modelRoutes: [{ model: "m", pools: ["llama"], timeoutMs: 0 }] })).toThrow(/timeoutMs/);
+  });
+});
+
 describe("findEnvoy", () => {
   const scratch = mkdtempSync(join(tmpdir(), "find-envoy-test-"));
   afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -443,6 +574,42 @@ describe("validateEnvoyConfig", () => {
       writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k", alg: "ES256" }] }));
       const jwt = { issuer: "https://issuer.test", audiences: ["gw"], jwksFile };
       await validateEnvoyConfig(renderEnvoyConfig({ ...params, wasmPath: filterWasmPath, wasmFilter: false, jwt }));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
+  it("accepts model routes with a timeout and a rate limit, and claim gates, with the built filter", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "gw-jwks-"));
+    try {
+      const jwksFile = join(dir, "jwks.json");
+      const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+      writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k", alg: "ES256" }] }));
+      await validateEnvoyConfig(renderEnvoyConfig({
+        ...params,
+        wasmPath: filterWasmPath,
+        jwt: { issuer: "https://issuer.test", audiences: [], jwksFile },
+        modelRoutes: [
+          { model: "chat", pools: ["llama", "org/qwen:32b"], timeoutMs: 1500 },
+          { model: "batch", pools: ["llama"], rateLimit: { requestsPerS: 5, burst: 10 } },
+        ],
+        // Defaults for the filter's keys: the filter on this branch may not know the gates' keys yet.
+        traffic: { critical: "none", debug: "off" },
+      }));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
+  it("accepts config/traffic-example.yaml rendered (without the filter until it reads the gates' keys)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "gw-jwks-"));
+    try {
+      const config = loadGatewayConfig(join(projectRoot, "config", "traffic-example.yaml"));
+      const jwksFile = join(dir, "jwks.json");
+      const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+      writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k", alg: "ES256" }] }));
+      const p = envoyParamsFromGatewayConfig(config, { wasmPath: filterWasmPath });
+      await validateEnvoyConfig(renderEnvoyConfig({ ...p, jwt: { ...p.jwt!, jwksFile } }));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

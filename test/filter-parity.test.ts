@@ -97,6 +97,12 @@ function tally(pairs: DecisionPair[]): Record<string, number> {
   return out;
 }
 
+function eventBody(events: ParityEvent[], i: number): string {
+  const e = events[i];
+  if (e.type !== "request") throw new Error(`event ${i} is not a request`);
+  return typeof e.body === "string" ? e.body : Buffer.from(e.body).toString();
+}
+
 describe("the filter decides as the native build does", () => {
   for (const [name, setup] of Object.entries(SETUPS)) {
     for (const seed of [1, 2, 3]) {
@@ -118,6 +124,21 @@ describe("the filter decides as the native build does", () => {
         expect(m("requests_unavailable")).toBe((seen["503"] ?? 0) + (seen["stale 503"] ?? 0));
       });
     }
+  }
+
+  for (const seed of [1, 2, 3]) {
+    it(`admission, classes and canary splits on two workers, scenario seed ${seed}`, async () => {
+      const events = randomScenario(seed, { ...SCENARIO, requests: 400, workers: 2, failures: false, traffic: true });
+      const { pairs } = await runParity(events, SETUPS["default settings"], () => ({}), 2);
+      expect(firstMismatch(pairs)).toBeUndefined();
+      // Refusals for lack of room, with their Retry-After, and requests served as a canary target must have happened.
+      const refused = pairs.filter((p) => !p.filter.routed && p.filter.status === 429);
+      expect(refused.length).toBeGreaterThan(10);
+      expect(refused.every((p) => !p.filter.routed && /^[1-9]\d*$/.test(p.filter.retryAfter ?? ""))).toBe(true);
+      const canary = pairs.filter((p) => p.filter.routed && p.filter.served !== JSON.parse(String(eventBody(events, p.event))).model);
+      expect(canary.length).toBeGreaterThan(5);
+      expect(tally(pairs).ranked).toBeGreaterThan(60);
+    });
   }
 
   for (const seed of [1, 2]) {

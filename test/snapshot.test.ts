@@ -3,7 +3,10 @@
 // never reach a score.
 import { beforeAll, describe, expect, it } from "vitest";
 import { NativeRouter } from "../host/native/router.js";
-import { decodeSnapshot, encodeSnapshot, type EndpointMsg, type WeightsMsg } from "../host/proto.js";
+import { decodeSnapshot, encodeSnapshot, PRIORITY_WIRE, type EndpointMsg, type WeightsMsg } from "../host/proto.js";
+import { CapacityLearner } from "../host/aggregator/capacity.js";
+import { buildSnapshotBody, type EndpointState } from "../host/aggregator/snapshot.js";
+import { BUILTIN_PROFILES, DEFAULT_WEIGHTS, parseGatewayConfig } from "../host/config.js";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 
 let router: NativeRouter;
@@ -108,3 +111,92 @@ describe("Endpoint.capacity on the wire", () => {
     );
   });
 });
+
+describe("the aggregator's snapshot: profiles, classes and splits", () => {
+  const config = parseGatewayConfig(`
+pools:
+  - name: llama
+    baseModel: llama-3.1-8b
+    adapters: [sql-lora, chat-lora]
+    endpoints: ["10.0.0.1:8000"]
+  - name: qwen
+    baseModel: qwen3-32b
+    profile: throughput
+    weights: { queue: 3 }
+    endpoints: ["10.0.0.2:8000"]
+  - name: mistral
+    baseModel: mistral-7b
+    weights: { queue: 2, prefix: 4 }
+    endpoints: ["10.0.0.3:8000"]
+profiles:
+  batch: { admission: { maxWaiting: 64 } }
+models:
+  - { name: sql-lora, profile: batch, priority: sheddable }
+  - name: chat
+    priority: critical
+    split: [{ model: qwen3-32b, weight: 10 }, { model: llama-3.1-8b, weight: 90 }]
+  - name: llama-3.1-8b
+    split: [{ model: llama-3.1-8b, weight: 9 }, { model: chat-lora, weight: 1 }]
+  - { name: qwen3-32b, profile: latency }
+`);
+  const noAddresses = config.pools.map((p) => p.endpoints.map((): EndpointState => ({ address: null, metrics: null, lastGoodMs: null, capacity: new CapacityLearner() })));
+  const sent = decodeSnapshot(encodeSnapshot({ version: 1, generatedUnixMs: 0, ...buildSnapshotBody(config, noAddresses, 0) }));
+  const profileName = (model: string) => sent.profiles![sent.models.find((m) => m.name === model)!.profile!].name;
+
+  it("lists served names pool by pool, then virtual ones on their first target's pool", () => {
+    expect(sent.models.map((m) => [m.name, m.pool, m.adapter])).toEqual([
+      ["llama-3.1-8b", 0, ""],
+      ["sql-lora", 0, "sql-lora"],
+      ["chat-lora", 0, "chat-lora"],
+      ["qwen3-32b", 1, ""],
+      ["mistral-7b", 2, ""],
+      ["chat", 1, ""],
+    ]);
+  });
+
+  it("gives each model its class as the proto enum's number (Standard by default)", () => {
+    expect(sent.models.map((m) => m.priority)).toEqual([0, 2, 0, 0, 0, 1]);
+    expect(PRIORITY_WIRE).toEqual({ standard: 0, critical: 1, sheddable: 2 });
+  });
+
+  it("sends splits as model indexes, a model splitting to itself included", () => {
+    expect(sent.models.map((m) => m.splits)).toEqual([
+      [{ model: 0, weight: 9 }, { model: 2, weight: 1 }],
+      [], [], [], [],
+      [{ model: 3, weight: 10 }, { model: 0, weight: 90 }],
+    ]);
+  });
+
+  it("sends each profile in use once; a pool's weights make <profile>@<pool> unless they change nothing", () => {
+    expect(sent.models.map((m) => profileName(m.name))).toEqual([
+      "latency", "batch", "latency", "latency@qwen", "latency", "throughput@qwen",
+    ]);
+    expect(sent.profiles!.map((p) => p.name)).toEqual(["latency", "batch", "latency@qwen", "throughput@qwen"]);
+    const [latency, batch, latencyQwen, throughputQwen] = sent.profiles!;
+    expect(latency).toEqual({ name: "latency", weights: DEFAULT_WEIGHTS, admission: latencyAdmission() });
+    expect(batch.admission.maxWaiting).toBe(64);
+    expect(latencyQwen.weights).toEqual({ ...DEFAULT_WEIGHTS, queue: 3 });
+    expect(throughputQwen.weights).toEqual({ ...BUILTIN_PROFILES.throughput.weights, queue: 3 });
+    expect(throughputQwen.admission.maxWaiting).toBe(32);
+  });
+
+  it("keeps each pool's weights: its default profile's, with its own over them", () => {
+    expect(sent.pools.map((p) => p.weights)).toEqual([DEFAULT_WEIGHTS, { ...BUILTIN_PROFILES.throughput.weights, queue: 3 }, DEFAULT_WEIGHTS]);
+  });
+
+  it("sends every served model on the latency profile and Standard for a config without traffic settings", () => {
+    const plain = parseGatewayConfig(`pools: [{ name: p, baseModel: m, adapters: [a], endpoints: ["10.0.0.1:1"] }]`);
+    const body = buildSnapshotBody(plain, [[]], 0);
+    expect(body.models).toEqual([
+      { name: "m", pool: 0, adapter: "", profile: 0, priority: 0, splits: [] },
+      { name: "a", pool: 0, adapter: "a", profile: 0, priority: 0, splits: [] },
+    ]);
+    expect(body.profiles.map((p) => p.name)).toEqual(["latency"]);
+  });
+});
+
+/** The built-in latency admission as it comes back from the wire (floats are float32). */
+function latencyAdmission() {
+  const a = BUILTIN_PROFILES.latency.admission;
+  return { ...a, maxKvCache: Math.fround(a.maxKvCache) };
+}

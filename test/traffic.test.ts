@@ -230,6 +230,18 @@ describe("canary splits", () => {
     }
     expect(served).toEqual({ llama: 900, "llama-v2": 100 });
   });
+
+  it("keeps the split across snapshots: a busy pool brings a new one every few requests", () => {
+    let served = 0;
+    for (let i = 0; i < 1000; i++) {
+      if (i % 4 === 0) install({ ...fleet({ waiting: i % 3 }, {}), version: i + 1 });
+      const r = route({}, "llama-canary");
+      if (!("target" in r)) throw new Error(JSON.stringify(r));
+      if (r.target === "llama-v2") served++;
+      shared.release(router, r.endpoint!);
+    }
+    expect(served).toBe(100);
+  });
 });
 
 describe("explained decisions", () => {

@@ -12,7 +12,9 @@
 // with steady metrics (the aggregator pushes only on change) the estimate
 // cannot drift. Installing is the closest point to the scrape a worker sees.
 // Installing also sizes each endpoint's modelled cache in the prefix index
-// from the KV capacity its engine reports.
+// from the KV capacity its engine reports, and carries canary splits'
+// positions over from the snapshot it replaces.
+import { carrySplits } from "./canary";
 import { HealthLedger } from "./health";
 import { InflightTable } from "./inflight";
 import { PrefixIndex } from "./prefix-index";
@@ -31,6 +33,8 @@ export class FleetView {
   }
 
   install(snap: Snapshot, version: u64, inflight: InflightTable, health: HealthLedger, prefixes: PrefixIndex): void {
+    const previous = this.current;
+    if (previous != null) carrySplits(previous, snap);
     this.current = snap;
     this.version = version;
     health.applyTo(snap);

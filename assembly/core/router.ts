@@ -176,12 +176,6 @@ export class Router {
     return true;
   }
 
-  /** A request this router routed to `pool` ended (feeds the pool's drain rate). */
-  completed(pool: Pool, nowMs: u64): void {
-    if (pool.load == null) pool.load = this.loadFor(pool.name);
-    pool.load!.completed(nowMs);
-  }
-
   /** True when some candidate has room for the request's class; otherwise books a retry and sets the 429. */
   private admit(n: i32): bool {
     const request = this.request;

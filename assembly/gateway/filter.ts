@@ -329,7 +329,6 @@ class GatewayStream extends HttpContext {
     const root = this.root;
     // However the request ended, it is no longer in flight.
     root.inflight.add(primary.addressHash, -1);
-    this.load!.completed(root.nowMs);
     const bytes = root.scratch;
     // No response code: the client went away before any answer; nothing learned.
     if (!getPropertyBytes(RESPONSE_CODE, bytes) || bytes.len != 8) {
@@ -338,6 +337,9 @@ class GatewayStream extends HttpContext {
     }
     const status = load<i64>(bytes.ptr);
     if (!getPropertyBytes(UPSTREAM_ADDRESS, bytes)) bytes.release();
+    // A pod answered: the pool drained one. (Envoy's own refusals, e.g. a
+    // model route's rate limit, come without an upstream and drain nothing.)
+    if (bytes.len > 0) this.load!.completed(root.nowMs);
     root.recordOutcome(primary, status, bytes);
     bytes.release();
   }

@@ -2,13 +2,13 @@
 // latest per-endpoint state, and tells whether the routing state changed.
 // The objects use host/proto.ts's shapes (proto-loader's camelCase field
 // names), so they go to the grpc-js encoder as they are.
-import type { GatewayConfig } from "../config.js";
-import type { EndpointMsg, ModelMsg, PoolMsg, SnapshotMsg } from "../proto.js";
+import { servedModels, type GatewayConfig, type PoolConfig, type ProfileConfig, type ScorerWeights } from "../config.js";
+import { PRIORITY_WIRE, type EndpointMsg, type ModelMsg, type PoolMsg, type ProfileMsg, type SnapshotMsg, type WeightsMsg } from "../proto.js";
 import type { CapacityLearner } from "./capacity.js";
 import type { EndpointMetrics } from "./normalise.js";
 
 export type Snapshot = SnapshotMsg;
-export type SnapshotBody = Pick<SnapshotMsg, "models" | "pools">;
+export type SnapshotBody = Pick<SnapshotMsg, "models" | "pools"> & { profiles: ProfileMsg[] };
 
 /** What the aggregator knows about one configured endpoint. */
 export interface EndpointState {
@@ -49,10 +49,7 @@ const quantiseKv = (kv: number) => Math.round(kv * 1000) / 1000;
  * one: the two are in different units.
  */
 export function buildSnapshotBody(config: GatewayConfig, states: EndpointState[][], now: number): SnapshotBody {
-  const models: ModelMsg[] = [];
   const pools: PoolMsg[] = config.pools.map((pool, p) => {
-    models.push({ name: pool.baseModel, pool: p, adapter: "" });
-    for (const adapter of pool.adapters) models.push({ name: adapter, pool: p, adapter });
     const endpoints: EndpointMsg[] = [];
     for (const [e, state] of states[p].entries()) {
       if (state.address === null) continue;
@@ -70,15 +67,81 @@ export function buildSnapshotBody(config: GatewayConfig, states: EndpointState[]
         capacity: pool.capacities?.[e] ?? state.capacity.value,
       });
     }
-    const w = pool.weights;
+    return { name: pool.name, baseModel: pool.baseModel, weights: weightsMsg(pool.weights), endpoints };
+  });
+  return { ...modelsAndProfiles(config), pools };
+}
+
+// Fixed field order, so equal state gives an equal snapshotKey.
+const weightsMsg = (w: ScorerWeights): WeightsMsg => ({ queue: w.queue, kvCache: w.kvCache, running: w.running, lora: w.lora, prefix: w.prefix });
+
+/**
+ * A model's profile as its pool serves it: a pool that gives `weights`
+ * overrides the profile's weights field by field, and the result is a
+ * profile of its own, `<profile>@<pool>`, when that changes any of them.
+ */
+function effectiveProfile(config: GatewayConfig, name: string, pool: PoolConfig): ProfileMsg {
+  const base: ProfileConfig = config.profiles[name];
+  const weights = { ...base.weights, ...pool.weightOverrides };
+  const changed = (Object.keys(weights) as Array<keyof ScorerWeights>).some((k) => weights[k] !== base.weights[k]);
+  const a = base.admission;
+  return {
+    name: changed ? `${name}@${pool.name}` : name,
+    weights: weightsMsg(weights),
+    admission: {
+      enabled: a.enabled,
+      maxWaiting: a.maxWaiting,
+      maxKvCache: a.maxKvCache,
+      sheddableFactor: a.sheddableFactor,
+      criticalFactor: a.criticalFactor,
+      maxRetryAfterS: a.maxRetryAfterS,
+    },
+  };
+}
+
+/**
+ * Every name a client may ask for: the served ones pool by pool (base model,
+ * then adapters), then the virtual ones in `models:` order, whose pool is
+ * their first split target's. Each carries its class, its split (as model
+ * indexes) and its profile (its own, else its pool's); the profiles in use
+ * are sent once each, in order of first use.
+ */
+function modelsAndProfiles(config: GatewayConfig): { models: ModelMsg[]; profiles: ProfileMsg[] } {
+  const named: Array<Pick<ModelMsg, "name" | "pool" | "adapter">> = [];
+  config.pools.forEach((pool, p) => {
+    named.push({ name: pool.baseModel, pool: p, adapter: "" });
+    for (const adapter of pool.adapters) named.push({ name: adapter, pool: p, adapter });
+  });
+  const served = servedModels(config.pools);
+  for (const m of config.models) {
+    if (!served.has(m.name)) named.push({ name: m.name, pool: served.get(m.split![0].model)!, adapter: "" });
+  }
+  const index = new Map(named.map((m, i) => [m.name, i]));
+  const settings = new Map(config.models.map((m) => [m.name, m]));
+
+  const profiles: ProfileMsg[] = [];
+  const profileIndex = new Map<string, number>();
+  const profileOf = (name: string, pool: PoolConfig): number => {
+    const profile = effectiveProfile(config, name, pool);
+    let i = profileIndex.get(profile.name);
+    if (i === undefined) {
+      i = profiles.push(profile) - 1;
+      profileIndex.set(profile.name, i);
+    }
+    return i;
+  };
+
+  const models = named.map((m): ModelMsg => {
+    const own = settings.get(m.name);
+    const pool = config.pools[m.pool];
     return {
-      name: pool.name,
-      baseModel: pool.baseModel,
-      weights: { queue: w.queue, kvCache: w.kvCache, running: w.running, lora: w.lora, prefix: w.prefix },
-      endpoints,
+      ...m,
+      profile: profileOf(own?.profile ?? pool.profile, pool),
+      priority: PRIORITY_WIRE[own?.priority ?? "standard"],
+      splits: (own?.split ?? []).map((t) => ({ model: index.get(t.model)!, weight: t.weight })),
     };
   });
-  return { models, pools };
+  return { models, profiles };
 }
 
 /**

@@ -1,7 +1,15 @@
 import { readFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { isMap, isSeq, parseDocument, visit, type Document, type Node } from "yaml";
-import type { GatewayConfig, JwtConfig, PassiveHealthConfig, StaleViewConfig } from "../config.js";
+import {
+  landingPools,
+  servedModels,
+  type GatewayConfig,
+  type JwtConfig,
+  type PassiveHealthConfig,
+  type StaleViewConfig,
+  type TrafficConfig,
+} from "../config.js";
 import { projectRoot } from "../paths.js";
 
 /**
@@ -10,6 +18,22 @@ import { projectRoot } from "../paths.js";
  * Envoy's own plain-text 413 kicks in.
  */
 export const BUFFER_SLACK_BYTES = 64 * 1024;
+
+/** Request headers the filter reads; early_header_mutation removes every client-sent x-gateway-* header before any filter runs. */
+export const POOL_HEADER = "x-gateway-pool";
+/** Set by the filter to the model name the client asked for (before any split rewrites the body). */
+export const MODEL_NAME_HEADER = "x-gateway-model-name";
+/** Set by jwt_authn from a verified token's claim, for the traffic gates that name a claim. */
+export const CLAIM_HEADERS = { critical: "x-gateway-claim-critical", debug: "x-gateway-claim-debug" } as const;
+
+/** Route settings for one model name, repeated on each pool its requests can land in. */
+export interface ModelRouteParams {
+  model: string;
+  /** Pool names: the model's own, or its split targets'. */
+  pools: string[];
+  timeoutMs?: number;
+  rateLimit?: { requestsPerS: number; burst: number };
+}
 
 export interface EnvoyConfigParams {
   /** Listener address, e.g. "127.0.0.1" or "0.0.0.0". */
@@ -35,6 +59,10 @@ export interface EnvoyConfigParams {
   jwt?: JwtConfig;
   /** false leaves our Wasm HTTP filter out (tests: the routes alone must never reach a wrong host). */
   wasmFilter?: boolean;
+  /** Routes matching x-gateway-model-name, each placed before its pool's route. */
+  modelRoutes?: ModelRouteParams[];
+  /** Who may claim Critical and get debug output; the filter's defaults (none, off) when absent. */
+  traffic?: TrafficConfig;
 }
 
 export function gatewayTemplatePath(): string {
@@ -58,7 +86,17 @@ export function envoyParamsFromGatewayConfig(
     passiveHealth: cfg.gateway.passiveHealth,
     pools: cfg.pools.map((p) => p.name),
     jwt: cfg.gateway.jwt,
+    modelRoutes: modelRoutesOf(cfg),
+    traffic: cfg.traffic,
   };
+}
+
+/** The `models:` entries with a route, each with the pools its requests can land in. */
+function modelRoutesOf(cfg: GatewayConfig): ModelRouteParams[] {
+  const served = servedModels(cfg.pools);
+  return cfg.models.flatMap((m) =>
+    m.route ? [{ model: m.name, pools: landingPools(m, served).map((p) => cfg.pools[p].name), ...m.route }] : [],
+  );
 }
 
 function checkInt(name: string, value: number, min: number, max: number): number {
@@ -115,7 +153,10 @@ export function renderEnvoyConfig(
   checkNoPlaceholders(filled, POOL_PLACEHOLDER);
   const doc = parseDocument(filled);
   repeatPerPool(doc, pools);
-  if (params.jwt) withJwtAuthn(doc, params.jwt);
+  withModelRoutes(doc, params.modelRoutes ?? [], pools);
+  const claims = claimHeaders(params.traffic);
+  if (claims.length > 0 && !params.jwt) throw new Error("traffic gates that name a claim need jwt");
+  if (params.jwt) withJwtAuthn(doc, params.jwt, claims);
   if (params.wasmFilter === false) withoutWasmFilter(doc);
   const rendered = doc.toString();
   checkNoPlaceholders(rendered);
@@ -133,6 +174,35 @@ function filterSettings(p: EnvoyConfigParams): Record<string, number | string> {
   if (p.passiveHealth) {
     out.eject_after_failures = p.passiveHealth.ejectAfterFailures;
     out.eject_ms = p.passiveHealth.ejectMs;
+  }
+  // Only when they differ from the filter's defaults (none, off), so a
+  // filter that does not know these keys still loads every other config.
+  const critical = p.traffic?.critical ?? "none";
+  if (critical !== "none") {
+    out.critical_from = typeof critical === "string" ? critical : "claim";
+    if (typeof critical === "object") out.critical_claim_values = claimValues(critical.values);
+  }
+  const debug = p.traffic?.debug ?? "off";
+  if (debug !== "off") {
+    out.debug = typeof debug === "string" ? debug : "claim";
+    if (typeof debug === "object") out.debug_claim_values = claimValues(debug.values);
+  }
+  return out;
+}
+
+function claimValues(values: string[]): string {
+  if (values.length === 0 || values.some((v) => v === "" || v.includes(","))) {
+    throw new Error(`claim values must be non-empty and free of commas, got ${JSON.stringify(values)}`);
+  }
+  return values.join(",");
+}
+
+/** jwt_authn's claim_to_headers entries for the gates that name a claim. */
+function claimHeaders(traffic: TrafficConfig | undefined): Array<{ header_name: string; claim_name: string }> {
+  const out: Array<{ header_name: string; claim_name: string }> = [];
+  for (const gate of ["critical", "debug"] as const) {
+    const g = traffic?.[gate];
+    if (typeof g === "object") out.push({ header_name: CLAIM_HEADERS[gate], claim_name: checkString(`traffic.${gate}.claim`, g.claim) });
   }
   return out;
 }
@@ -205,7 +275,7 @@ function withoutWasmFilter(doc: Document): void {
  * its 401 is rewritten into the OpenAI error format by the template's
  * local_reply_config.
  */
-function withJwtAuthn(doc: Document, jwt: JwtConfig): void {
+function withJwtAuthn(doc: Document, jwt: JwtConfig, claims: Array<{ header_name: string; claim_name: string }>): void {
   if (!isAbsolute(jwt.jwksFile)) throw new Error(`jwt.jwksFile must be absolute, got ${jwt.jwksFile}`);
   httpFilters(doc).items.splice(wasmFilterIndex(doc), 0, doc.createNode({
     name: "envoy.filters.http.jwt_authn",
@@ -216,9 +286,98 @@ function withJwtAuthn(doc: Document, jwt: JwtConfig): void {
           issuer: jwt.issuer,
           ...(jwt.audiences.length > 0 ? { audiences: jwt.audiences } : {}),
           local_jwks: { filename: jwt.jwksFile },
+          // Copied after verification, so the header can only hold a claim
+          // of a valid token: a client's own copy never got past
+          // early_header_mutation.
+          ...(claims.length > 0 ? { claim_to_headers: claims } : {}),
         },
       },
       rules: [{ match: { prefix: "/" }, requires: { provider_name: "gateway" } }],
     },
   }));
+}
+
+const LOCAL_RATELIMIT = "envoy.filters.http.local_ratelimit";
+const LOCAL_RATELIMIT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit";
+const ALL_REQUESTS = (runtimeKey: string) => ({ runtime_key: runtimeKey, default_value: { numerator: 100, denominator: "HUNDRED" } });
+
+/** Envoy's Duration text for a whole number of milliseconds. */
+const duration = (ms: number) => `${ms / 1000}s`;
+
+/** A stat-name segment: Envoy splits stat names at dots, and model names hold them (llama-3.1-8b). */
+const statSegment = (model: string) => model.replace(/[^A-Za-z0-9_-]/g, "_");
+
+/**
+ * One route per (model, pool) before that pool's route: the same match plus
+ * x-gateway-model-name, the same cluster and retries, the model's timeout,
+ * and its rate limit as Envoy's local_ratelimit per-route config (a token
+ * bucket per route, shared by the workers). The filter sets the headers and
+ * clears the route cache, so Envoy picks among these after the filter ran.
+ */
+function withModelRoutes(doc: Document, routes: ModelRouteParams[], pools: string[]): void {
+  if (routes.length === 0) return;
+  const seq = doc.getIn(ROUTES);
+  if (!isSeq(seq)) throw new Error(`the Envoy template has no ${ROUTES.join(".")} list`);
+  const seen = new Set<string>();
+  for (const r of routes) {
+    if (typeof r.model !== "string" || !POOL_NAME.test(r.model)) throw new Error(`model name ${JSON.stringify(r.model)} must match ${POOL_NAME}`);
+    if (seen.has(r.model)) throw new Error(`model ${r.model} has two routes`);
+    seen.add(r.model);
+    if (r.pools.length === 0) throw new Error(`model route ${r.model} lands in no pool`);
+    if (r.rateLimit && r.pools.length > 1) throw new Error(`model route ${r.model}: a rate limit needs a single pool (one token bucket per route)`);
+    for (const pool of r.pools) {
+      if (!pools.includes(pool)) throw new Error(`model route ${r.model}: unknown pool ${pool}`);
+      const at = seq.items.findIndex((item) => isPoolRoute(item, pool));
+      if (at < 0) throw new Error(`the Envoy template has no route for pool ${pool}`);
+      seq.items.splice(at, 0, doc.createNode(modelRoute(r, pool, (seq.items[at] as Node).toJSON())));
+    }
+  }
+  if (routes.some((r) => r.rateLimit)) {
+    // Last before the router: after our filter has set the headers the
+    // route is matched on, and after the buffer, so a 429 leaves HTTP/1.1
+    // connections open. No token bucket here and no filter_enabled (0% by
+    // default): only a route's own config limits anything.
+    const filters = httpFilters(doc).items;
+    const router = filters.findIndex((f) => isMap(f) && f.get("name") === "envoy.filters.http.router");
+    if (router < 0) throw new Error("the Envoy template has no router filter");
+    filters.splice(router, 0, doc.createNode({
+      name: LOCAL_RATELIMIT,
+      typed_config: { "@type": LOCAL_RATELIMIT_TYPE, stat_prefix: "llm_gateway_model_rate_limit" },
+    }));
+  }
+}
+
+/** The template's inference route for `pool` (x-gateway-pool matched, no model name). */
+function isPoolRoute(item: unknown, pool: string): boolean {
+  if (!isMap(item)) return false;
+  const headers: Array<{ name: string; string_match?: { exact?: string } }> = (item.toJSON() as { match?: { headers?: [] } }).match?.headers ?? [];
+  return headers.some((h) => h.name === POOL_HEADER && h.string_match?.exact === pool) && !headers.some((h) => h.name === MODEL_NAME_HEADER);
+}
+
+type RouteJson = { match: { headers: unknown[] }; route: Record<string, unknown> } & Record<string, unknown>;
+
+function modelRoute(r: ModelRouteParams, pool: string, poolRoute: RouteJson): Record<string, unknown> {
+  const route: Record<string, unknown> = { ...poolRoute.route };
+  if (r.timeoutMs !== undefined) route.timeout = duration(checkInt(`model ${r.model} timeoutMs`, r.timeoutMs, 1, 2 ** 31 - 1));
+  const out: Record<string, unknown> = {
+    name: `model ${r.model} on ${pool}`,
+    match: { ...poolRoute.match, headers: [...poolRoute.match.headers, { name: MODEL_NAME_HEADER, string_match: { exact: r.model } }] },
+    route,
+  };
+  if (r.rateLimit) {
+    const rps = checkInt(`model ${r.model} requestsPerS`, r.rateLimit.requestsPerS, 1, 2 ** 31 - 1);
+    const burst = checkInt(`model ${r.model} burst`, r.rateLimit.burst, rps, 2 ** 31 - 1);
+    out.typed_per_filter_config = {
+      [LOCAL_RATELIMIT]: {
+        "@type": LOCAL_RATELIMIT_TYPE,
+        stat_prefix: `llm_gateway_model_${statSegment(r.model)}`,
+        token_bucket: { max_tokens: burst, tokens_per_fill: rps, fill_interval: "1s" },
+        filter_enabled: ALL_REQUESTS("llm_gateway.model_rate_limit.enabled"),
+        filter_enforced: ALL_REQUESTS("llm_gateway.model_rate_limit.enforced"),
+        // The bucket refills every second, so a token is there by then.
+        response_headers_to_add: [{ header: { key: "retry-after", value: "1" }, append_action: "OVERWRITE_IF_EXISTS_OR_ADD" }],
+      },
+    };
+  }
+  return out;
 }

@@ -1,10 +1,14 @@
 export { envoyVersion, findEnvoy } from "./paths.js";
 export {
   BUFFER_SLACK_BYTES,
+  CLAIM_HEADERS,
   envoyParamsFromGatewayConfig,
   gatewayTemplatePath,
+  MODEL_NAME_HEADER,
+  POOL_HEADER,
   renderEnvoyConfig,
   type EnvoyConfigParams,
+  type ModelRouteParams,
 } from "./config.js";
 export {
   allocateBaseId,

@@ -69,7 +69,7 @@ interface Bindings {
   recordOutcome(address: string, failed: boolean, ejectAfter: number, ejectMs: bigint): void;
   setInflight(bytes: Uint8Array): boolean;
   inflightTable(): Uint8Array;
-  release(address: string): void;
+  release(address: string, answered: boolean): void;
   inflightOf(address: string): number;
   exchangePrefixLog(log: Uint8Array): Uint8Array;
 }
@@ -114,9 +114,13 @@ export class NativeRouter {
     return this.wasm.inflightTable();
   }
 
-  /** A request routed to `address` ended, at the clock's now (it counts toward the pool's drain rate). */
-  release(address: string): void {
-    this.wasm.release(address);
+  /**
+   * A request routed to `address` ended, at the clock's now. `answered`: a pod
+   * answered it (not the client leaving first, nor Envoy refusing it after the
+   * decision), which counts toward its pool's drain rate.
+   */
+  release(address: string, answered = true): void {
+    this.wasm.release(address, answered);
   }
 
   inflightOf(address: string): number {

@@ -18,10 +18,10 @@ export class NativeSharedData {
     return result;
   }
 
-  /** A request routed to `address` ended. */
-  release(router: NativeRouter, address: string): void {
+  /** A request routed to `address` ended; `answered`: by a pod (see NativeRouter.release). */
+  release(router: NativeRouter, address: string, answered = true): void {
     router.setInflight(this.inflight);
-    router.release(address);
+    router.release(address, answered);
     this.inflight = router.inflightTable();
   }
 

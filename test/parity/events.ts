@@ -27,6 +27,8 @@ export type ParityEvent =
       trailers?: boolean;
       /** The Envoy worker whose connection carries it (default 0). */
       worker?: number;
+      /** The x-llm-priority header, if sent. */
+      priority?: string;
     }
   /**
    * The stream `id` ends. `status` absent: the client left before any answer.
@@ -36,10 +38,14 @@ export type ParityEvent =
 
 /** What a side decided for one request. */
 export type Decision =
-  /** `destination`: primary then fallbacks; null when the view was too old to rank (Envoy's balancer picks in the pool). */
-  | { routed: true; pool: string; destination: string[] | null }
-  /** Answered by the gateway itself: the status and the parsed OpenAI error body. */
-  | { routed: false; status: number; body: unknown };
+  /**
+   * `destination`: primary then fallbacks; null when the view was too old to
+   * rank (Envoy's balancer picks in the pool). `served`: the model the pod is
+   * asked for (a canary split's target).
+   */
+  | { routed: true; pool: string; destination: string[] | null; served: string }
+  /** Answered by the gateway itself: the status, the parsed OpenAI error body, and a 429's Retry-After. */
+  | { routed: false; status: number; body: unknown; retryAfter?: string };
 
 export interface Side {
   /** Applies one event; a request returns its decision. */

@@ -31,6 +31,7 @@ export class FilterSide implements Side {
         const headers: [string, string][] = [[":method", "POST"], [":path", event.path], ["content-type", "application/json"]];
         // A body that ends with trailers comes chunked, without a length.
         if (!event.trailers) headers.push(["content-length", String(body.length)]);
+        if (event.priority !== undefined) headers.push(["x-llm-priority", event.priority]);
         const stream = gw.request({ headers, body, chunks: event.chunks, trailers: event.trailers ? { "x-trailer": "1" } : undefined }, event.worker ?? 0);
         this.streams.set(event.id, stream);
         return decisionOf(stream);
@@ -39,7 +40,10 @@ export class FilterSide implements Side {
         const stream = this.streams.get(event.id);
         if (!stream) throw new Error(`no open stream ${event.id}`);
         this.streams.delete(event.id);
-        stream.finish({ responseCode: event.status, upstreamAddress: event.upstream });
+        // Envoy knows the upstream of every request a pod answered: the chosen one unless another answered.
+        const chosen = stream.requestHeaders.get("x-gateway-destination-endpoint")?.split(",")[0];
+        const upstream = event.upstream ?? (event.status !== undefined ? chosen : undefined);
+        stream.finish({ responseCode: event.status, upstreamAddress: upstream });
         return undefined;
       }
     }
@@ -48,9 +52,18 @@ export class FilterSide implements Side {
 
 function decisionOf(stream: HttpStream): Decision {
   const reply = stream.localResponse;
-  if (reply) return { routed: false, status: reply.status, body: JSON.parse(reply.body) };
+  if (reply) {
+    const retryAfter = reply.headers.find(([k]) => k === "retry-after")?.[1];
+    return { routed: false, status: reply.status, body: JSON.parse(reply.body), ...(reply.status === 429 ? { retryAfter } : {}) };
+  }
   const pool = stream.requestHeaders.get("x-gateway-pool");
   if (pool === undefined) throw new Error(`stream ${stream.id}: the filter neither routed nor answered the request`);
   const destination = stream.requestHeaders.get("x-gateway-destination-endpoint");
-  return { routed: true, pool, destination: destination === undefined ? null : destination.split(",") };
+  return { routed: true, pool, destination: destination === undefined ? null : destination.split(","), served: servedModel(stream.forwardedBody) };
+}
+
+/** The "model" the pod reads in the body the filter let through (last duplicate wins, as in Python and JSON.parse). */
+function servedModel(body: Uint8Array): string {
+  const text = Buffer.from(body).toString("utf8").replace(/^\uFEFF/, "");
+  return (JSON.parse(text) as { model: string }).model;
 }

@@ -14,7 +14,7 @@
 //   through the prefix log; between refreshes the router sees the clock of
 //   the last one;
 // - the stream's end (GatewayStream.onDone): the request leaves the in-flight
-//   table whatever happened;
+//   table whatever happened, and counts toward its pool's drain rate;
 // - passive health (GatewayRoot.recordOutcome): when a routed stream ends
 //   with a response code, a 5xx or a move off the first pod is a failure of
 //   that pod (and a 5xx from the pod that answered instead is one of that
@@ -86,7 +86,7 @@ export class NativeSide implements Side {
         for (const w of this.workers) this.refresh(w);
         return undefined;
       case "request":
-        return this.route(event.worker ?? 0, event.id, event.body, KIND_OF_PATH[event.path]);
+        return this.route(event.worker ?? 0, event.id, event.body, KIND_OF_PATH[event.path], event.priority);
       case "done":
         this.done(event.id, event.status, event.upstream);
         return undefined;
@@ -110,13 +110,17 @@ export class NativeSide implements Side {
     if (w.prefixOn) this.shared.exchangePrefixLog(w.router);
   }
 
-  private route(worker: number, id: string, body: string | Uint8Array, kind: "chat" | "completions" | "other"): Decision {
+  private route(worker: number, id: string, body: string | Uint8Array, kind: "chat" | "completions" | "other", priority?: string): Decision {
     const w = this.workers[worker];
     if (!w.loaded) this.refresh(w);
-    const r = this.shared.route(w.router, body, kind);
-    if ("status" in r) return { routed: false, status: r.status, body: { error: r.error } };
+    // The filter's default config lets nobody claim Critical.
+    const r = this.shared.route(w.router, body, kind, { priority });
+    if ("status" in r) {
+      const retryAfter = r.status === 429 ? { retryAfter: r.retryAfterS?.toString() } : {};
+      return { routed: false, status: r.status, body: { error: r.error }, ...retryAfter };
+    }
     if (r.endpoint !== null) this.primaries.set(id, { address: r.endpoint, worker });
-    return { routed: true, pool: r.pool, destination: r.endpoint === null ? null : [r.endpoint, ...r.fallbacks] };
+    return { routed: true, pool: r.pool, destination: r.endpoint === null ? null : [r.endpoint, ...r.fallbacks], served: r.target };
   }
 
   private done(id: string, status: number | undefined, upstream: string | undefined): void {
@@ -125,7 +129,7 @@ export class NativeSide implements Side {
     if (routed === undefined) return;
     const { router } = this.workers[routed.worker];
     const primary = routed.address;
-    this.shared.release(router, primary);
+    this.shared.release(router, primary, status !== undefined);
     if (status === undefined) return;
     const rules = this.options.health;
     const failed = status >= 500;
@@ -138,6 +142,10 @@ export class NativeSide implements Side {
   }
 }
 
+/** As GatewayRoot.loadSnapshot: some model's weights (its profile's, else its pool's) score prefixes or adapters. */
 function prefixOn(snapshot: SnapshotMsg | null): boolean {
-  return snapshot !== null && snapshot.pools.some((p) => p.weights.prefix > 0 || p.weights.lora > 0);
+  if (snapshot === null) return false;
+  const profiles = (snapshot as SnapshotMsg & { profiles?: Array<{ weights: { prefix: number; lora: number } }> }).profiles ?? [];
+  const weights = profiles.length > 0 ? profiles.map((p) => p.weights) : snapshot.pools.map((p) => p.weights);
+  return weights.some((w) => w.prefix > 0 || w.lora > 0);
 }

@@ -36,14 +36,46 @@ function randomPool(rng: Rng, index: number, size: number, prefixes: boolean): P
 }
 
 /** 1-3 pools, one of 1 pod, one of 64 when there are three; adapters served by pool 0. */
-export function randomSnapshot(rng: Rng, version: number, prefixes = false): SnapshotMsg {
+export function randomSnapshot(rng: Rng, version: number, prefixes = false, traffic = false): SnapshotMsg {
   const sizes = [rng.pick([1, 2, 3, 8]), 64, rng.range(1, 64)].slice(0, rng.range(1, 3));
   const pools = sizes.map((size, i) => randomPool(rng, i, size, prefixes));
-  return snapshot(pools, ADAPTERS.filter(() => rng.chance(0.7)), version);
+  const snap = snapshot(pools, ADAPTERS.filter(() => rng.chance(0.7)), version);
+  return traffic ? withTraffic(rng, snap) : snap;
 }
 
-function randomBody(rng: Rng, path: InferencePath, prefixes: boolean): string {
-  const model = rng.chance(0.9) ? rng.pick([...POOL_MODELS, ...ADAPTERS]) : rng.pick(["gpt-4o", ""]);
+/**
+ * One profile per pool (its weights; admission mostly on, with limits low
+ * enough that the scenario's queues reach them), a random default class per
+ * model, and CANARY split over the served models.
+ */
+function withTraffic(rng: Rng, snap: SnapshotMsg): SnapshotMsg {
+  const profiles = snap.pools.map((p) => ({
+    name: `profile-${p.name}`,
+    weights: p.weights,
+    admission: {
+      enabled: rng.chance(0.8),
+      maxWaiting: rng.pick([1, 2, 3]),
+      maxKvCache: rng.pick([0.5, 0.95]),
+      sheddableFactor: rng.pick([0.5, 1]),
+      criticalFactor: rng.pick([1, 2]),
+      maxRetryAfterS: rng.pick([5, 60]),
+    },
+  }));
+  const priorities = ["STANDARD", "CRITICAL", "SHEDDABLE"];
+  const models = snap.models.map((m) => ({ ...m, profile: m.pool, priority: rng.pick(priorities), splits: [] as Array<{ model: number; weight: number }> }));
+  const targets = models.map((_, i) => ({ model: i, weight: rng.range(1, 9) })).filter(() => rng.chance(0.6));
+  if (targets.length > 0) {
+    models.push({ name: CANARY, pool: models[targets[0].model].pool, adapter: "", profile: models[targets[0].model].pool, priority: rng.pick(priorities), splits: targets });
+  }
+  return { ...snap, models, profiles } as SnapshotMsg;
+}
+
+const CANARY = "canary";
+const PRIORITY_HEADERS = [undefined, undefined, "critical", "standard", "sheddable", "SHEDDABLE", "urgent"];
+
+function randomBody(rng: Rng, path: InferencePath, prefixes: boolean, traffic: boolean): string {
+  const served = traffic ? [...POOL_MODELS, ...ADAPTERS, CANARY, CANARY] : [...POOL_MODELS, ...ADAPTERS];
+  const model = rng.chance(0.9) ? rng.pick(served) : rng.pick(["gpt-4o", ""]);
   const stream = rng.pick(["", "", ',"stream":true', ',"stream":false', ',"stream":true', ',"stream":false', ',"stream":null', ',"stream":"yes"']);
   const system = prefixes && rng.chance(0.4) ? `{"role":"system","content":${JSON.stringify(rng.pick(SYSTEMS))}},` : "";
   const prompt = path === "/v1/completions" ? '"prompt":"Say hi"'
@@ -72,6 +104,8 @@ export interface ScenarioOptions {
   prefixes?: boolean;
   /** Streams may end in 5xx or on another pod (default true); each native worker keeps its own health ledger, the filter's is shared. */
   failures?: boolean;
+  /** Profiles with admission, default classes, a canary split, and priority headers (default false). */
+  traffic?: boolean;
 }
 
 /** A request before any snapshot, the first snapshot and tick, then a random mix of everything, with one long silence. */
@@ -83,7 +117,7 @@ export function randomScenario(seed: number, options: ScenarioOptions): ParityEv
   let version = 0;
   let requests = 0;
   const publish = () => {
-    const snap = randomSnapshot(rng, ++version, options.prefixes ?? false);
+    const snap = randomSnapshot(rng, ++version, options.prefixes ?? false, options.traffic ?? false);
     addresses.splice(0, addresses.length, ...snap.pools.flatMap((p) => p.endpoints.map((e) => e.address)));
     events.push({ type: "snapshot", snapshot: snap });
   };
@@ -91,7 +125,9 @@ export function randomScenario(seed: number, options: ScenarioOptions): ParityEv
     const id = `r${requests++}`;
     const path = rng.pick(PATHS);
     const worker = (options.workers ?? 1) > 1 ? rng.int(options.workers!) : 0;
-    events.push({ type: "request", id, path, body: randomBody(rng, path, options.prefixes ?? false), chunks: rng.range(1, 3), trailers: rng.chance(0.15), worker });
+    const traffic = options.traffic ?? false;
+    const priority = traffic ? rng.pick(PRIORITY_HEADERS) : undefined;
+    events.push({ type: "request", id, path, body: randomBody(rng, path, options.prefixes ?? false, traffic), chunks: rng.range(1, 3), trailers: rng.chance(0.15), worker, priority });
     open.push(id);
   };
   request();

@@ -1,0 +1,292 @@
+// Helpers for the traffic-management end-to-end tests (issue 9): a fleet
+// stack whose config also has profiles, models and traffic sections; a
+// header-recording proxy in front of a fake pod; connections pinned to
+// Envoy's workers; JWTs signed by a local JWKS.
+import { generateKeyPairSync, sign } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import OpenAI from "openai";
+import { stringify } from "yaml";
+import { parseGatewayConfig } from "../../host/config.js";
+import { startFleet, type Fleet } from "../../host/fakeserver/index.js";
+import { startStack, type FleetPool, type Stack } from "../../host/stack.js";
+import { waitFor } from "./stack.js";
+
+// ---------------------------------------------------------------------------
+// The stack.
+
+export interface TrafficStack extends Stack {
+  fleet: Fleet;
+  /** Headers of every inference request each proxied pod received (pod name -> list). */
+  seen: Map<string, http.IncomingHttpHeaders[]>;
+  /** The address the gateway knows a pod by (its proxy's, when proxied). */
+  addressOf(pod: string): string;
+  /** The pod behind a gateway address. */
+  podAt(address: string): string;
+}
+
+export interface TrafficOptions {
+  /** Merged into the gateway block (e.g. jwt). */
+  gateway?: Record<string, unknown>;
+  /** Merged into the aggregator block. */
+  aggregator?: Record<string, unknown>;
+  /** Top-level profiles, models and traffic sections. */
+  profiles?: Record<string, unknown>;
+  models?: unknown[];
+  traffic?: Record<string, unknown>;
+  /** Put a header-recording proxy in front of every pod. */
+  recordHeaders?: boolean;
+}
+
+/**
+ * Fake pods on loopback, the aggregator and Envoy with two workers, every
+ * port 0: startFleetStack, with the traffic sections of the config too.
+ */
+export async function startTrafficStack(pools: FleetPool[], opts: TrafficOptions = {}): Promise<TrafficStack> {
+  const fleet = await startFleet(
+    pools.flatMap((p) =>
+      p.pods.map((pod) => ({ ...pod, model: p.baseModel, adapters: p.adapters ?? [], metricsFormat: p.engine ?? "vllm" })),
+    ),
+  );
+  const proxies: RecordingProxy[] = [];
+  const seen = new Map<string, http.IncomingHttpHeaders[]>();
+  const byPod = new Map<string, string>();
+  try {
+    for (const pod of fleet.pods) {
+      if (opts.recordHeaders) {
+        const list: http.IncomingHttpHeaders[] = [];
+        seen.set(pod.name, list);
+        const proxy = await startRecordingProxy(pod.port, list);
+        proxies.push(proxy);
+        byPod.set(pod.name, proxy.address);
+      } else {
+        byPod.set(pod.name, pod.address);
+      }
+    }
+    const config = parseGatewayConfig(
+      stringify({
+        gateway: { host: "127.0.0.1", port: 0, adminPort: 0, ...opts.gateway },
+        aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: 50, staleAfterMs: 1000, ...opts.aggregator },
+        pools: pools.map((p) => ({
+          name: p.name,
+          baseModel: p.baseModel,
+          engine: p.engine ?? "vllm",
+          adapters: p.adapters ?? [],
+          endpoints: p.pods.map((pod) => byPod.get(pod.name)!),
+        })),
+        ...(opts.profiles ? { profiles: opts.profiles } : {}),
+        ...(opts.models ? { models: opts.models } : {}),
+        ...(opts.traffic ? { traffic: opts.traffic } : {}),
+      }),
+      "traffic stack",
+    );
+    const stack = await startStack(config, { metricsPort: false, concurrency: 2 });
+    const podAt = new Map([...byPod].map(([pod, address]) => [address, pod]));
+    return {
+      ...stack,
+      fleet,
+      seen,
+      addressOf: (pod) => byPod.get(pod) ?? fleet.pod(pod).address,
+      podAt: (address) => podAt.get(address) ?? "",
+      close: async () => {
+        await stack.close();
+        for (const p of proxies) await p.close();
+        await fleet.close();
+      },
+    };
+  } catch (err) {
+    for (const p of proxies) await p.close();
+    await fleet.close();
+    throw err;
+  }
+}
+
+interface RecordingProxy {
+  address: string;
+  close(): Promise<void>;
+}
+
+/** Forwards everything to a pod on loopback; records the headers of each POST (the inference requests). */
+async function startRecordingProxy(port: number, seen: http.IncomingHttpHeaders[]): Promise<RecordingProxy> {
+  const agent = new http.Agent({ keepAlive: true });
+  const server = http.createServer((req, res) => {
+    if (req.method === "POST") seen.push({ ...req.headers });
+    const up = http.request(
+      { host: "127.0.0.1", port, method: req.method, path: req.url, headers: req.headers, agent },
+      (upRes) => {
+        res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+        upRes.pipe(res);
+      },
+    );
+    up.on("error", () => res.destroy());
+    res.on("close", () => {
+      if (!res.writableFinished) up.destroy();
+    });
+    req.pipe(up);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    address: `127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+        agent.destroy();
+      }),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// JWTs: a key pair, its JWKS in a temp file, tokens with any claims.
+
+export const ISSUER = "https://auth.traffic.test";
+
+export interface Jwt {
+  /** For the gateway block: { issuer, audiences, jwksFile }. */
+  config: { issuer: string; audiences: string[]; jwksFile: string };
+  token(claims?: Record<string, unknown>): string;
+  remove(): void;
+}
+
+export function makeJwt(): Jwt {
+  const keys = generateKeyPairSync("rsa", { modulusLength: 2048 });
+  const dir = mkdtempSync(join(tmpdir(), "gw-traffic-jwt-"));
+  const jwksFile = join(dir, "jwks.json");
+  writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...keys.publicKey.export({ format: "jwk" }), kid: "k1", alg: "RS256", use: "sig" }] }));
+  const b64 = (v: object | Buffer) => (Buffer.isBuffer(v) ? v : Buffer.from(JSON.stringify(v))).toString("base64url");
+  return {
+    config: { issuer: ISSUER, audiences: [], jwksFile },
+    token(claims = {}) {
+      const head = `${b64({ alg: "RS256", typ: "JWT", kid: "k1" })}.${b64({ iss: ISSUER, exp: Math.floor(Date.now() / 1000) + 600, ...claims })}`;
+      return `${head}.${b64(sign("sha256", Buffer.from(head), keys.privateKey))}`;
+    },
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Clients: one keep-alive connection each, on a known Envoy worker.
+
+export interface Conn {
+  /** The Envoy worker that accepted this connection ("worker_0"). */
+  worker: string;
+  agent: http.Agent;
+  /** The official OpenAI client, sending everything over this one connection. */
+  client: OpenAI;
+  /** GET on this connection. */
+  get(path: string): Promise<{ status: number; json: any }>;
+  /** Holds a request that has not been answered (the connection cannot carry another meanwhile). */
+  busy: boolean;
+}
+
+/** A fetch for the OpenAI client that sends everything over one agent (maxSockets 1: one connection). */
+function fetchOver(agent: http.Agent): typeof fetch {
+  return ((input: string | URL | Request, init: RequestInit = {}) =>
+    new Promise<Response>((resolve, reject) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      const headers: Record<string, string> = {};
+      new Headers(init.headers).forEach((v, k) => (headers[k] = v));
+      const req = http.request(url, { method: init.method ?? "GET", agent, headers }, (res) => {
+        const h = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) h.set(k, Array.isArray(v) ? v.join(", ") : v);
+        resolve(new Response(Readable.toWeb(res) as ReadableStream, { status: res.statusCode, headers: h }));
+      });
+      const signal = init.signal;
+      if (signal) {
+        if (signal.aborted) req.destroy(new Error("aborted"));
+        signal.addEventListener("abort", () => req.destroy(new Error("aborted")), { once: true });
+      }
+      req.on("error", reject);
+      req.end(init.body as string | undefined);
+    })) as typeof fetch;
+}
+
+/** Connections accepted so far per worker ("worker_0": n), from Envoy's listener stats. */
+export async function acceptedPerWorker(stack: Stack): Promise<Record<string, number>> {
+  const stats = await stack.envoy.stats("^listener\\..*\\.worker_\\d+\\.downstream_cx_total$");
+  const out: Record<string, number> = {};
+  for (const [name, v] of Object.entries(stats)) out[/worker_\d+/.exec(name)![0]] = v;
+  return out;
+}
+
+/**
+ * `perWorker` connections on each of Envoy's two workers, interleaved
+ * (worker A, worker B, worker A, ...). Connections are opened one at a time
+ * (a GET /health each) and Envoy's per-worker accept counter says which
+ * worker took it; surplus ones are closed. `apiKey` is the bearer token
+ * every request sends unless it sets its own authorization header.
+ */
+export async function connect(stack: Stack, perWorker: number, apiKey = "x", opened: Conn[] = []): Promise<Conn[]> {
+  const byWorker = new Map<string, Conn[]>();
+  const spare: http.Agent[] = [];
+  try {
+    for (let attempt = 0; attempt < 20 * perWorker + 20; attempt++) {
+      const workers = [...byWorker.values()];
+      if (workers.length === 2 && workers.every((w) => w.length >= perWorker)) break;
+      const before = await acceptedPerWorker(stack);
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      const doFetch = fetchOver(agent);
+      const get = async (path: string) => {
+        const r = await doFetch(`${stack.gatewayUrl}${path}`, { headers: { authorization: `Bearer ${apiKey}` } });
+        return { status: r.status, json: await r.json() };
+      };
+      const health = await get("/health");
+      if (health.status !== 200) throw new Error(`GET /health: ${health.status} ${JSON.stringify(health.json)}`);
+      const after = await acceptedPerWorker(stack);
+      const took = Object.keys(after).filter((w) => after[w] > (before[w] ?? 0));
+      if (took.length !== 1 || (byWorker.get(took[0])?.length ?? 0) >= perWorker) {
+        spare.push(agent);
+        continue;
+      }
+      const client = new OpenAI({ baseURL: `${stack.gatewayUrl}/v1`, apiKey, maxRetries: 0, fetch: doFetch });
+      const conn: Conn = { worker: took[0], agent, client, get, busy: false };
+      byWorker.set(took[0], [...(byWorker.get(took[0]) ?? []), conn]);
+      opened.push(conn);
+    }
+  } finally {
+    for (const a of spare) a.destroy();
+  }
+  const workers = [...byWorker.values()];
+  if (workers.length !== 2 || workers.some((w) => w.length !== perWorker)) {
+    throw new Error(`could not open ${perWorker} connections on each of two workers: ${JSON.stringify([...byWorker].map(([w, l]) => [w, l.length]))}`);
+  }
+  return Array.from({ length: perWorker }, (_, i) => workers.map((w) => w[i])).flat();
+}
+
+/** Waits until the aggregator's view satisfies `check`, then until every idle connection's worker routes on it. */
+export async function waitForView(
+  stack: Stack,
+  conns: Conn[],
+  what: string,
+  check: (endpoints: ReturnType<Stack["aggregator"]["current"]>["pools"][number]["endpoints"]) => boolean,
+  timeoutMs = 10_000,
+): Promise<void> {
+  await waitFor(what, () => check(stack.aggregator.current().pools.flatMap((p) => p.endpoints)), timeoutMs);
+  const version = Number(stack.aggregator.current().version);
+  const idle = conns.filter((c) => !c.busy);
+  const workers = new Set(idle.map((c) => c.worker));
+  if (workers.size < 2) throw new Error("waitForView needs an idle connection on each worker");
+  await waitFor(`both workers to install snapshot ${version}`, async () => {
+    for (const w of workers) {
+      const c = idle.find((x) => x.worker === w)!;
+      if ((await c.get("/health")).json.snapshot_version < version) return false;
+    }
+    return true;
+  });
+}
+
+/** The gateway's own counters (admin /stats, wasmcustom.llm_gateway.*), names without the prefix. */
+export async function gatewayStats(stack: Stack): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(await stack.envoy.stats("^wasmcustom\\.llm_gateway\\."))) {
+    out[k.slice("wasmcustom.".length)] = v;
+  }
+  return out;
+}
+
+/** A stat-name segment as the filter writes it: anything but [A-Za-z0-9_-] becomes "_". */
+export const statSegment = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, "_");
