@@ -10,6 +10,7 @@ import { NativeRouter, type RouteResult } from "../../host/native/router.js";
 import { NativeSharedData } from "../../host/native/shared-data.js";
 import { AggregatorModel, gatewayConfig } from "../sim/aggregator.js";
 import { deriveSeed, Rng } from "../sim/rng.js";
+import { TIMEOUT } from "../types.js";
 import type { Profile } from "./profiles.js";
 import type { Decision, PolicySpec } from "./types.js";
 
@@ -83,7 +84,8 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
         routedTo.delete(request.index);
         const router = workers[request.worker];
         setClock(router, t);
-        shared.release(router, address);
+        // A pod's answer (its 400 included) counts toward the drain rate; the client giving up at the deadline does not.
+        shared.release(router, address, fleet.records[request.index].error !== TIMEOUT);
       });
 
       const byAddress = new Map(fleet.pods.map((p) => [p.address, p.index]));
