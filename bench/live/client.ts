@@ -4,7 +4,6 @@
 // Each carries its class in PRIORITY_HEADER; a 429 with Retry-After is sent
 // again once after that many seconds (as the simulated client does), and
 // its latencies then count from the retry.
-import { setMaxListeners } from "node:events";
 import { TIMEOUT, type Priority, type RequestRecord } from "../types.js";
 import { requestBody, type Trace, type TraceRequest } from "../sim/workload.js";
 import { POOL_HEADER } from "../baseline-envoy.js";
@@ -26,14 +25,43 @@ export interface ReplayOptions {
   onProgress?: (fraction: number) => void;
 }
 
+/**
+ * The drain deadline as one AbortController per open request, all aborted by
+ * one timer, rather than one signal every request listens to: fetch caps a
+ * shared signal's listeners at 1500 and warns past that, and an overloaded
+ * run keeps thousands of requests open.
+ */
+class Deadline {
+  private readonly open = new Set<AbortController>();
+  private passed = false;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(ms: number) {
+    this.timer = setTimeout(() => {
+      this.passed = true;
+      for (const c of this.open) c.abort();
+      this.open.clear();
+    }, ms);
+  }
+
+  /** A signal aborted at the deadline; `done` once its request no longer needs it. */
+  attach(): { signal: AbortSignal; done: () => void } {
+    const c = new AbortController();
+    if (this.passed) c.abort();
+    else this.open.add(c);
+    return { signal: c.signal, done: () => this.open.delete(c) };
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+  }
+}
+
 export async function replay(trace: Trace, target: ReplayTarget, opts: ReplayOptions): Promise<RequestRecord[]> {
   const requests = trace.requests;
   const lastArrival = requests.length > 0 ? requests[requests.length - 1].arrivalMs : 0;
   const start = performance.now();
-  const deadline = new AbortController();
-  // Every open request (and every retry's wait) listens to it: thousands when queues build up.
-  setMaxListeners(Infinity, deadline.signal);
-  const timer = setTimeout(() => deadline.abort(), lastArrival + opts.drainLimitMs);
+  const deadline = new Deadline(lastArrival + opts.drainLimitMs);
   const pending: Array<Promise<RequestRecord>> = [];
   try {
     for (const r of requests) {
@@ -42,11 +70,12 @@ export async function replay(trace: Trace, target: ReplayTarget, opts: ReplayOpt
       opts.onProgress?.(lastArrival > 0 ? r.arrivalMs / lastArrival : 1);
       // Usage in the last chunk tells how much of the prompt the pod had cached.
       const body = requestBody(trace, r).replace(/}$/, ',"stream_options":{"include_usage":true}}');
-      pending.push(sendWithRetry(target, body, r, deadline.signal));
+      const { signal, done } = deadline.attach();
+      pending.push(sendWithRetry(target, body, r, signal).finally(done));
     }
     return await Promise.all(pending);
   } finally {
-    clearTimeout(timer);
+    deadline.clear();
   }
 }
 
