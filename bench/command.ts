@@ -277,7 +277,7 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
   }
   if (args.json) writeJson(args.json, outputs.length === 1 ? outputs[0] : { results: outputs });
   if (updateDocs) {
-    if (onOff.length > 0) doc = replaceBlock(doc, "admission:on-off", onOffSummaryBlock(onOff, commandLine(argv)), "## Admission on and off");
+    if (onOff.length > 0) doc = replaceBlock(doc, "admission:on-off", onOffSummaryBlock(onOff, commandLine(argv)), "### Admission on and off");
     writeFileSync(benchmarksPath, doc);
     io.out(`updated ${relative(process.cwd(), benchmarksPath)} and ${relative(process.cwd(), chartDir)}/\n`);
   }
