@@ -8,7 +8,8 @@ import { parseArgs } from "node:util";
 import { projectRoot } from "../host/paths.js";
 import { DEFAULT_MULTIPLE, measureCapacity, type CapacityReport } from "./capacity/index.js";
 import { capacityTable, capacityTitle } from "./capacity/report.js";
-import { replaceBlock, scenarioBlock, scenarioKey, seedsBlock } from "./report/benchmarks-md.js";
+import { admissionTable, onOffRows, onOffTable, showsAdmission, stepWindowsTable, type OnOffRow } from "./report/admission-table.js";
+import { onOffSummaryBlock, replaceBlock, scenarioBlock, scenarioKey, seedsBlock } from "./report/benchmarks-md.js";
 import { publishCharts, writeCharts, writeJson } from "./report/outputs.js";
 import { seedsTable } from "./report/seeds-table.js";
 import { consoleTable, resultsTable } from "./report/table.js";
@@ -238,6 +239,7 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
   const updateDocs = args.all && !args.smoke;
   let doc = updateDocs ? readFileSync(benchmarksPath, "utf8") : "";
 
+  const onOff: OnOffRow[] = [];
   const started = startRuns(args.scenarios.map(loadScenario), args, io);
   for (const pending of started) {
     const runs = await Promise.all(pending);
@@ -258,10 +260,16 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
       io.out(`\n${first.scenario} (${first.mode}, seed ${first.seed}, ${first.durationS} s, ${first.offered.requests} requests)\n`);
       io.out(`${consoleTable(resultsTable(first))}\n`);
     }
+    printAdmission(runs, io);
+    if (first.mode === "sim") onOff.push(...onOffRows(runs));
     io.out(`results: ${relative(process.cwd(), dir) || "."}/\n`);
     if (updateDocs) {
       const names = publishCharts(resultName(first), charts, chartDir);
-      const rel = { cdf: relative(projectRoot, join(chartDir, names.cdf)), timeline: relative(projectRoot, join(chartDir, names.timeline)) };
+      const rel = {
+        cdf: relative(projectRoot, join(chartDir, names.cdf)),
+        timeline: relative(projectRoot, join(chartDir, names.timeline)),
+        admission: names.admission && relative(projectRoot, join(chartDir, names.admission)),
+      };
       const heading = `### ${first.scenario}${first.mode === "live" ? " (live)" : ""}`;
       const block = summary ? seedsBlock(summary, runs, rel, commandLine(argv)) : scenarioBlock(first, rel, commandLine(argv));
       doc = replaceBlock(doc, scenarioKey(first), block, heading);
@@ -269,9 +277,22 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
   }
   if (args.json) writeJson(args.json, outputs.length === 1 ? outputs[0] : { results: outputs });
   if (updateDocs) {
+    if (onOff.length > 0) doc = replaceBlock(doc, "admission:on-off", onOffSummaryBlock(onOff, commandLine(argv)), "### Admission on and off");
     writeFileSync(benchmarksPath, doc);
     io.out(`updated ${relative(process.cwd(), benchmarksPath)} and ${relative(process.cwd(), chartDir)}/\n`);
   }
+}
+
+/** The admission tables of a run with classes or refusals, and ours with against without admission. */
+function printAdmission(runs: readonly ScenarioResult[], io: Io): void {
+  const first = runs[0];
+  if (showsAdmission(first)) {
+    io.out(`\nadmission${runs.length > 1 ? ` (seed ${runs.map((r) => r.seed).join(" / ")})` : ""}\n${consoleTable(admissionTable(runs))}\n`);
+    const windows = stepWindowsTable(first);
+    if (windows) io.out(`\nadmitted p95 TTFT and 429s per 5-s window (seed ${first.seed})\n${consoleTable(windows)}\n`);
+  }
+  const rows = onOffRows(runs);
+  if (rows.length > 0) io.out(`\nours with admission against without\n${consoleTable(onOffTable(rows))}\n`);
 }
 
 async function runCapacity(args: Args, io: Io): Promise<void> {

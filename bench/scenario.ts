@@ -118,6 +118,13 @@ const gatewayModel = z.strictObject({
   referenceDecisionMs: nonNegative().default(2),
 });
 
+/**
+ * Flow-control classes (issue 9): each request's class is drawn from this mix.
+ * Fractions of all requests; a class left out gets none. Without it every
+ * request is Standard.
+ */
+const classMix = z.strictObject({ critical: fraction(), standard: fraction(), sheddable: fraction() }).partial();
+
 /** Upper bound on the chat template and request tag the workload adds around the user text. */
 export const TEMPLATE_TOKENS = 64;
 
@@ -143,6 +150,7 @@ const scenarioSchema = z.strictObject({
   sharedPrefix: z
     .strictObject({ fraction: fraction(), groups: positiveInt(), tokens: positiveInt() })
     .optional(),
+  classes: classMix.optional(),
 });
 
 export type LengthDist = z.output<typeof lengthDist>;
@@ -151,6 +159,7 @@ export type EngineOverrides = z.output<typeof engineOverrides>;
 export type GatewayModel = z.output<typeof gatewayModel>;
 export type ModelSpec = z.output<typeof model>;
 export type PodGroup = z.output<typeof podGroup>;
+export type ClassMix = z.output<typeof classMix>;
 
 export type Scenario = Omit<z.output<typeof scenarioSchema>, "name"> & {
   name: string;
@@ -217,6 +226,10 @@ function crossCheck(s: z.output<typeof scenarioSchema>): string[] {
       issues.push(`fleet[${i}].engine.maxModelLen: the longest request (${longest} tokens incl. prefix, output and chat template) exceeds this group's limit of ${limit}`);
     }
   });
+  if (s.classes) {
+    const total = (s.classes.critical ?? 0) + (s.classes.standard ?? 0) + (s.classes.sheddable ?? 0);
+    if (Math.abs(total - 1) > 1e-6) issues.push(`classes: the fractions must sum to 1 (they sum to ${Number(total.toFixed(6))})`);
+  }
   if (s.arrivals.pattern === "phases" && s.arrivals.phases.every((p) => p.rate === 0)) issues.push("arrivals.phases: every phase has rate 0");
   if (s.arrivals.pattern === "ramp" && s.arrivals.from === 0 && s.arrivals.to === 0) issues.push("arrivals: a ramp from 0 to 0 sends nothing");
   return issues;

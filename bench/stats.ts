@@ -1,6 +1,10 @@
 // Summaries of request records: percentiles, throughput, CDF and timeline
 // points, and relative changes between policies.
-import { TIMEOUT, type EngineTotals, type LatencySummary, type PolicyResult, type RequestRecord, type TimelinePoint } from "./types.js";
+import { admissionSummary, lastAttemptMs, type LoadStep } from "./admission.js";
+import { latencySummary, percentile, round3 } from "./percentiles.js";
+import { TIMEOUT, type EngineTotals, type PolicyResult, type RequestRecord, type TimelinePoint } from "./types.js";
+
+export { latencySummary, percentile } from "./percentiles.js";
 
 /**
  * Whether a record's latencies count: completed requests, and timed-out ones
@@ -8,30 +12,6 @@ import { TIMEOUT, type EngineTotals, type LatencySummary, type PolicyResult, typ
  * requests. Error answers have no latency to speak of.
  */
 const measured = (r: RequestRecord) => r.error === undefined || r.error === TIMEOUT;
-
-/** Linear interpolation between closest ranks (numpy's default); `sorted` ascending, non-empty. */
-export function percentile(sorted: readonly number[], p: number): number {
-  const pos = (sorted.length - 1) * p;
-  const lo = Math.floor(pos);
-  const hi = Math.min(lo + 1, sorted.length - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
-}
-
-/** Rounds to microseconds so results are compact and print the same everywhere. */
-const round3 = (x: number) => Math.round(x * 1000) / 1000;
-
-export function latencySummary(values: readonly number[]): LatencySummary | null {
-  if (values.length === 0) return null;
-  const sorted = [...values].sort((a, b) => a - b);
-  const mean = sorted.reduce((s, v) => s + v, 0) / sorted.length;
-  return {
-    p50: round3(percentile(sorted, 0.5)),
-    p95: round3(percentile(sorted, 0.95)),
-    p99: round3(percentile(sorted, 0.99)),
-    mean: round3(mean),
-    max: round3(sorted[sorted.length - 1]),
-  };
-}
 
 /** `points` evenly spaced quantiles plus the extremes; enough for a chart, small in JSON. */
 export function cdf(values: readonly number[], points = 200): Array<[number, number]> {
@@ -50,7 +30,8 @@ export function timeline(records: readonly RequestRecord[], windowS: number): Ti
   const buckets = new Map<number, number[]>();
   for (const r of records) {
     if (!measured(r) || r.ttftMs === undefined) continue;
-    const w = Math.floor(r.arrivalMs / 1000 / windowS);
+    // A retried request counts where its retry arrived, from where its TTFT runs.
+    const w = Math.floor(lastAttemptMs(r) / 1000 / windowS);
     let b = buckets.get(w);
     if (!b) buckets.set(w, (b = []));
     b.push(r.ttftMs);
@@ -75,6 +56,8 @@ export interface PolicyMeta {
   durationS: number;
   /** The engines' counters summed over the pods, where the mode can read them (not live). */
   engines?: EngineTotals;
+  /** The scenario's load step, if it has one (admission.ts loadStep). */
+  step?: LoadStep;
 }
 
 function shares(counts: Record<string, number>): Record<string, number> {
@@ -95,7 +78,7 @@ export function policyResult(meta: PolicyMeta, records: readonly RequestRecord[]
   let last = 0;
   for (const r of records) first = Math.min(first, r.arrivalMs);
   // A timeout's e2e ends at the drain deadline: the run was not done before it.
-  for (const r of counted) last = Math.max(last, r.arrivalMs + (r.e2eMs ?? 0));
+  for (const r of counted) last = Math.max(last, lastAttemptMs(r) + (r.e2eMs ?? 0));
   const makespanS = ok.length > 0 ? (last - first) / 1000 : 0;
   const outputTokens = ok.reduce((s, r) => s + r.outputTokens, 0);
   const promptTokens = ok.reduce((s, r) => s + r.promptTokens, 0);
@@ -126,6 +109,7 @@ export function policyResult(meta: PolicyMeta, records: readonly RequestRecord[]
     adapterLoadsPer1k: meta.engines === undefined || records.length === 0 ? null : round3((meta.engines.adapterLoads / records.length) * 1000),
     ttftCdf: cdf(ttft),
     ttftTimeline: timeline(records, timelineWindowS(meta.durationS)),
+    admission: admissionSummary(records, meta.step),
   };
 }
 

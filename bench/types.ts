@@ -2,14 +2,35 @@
 // mode produces one RequestRecord per request and summarises them with
 // bench/stats.ts, so sim and live results have the same shape.
 
+import type { AdmissionSummary } from "./admission.js";
+
 export type Mode = "sim" | "live";
+
+/** Flow-control class of a request (issue 9), from most to least protected. */
+export type Priority = "critical" | "standard" | "sheddable";
+export const PRIORITIES: readonly Priority[] = ["critical", "standard", "sheddable"];
 
 /** The error of a request still unfinished at the drain deadline. */
 export const TIMEOUT = "timeout";
 
-/** One client request, times relative to its arrival at the gateway. */
+/** A gateway's refusal for saturation (429, with an OpenAI error code after it in live mode). */
+export const isRefusal = (error: string | undefined): boolean => error !== undefined && /^429\b/.test(error);
+
+/**
+ * One client request, times relative to the arrival at the gateway of the
+ * attempt that was served. A client retries a 429 once, after its
+ * Retry-After: `error`, the latencies and the pod are then the retry's, and
+ * the first attempt's refusal is kept in `refusedRetryAfterS`.
+ */
 export interface RequestRecord {
+  /** The first attempt's arrival. */
   arrivalMs: number;
+  /** The class the client sent. */
+  priority: Priority;
+  /** Set when the first attempt was refused (429): its Retry-After in seconds, null if it had none (no retry then). */
+  refusedRetryAfterS?: number | null;
+  /** When the retry of a refused request arrived (same clock as arrivalMs); its TTFT and E2E count from here. */
+  retryArrivalMs?: number;
   /** Index of the pod it went to; -1 if the gateway answered itself. */
   pod: number;
   /** Why it failed (e.g. "503", "400 context_length_exceeded", TIMEOUT); undefined on success. */
@@ -82,8 +103,10 @@ export interface PolicyResult {
   adapterLoadsPer1k: number | null;
   /** [TTFT ms, fraction of completed and timed-out requests at or below it], ascending. */
   ttftCdf: Array<[number, number]>;
-  /** TTFT by arrival time. */
+  /** TTFT by arrival time (a retried request's by its retry's). */
   ttftTimeline: TimelinePoint[];
+  /** Refusals, retries and classes, and TTFT through a load step (bench/admission.ts). */
+  admission: AdmissionSummary;
 }
 
 export interface ScenarioResult {

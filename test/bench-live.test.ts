@@ -3,9 +3,9 @@
 import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
-import { replay } from "../bench/live/client.js";
-import { runLive } from "../bench/live/index.js";
-import { parseScenario } from "../bench/scenario.js";
+import { PRIORITY_HEADER, replay, retryAfterSeconds } from "../bench/live/client.js";
+import { liveDurationS, runLive } from "../bench/live/index.js";
+import { loadScenario, parseScenario } from "../bench/scenario.js";
 import { generateTrace } from "../bench/sim/workload.js";
 import { TIMEOUT } from "../bench/types.js";
 
@@ -77,5 +77,70 @@ describe("live mode", () => {
       for (const res of open) res.destroy();
       server.close();
     }
+  });
+
+  it("sends each request's class, and retries a 429 once after its Retry-After, timing the retry from its own start", async () => {
+    // Sheddable requests get a 429 (Retry-After: 1) on their first try; every 4th request gets one each time.
+    const seen: Array<{ n: number; priority: string | undefined; at: number }> = [];
+    const server = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        const n = Number(/#(\d+) /.exec(body)![1]);
+        const priority = req.headers[PRIORITY_HEADER] as string | undefined;
+        const first = !seen.some((s) => s.n === n);
+        seen.push({ n, priority, at: performance.now() });
+        if (n % 4 === 0 || (priority === "sheddable" && first)) {
+          res.writeHead(429, { "content-type": "application/json", "retry-after": "1" }).end('{"error":{"message":"busy","type":"rate_limit","param":null,"code":"pool_saturated"}}');
+          return;
+        }
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.end('data: {"choices":[]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\ndata: [DONE]\n\n');
+      });
+    });
+    await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));
+    try {
+      const mixed = { ...scenario, durationS: 1, classes: { critical: 0.3, standard: 0.3, sheddable: 0.4 } };
+      const trace = generateTrace(mixed, 2);
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const records = await replay(trace, { url, poolNames: ["llama-3.1-8b", "qwen3-32b"], podIndex: new Map() }, { drainLimitMs: 5000 });
+      expect(records.length).toBeGreaterThan(5);
+      expect(trace.requests.some((r) => r.priority === "sheddable" && r.index % 4 !== 0)).toBe(true);
+      for (const [i, r] of trace.requests.entries()) {
+        const rec = records[i];
+        const mine = seen.filter((s) => s.n === r.index);
+        expect(rec.priority).toBe(r.priority);
+        expect(mine.every((s) => s.priority === r.priority)).toBe(true);
+        if (r.index % 4 === 0 || r.priority === "sheddable") {
+          // Sent twice, a second apart (give or take the timers), the second answer final.
+          expect(mine).toHaveLength(2);
+          expect(mine[1].at - mine[0].at).toBeGreaterThan(990);
+          expect(mine[1].at - mine[0].at).toBeLessThan(1300);
+          expect(rec.refusedRetryAfterS).toBe(1);
+          expect(rec.retryArrivalMs! - rec.arrivalMs).toBeGreaterThan(990);
+          if (r.index % 4 === 0) expect(rec.error).toBe("429 pool_saturated");
+          else {
+            expect(rec.error).toBeUndefined();
+            // From the retry: a local answer, nowhere near the second waited.
+            expect(rec.ttftMs!).toBeLessThan(500);
+          }
+        } else {
+          expect(mine).toHaveLength(1);
+          expect(rec.refusedRetryAfterS).toBeUndefined();
+          expect(rec.error).toBeUndefined();
+        }
+      }
+    } finally {
+      server.close();
+    }
+  });
+
+  it("reads Retry-After as seconds, and replays a load step whole", () => {
+    expect(retryAfterSeconds("3")).toBe(3);
+    expect(retryAfterSeconds(" 1.5 ")).toBe(1.5);
+    expect(retryAfterSeconds(null)).toBeNull();
+    expect(retryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT")).toBeNull();
+    expect(liveDurationS(loadScenario("overload"))).toBe(150);
+    expect(liveDurationS(loadScenario("bursty"))).toBe(30);
   });
 });

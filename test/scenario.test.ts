@@ -4,7 +4,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { loadStep } from "../bench/admission.js";
 import { listScenarios, loadScenario, parseScenario, ScenarioError } from "../bench/scenario.js";
+import { generateTrace } from "../bench/sim/workload.js";
 
 const VALID = `
 durationS: 30
@@ -74,5 +76,45 @@ describe("scenario files", () => {
   it("reports an unreadable file and a YAML syntax error", () => {
     expect(() => loadScenario("no-such-scenario")).toThrow(/no-such-scenario\.yaml: cannot read file: .*shipped scenarios: .*heterogeneous/);
     expect(issues("durationS: [1,")[0]).toMatch(/^bench\/scenarios\/x\.yaml: YAML syntax error/);
+  });
+
+  it("draws each request's class from the mix, on a stream of its own", () => {
+    const plain = parseScenario(VALID.replace("rate: 4", "rate: 40"), "x");
+    expect(plain.classes).toBeUndefined();
+    const mixed = parseScenario(`${VALID.replace("rate: 4", "rate: 40")}classes: { critical: 0.2, standard: 0.5, sheddable: 0.3 }\n`, "x");
+    expect(mixed.classes).toEqual({ critical: 0.2, standard: 0.5, sheddable: 0.3 });
+
+    const before = generateTrace(plain, 3).requests;
+    const after = generateTrace(mixed, 3).requests;
+    expect(before.every((r) => r.priority === "standard")).toBe(true);
+    // Adding a mix changes nothing else in the trace.
+    expect(after.map(({ priority: _, ...rest }) => rest)).toEqual(before.map(({ priority: _, ...rest }) => rest));
+    const share = (c: string) => after.filter((r) => r.priority === c).length / after.length;
+    expect(after.length).toBeGreaterThan(1000);
+    expect(share("critical")).toBeCloseTo(0.2, 1);
+    expect(share("standard")).toBeCloseTo(0.5, 1);
+    expect(share("sheddable")).toBeCloseTo(0.3, 1);
+    // A class left out gets nothing; the draws are the seed's.
+    const noShed = parseScenario(`${VALID}classes: { critical: 0.5, standard: 0.5 }\n`, "x");
+    expect(generateTrace(noShed, 3).requests.some((r) => r.priority === "sheddable")).toBe(false);
+    expect(generateTrace(mixed, 3).requests.map((r) => r.priority)).toEqual(after.map((r) => r.priority));
+  });
+
+  it("refuses a class mix that does not sum to 1 or names an unknown class", () => {
+    expect(issues(`${VALID}classes: { critical: 0.5, standard: 0.6 }\n`)).toEqual(["bench/scenarios/x.yaml: classes: the fractions must sum to 1 (they sum to 1.1)"]);
+    expect(issues(`${VALID}classes: { urgent: 1 }\n`)).toEqual(['bench/scenarios/x.yaml: classes: unknown field "urgent"']);
+    expect(issues(`${VALID}classes: { critical: 1.5, sheddable: -0.5 }\n`)).toEqual([
+      "bench/scenarios/x.yaml: classes.critical: expected a number between 0 and 1",
+      "bench/scenarios/x.yaml: classes.sheddable: expected a number between 0 and 1",
+    ]);
+  });
+
+  it("finds the overload scenario's step: base load, 200% for 60 s, back", () => {
+    const s = loadScenario("overload");
+    expect(s.classes).toEqual({ critical: 0.2, standard: 0.5, sheddable: 0.3 });
+    expect(loadStep(s)).toEqual({ baseEndS: 60, stepStartS: 60, stepEndS: 120 });
+    // Repeating phases (bursts) and steady arrivals have no single step.
+    expect(loadStep(loadScenario("bursty"))).toBeUndefined();
+    expect(loadStep(loadScenario("uniform-steady"))).toBeUndefined();
   });
 });

@@ -20,11 +20,16 @@ export interface Gateway {
   stop(): Promise<void>;
 }
 
-/** The gateway config our stack runs for a scenario: one pool per model. */
+/**
+ * The gateway config our stack runs for a scenario: one pool per model.
+ * The bench's client states each request's class, Critical included, as the
+ * simulated one does: every client may claim it here.
+ */
 export function liveGatewayConfig(scenario: Scenario, pools: LivePool[], weights: ScorerWeights): GatewayConfig {
   const g = scenario.gateway;
   return parseGatewayConfig(
     stringify({
+      traffic: { critical: "any" },
       gateway: { host: "127.0.0.1", port: 0, adminPort: 0 },
       aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: g.scrapeIntervalMs, staleAfterMs: g.staleAfterMs },
       pools: pools.map((p) => ({ name: p.name, baseModel: p.name, adapters: p.adapters, weights, endpoints: p.endpoints })),

@@ -1,5 +1,6 @@
 // Live mode: a scenario, shortened, replayed in real time through real Envoys
 // against a real fake fleet. Each policy gets a fresh fleet and the same trace.
+import { loadStep } from "../admission.js";
 import type { PodSpec } from "../../host/fakeserver/index.js";
 import { PROFILES } from "../policies/profiles.js";
 import type { Scenario } from "../scenario.js";
@@ -12,8 +13,10 @@ import { startFleetProcess } from "./fleet-process.js";
 import { liveGatewayConfig, startBaseline, startOurs, type Gateway, type LivePool } from "./gateways.js";
 import type { GatewayConfig } from "../../host/config.js";
 
-/** Real time is expensive: unless --duration says otherwise, replay this much of the trace. */
+/** Real time is expensive: unless --duration says otherwise, replay this much of the trace... */
 export const LIVE_DEFAULT_DURATION_S = 30;
+/** ...or, for a scenario with a load step, up to the step's end and this long after it (no 429 should come then). */
+export const LIVE_AFTER_STEP_S = 30;
 /** Live runs stop waiting for stragglers sooner than simulated ones. */
 const LIVE_DRAIN_LIMIT_S = 60;
 
@@ -48,9 +51,15 @@ function podSpecs(scenario: Scenario, adapters: string[][]): PodSpec[] {
   });
 }
 
+/** The live replay's default length: a step is replayed whole, with its aftermath. */
+export function liveDurationS(base: Scenario): number {
+  const step = loadStep(base);
+  return Math.min(base.durationS, step ? step.stepEndS + LIVE_AFTER_STEP_S : LIVE_DEFAULT_DURATION_S);
+}
+
 export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<ScenarioResult> {
   const scenario = effectiveScenario(
-    { ...base, durationS: Math.min(base.durationS, LIVE_DEFAULT_DURATION_S), drainLimitS: Math.min(base.drainLimitS, LIVE_DRAIN_LIMIT_S) },
+    { ...base, durationS: liveDurationS(base), drainLimitS: Math.min(base.drainLimitS, LIVE_DRAIN_LIMIT_S) },
     opts,
   );
   const trace = generateTrace(scenario, scenario.seed);
@@ -79,7 +88,7 @@ export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<Sc
         drainLimitMs: scenario.drainLimitS * 1000,
         onProgress: (f) => opts.onProgress?.(policy.name, f),
       });
-      policies.push(policyResult({ policy: policy.name, description: policy.description, podNames, durationS: scenario.durationS }, records));
+      policies.push(policyResult({ policy: policy.name, description: policy.description, podNames, durationS: scenario.durationS, step: loadStep(scenario) }, records));
     } finally {
       await gateway?.stop();
       await fleet.stop();

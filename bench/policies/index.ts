@@ -13,7 +13,10 @@ export type { Decision, Policy, PolicyEnv, PolicySpec, RouteRequest } from "./ty
 /** The baseline every ratio is taken against. */
 export const BASELINE = roundRobin.name;
 
-export const POLICIES: readonly PolicySpec[] = [roundRobin, random, leastRequest, ...PROFILES.map(ours), reference, oracle];
+/** Ours with admission on (the config's default) and, for the comparison, off. */
+const OURS = PROFILES.flatMap((p) => [ours(p), ours(p, { admission: false })]);
+
+export const POLICIES: readonly PolicySpec[] = [roundRobin, random, leastRequest, ...OURS, reference, oracle];
 
 /** The named policies, in report order; throws naming the unknown ones. */
 export function selectPolicies(names?: readonly string[]): PolicySpec[] {

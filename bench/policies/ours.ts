@@ -1,27 +1,46 @@
 // Our gateway: the aggregator's snapshots, pushed to Envoy and picked up by
 // each worker's filter on its refresh tick, routed by the very Wasm routing
 // core the filter runs (build/native.wasm: body scanner, model lookup,
-// scorers, picker, fleet view, in-flight accounting, prefix index), one
-// instance per Envoy worker. What the filter keeps in shared data (the
-// snapshot, the in-flight table, the prefix log) is kept here once and handed
-// to every instance, as Envoy's shared data is to every worker.
+// scorers, picker, admission, fleet view, in-flight accounting, prefix
+// index), one instance per Envoy worker. What the filter keeps in shared
+// data (the snapshot, the in-flight table, the prefix log) is kept here once
+// and handed to every instance, as Envoy's shared data is to every worker.
 import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
-import { NativeRouter } from "../../host/native/router.js";
+import { NativeRouter, type RouteResult } from "../../host/native/router.js";
 import { NativeSharedData } from "../../host/native/shared-data.js";
 import { AggregatorModel, gatewayConfig } from "../sim/aggregator.js";
 import { deriveSeed, Rng } from "../sim/rng.js";
+import { TIMEOUT } from "../types.js";
 import type { Profile } from "./profiles.js";
-import type { PolicySpec } from "./types.js";
+import type { Decision, PolicySpec } from "./types.js";
 
-export function ours(profile: Profile): PolicySpec {
-  const name = `ours:${profile.name}`;
+export interface OursOptions {
+  /** Admission (429 when a pool is saturated) as the gateway config's default has it (on), or off. */
+  admission?: boolean;
+}
+
+/** The core's clock is whole milliseconds (Envoy's, read as u64); the view is as fresh as the simulated aggregator made it. */
+function setClock(router: NativeRouter, t: number): void {
+  const ms = Math.floor(t);
+  router.setClock(ms, ms);
+}
+
+/** The gateway's own answer, with a 429's Retry-After when the core gave one. */
+function refusal(result: Extract<RouteResult, { status: number }>): Decision {
+  const { retryAfterS } = result;
+  return { status: result.status, message: result.error.message, ...(retryAfterS === undefined ? {} : { retryAfterS }) };
+}
+
+export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
+  const admission = opts.admission ?? true;
+  const name = `ours:${profile.name}${admission ? "" : ":no-admission"}`;
   return {
     name,
-    description: `our Wasm filter (same routing core as in Envoy), ${profile.description}`,
+    description: `our Wasm filter (same routing core as in Envoy), ${profile.description}${admission ? "" : "; admission off"}`,
     async create({ scenario, trace, fleet, queue, seed }) {
       const model = scenario.gateway;
       const phases = new Rng(deriveSeed(seed, "phases:aggregator"));
-      const config = gatewayConfig(scenario, trace, fleet, profile.weights);
+      const config = gatewayConfig(scenario, trace, fleet, profile.weights, { admission });
 
       // Shared data: the link writes each pushed snapshot (after the push delay)...
       let published: { version: number; bytes: Uint8Array } | undefined;
@@ -37,7 +56,9 @@ export function ours(profile: Profile): PolicySpec {
       const workers = await Promise.all(
         Array.from({ length: model.workers }, async (_, w) => {
           const router = await NativeRouter.load();
-          router.reset(deriveSeed(seed, `${name}:worker${w}`));
+          // The profile's seed, not the policy's name: with admission on or off the tie-breaks draw alike,
+          // so the twins differ by admission alone.
+          router.reset(deriveSeed(seed, `ours:${profile.name}:worker${w}`));
           router.setSnapshot(start);
           return router;
         }),
@@ -54,21 +75,30 @@ export function ours(profile: Profile): PolicySpec {
       }
 
       // The stream's end releases its count (any worker may see it: the table is shared).
+      // The core reads the time on every call: its drain-rate meter and Retry-After run on the simulated clock,
+      // and the view is never older than the simulated aggregator makes it.
       const routedTo = new Map<number, string>();
-      fleet.onFinished((request) => {
+      fleet.onFinished((request, _pod, t) => {
         const address = routedTo.get(request.index);
         if (address === undefined) return;
         routedTo.delete(request.index);
-        shared.release(workers[request.worker], address);
+        const router = workers[request.worker];
+        setClock(router, t);
+        // A pod's answer (its 400 included) counts toward the drain rate; the client giving up at the deadline does not.
+        shared.release(router, address, fleet.records[request.index].error !== TIMEOUT);
       });
 
       const byAddress = new Map(fleet.pods.map((p) => [p.address, p.index]));
+      // The simulated clients may all claim Critical, as the live config's `traffic: { critical: any }` lets them.
+      const classOf = (priority: string) => ({ priority, mayClaimCritical: true });
       return {
         // In-process in Envoy: ~0.1 ms added p50 at 4 KiB (npm run bench -- --overhead).
         decisionDelayMs: 0.1,
-        route(req) {
-          const result = shared.route(workers[req.request.worker], req.body, "chat");
-          if ("status" in result) return { status: result.status, message: result.error.message };
+        route(req, now) {
+          const router = workers[req.request.worker];
+          setClock(router, now);
+          const result = shared.route(router, req.body, "chat", classOf(req.request.priority));
+          if ("status" in result) return refusal(result);
           // The simulated clock never lets the filter's view age past its bound.
           if (result.endpoint === null) throw new Error("blind routing in the simulator");
           routedTo.set(req.request.index, result.endpoint);

@@ -13,7 +13,12 @@ export interface RouteRequest {
   readonly body: string;
 }
 
-export type Decision = { pod: number } | { status: number; message: string };
+/**
+ * A pod, or the gateway's own answer. A 429 may carry a Retry-After (s),
+ * which the simulated client obeys once; only policies that admit (ours)
+ * refuse, the baselines never do.
+ */
+export type Decision = { pod: number } | { status: number; message: string; retryAfterS?: number };
 
 /** What a policy can see and use. Metric feeds schedule themselves on `queue`. */
 export interface PolicyEnv {

@@ -3,6 +3,8 @@
 // `<!-- KEY:start -->` ... `<!-- KEY:end -->`.
 import type { SeedsSummary } from "../seeds.js";
 import type { ScenarioResult } from "../types.js";
+import { admissionTable, onOffRows, onOffTable, showsAdmission, stepWindowsTable, type OnOffRow } from "./admission-table.js";
+import type { ChartPaths } from "./outputs.js";
 import { seedsTable } from "./seeds-table.js";
 import { markdownTable, resultsTable } from "./table.js";
 
@@ -39,8 +41,55 @@ function offeredText(r: ScenarioResult, label = "Offered"): string {
   );
 }
 
-function chartLines(r: ScenarioResult, charts: { cdf: string; timeline: string }): string[] {
+function chartLines(r: ScenarioResult, charts: ChartPaths): string[] {
   return [`![${r.scenario}: TTFT distribution](${charts.cdf})`, `![${r.scenario}: p95 TTFT over time](${charts.timeline})`];
+}
+
+/**
+ * The admission part of a scenario's section: for runs with classes or
+ * refusals the admission table, the step's windows and the chart; for runs
+ * with ours both with and without admission, the comparison of the two.
+ */
+export function admissionLines(runs: readonly ScenarioResult[], charts: ChartPaths): string[] {
+  const first = runs[0];
+  const lines: string[] = [];
+  const seeds = runs.length > 1 ? ` Cells give each seed's value, seed ${runs.map((r) => r.seed).join(" / ")}.` : "";
+  if (showsAdmission(first)) {
+    lines.push(
+      "",
+      `**Admission.** A refused (429) request is sent again once, after its Retry-After; "retried OK" counts the retries admitted and completed. ` +
+        "Refused shares are of each class's requests (Critical, Standard, Sheddable). Latencies are of admitted requests, from the attempt that was admitted; " +
+        "a window's p95 is over the requests admitted in it. Recovery: how long after the step's end the first 5-s window starts whose p95 is back within 1.25× the base's (0 s: the first one after the step)." +
+        seeds,
+      "",
+      markdownTable(admissionTable(runs)),
+    );
+    const windows = stepWindowsTable(first);
+    if (windows) lines.push("", `Admitted p95 TTFT per 5-s window through the step, and its 429s (seed ${first.seed}):`, "", markdownTable(windows));
+    if (charts.admission) lines.push("", `![${first.scenario}: admitted p95 TTFT and 429s over time](${charts.admission})`);
+  }
+  const rows = onOffRows(runs);
+  if (rows.length > 0) {
+    lines.push(
+      "",
+      `**Ours with admission against without** (changes with admission on, against off; target where nothing overloads: no 429, every TTFT percentile within 1%).${seeds}`,
+      "",
+      markdownTable(onOffTable(rows)),
+    );
+  }
+  return lines;
+}
+
+/** Every scenario's with/without row in one table (BENCHMARKS.md's admission summary). */
+export function onOffSummaryBlock(rows: readonly OnOffRow[], command: string): string {
+  return [
+    "Ours with admission (the `latency` profile's defaults) against the same policy with admission off, on every scenario: the 429s each gave, and the change of each TTFT percentile and of req/s with admission on. " +
+      "Where nothing overloads the target is no 429 and no percentile moved by more than 1%. Cells give each seed's value.",
+    "",
+    markdownTable(onOffTable(rows)),
+    "",
+    `Produced by \`${command}\`.`,
+  ].join("\n");
 }
 
 function commandLines(r: ScenarioResult, command: string): string {
@@ -48,7 +97,7 @@ function commandLines(r: ScenarioResult, command: string): string {
 }
 
 /** The generated part of a scenario's section. `charts` are paths relative to BENCHMARKS.md. */
-export function scenarioBlock(r: ScenarioResult, charts: { cdf: string; timeline: string }, command: string): string {
+export function scenarioBlock(r: ScenarioResult, charts: ChartPaths, command: string): string {
   return [
     `Scenario \`${r.scenario}\`: ${r.description}`,
     "",
@@ -59,13 +108,14 @@ export function scenarioBlock(r: ScenarioResult, charts: { cdf: string; timeline
     "Changes are against round-robin: negative latency and positive req/s are better.",
     "",
     ...chartLines(r, charts),
+    ...admissionLines([r], charts),
     "",
     commandLines(r, command),
   ].join("\n");
 }
 
 /** The same for several seeds: the summary table, then the first seed's charts and full table. */
-export function seedsBlock(summary: SeedsSummary, runs: readonly ScenarioResult[], charts: { cdf: string; timeline: string }, command: string): string {
+export function seedsBlock(summary: SeedsSummary, runs: readonly ScenarioResult[], charts: ChartPaths, command: string): string {
   const first = runs[0];
   const seeds = summary.seeds.join(", ");
   const others = runs.slice(1).map((r) => `seed ${r.seed} ${r.offered.requests}`);
@@ -81,6 +131,7 @@ export function seedsBlock(summary: SeedsSummary, runs: readonly ScenarioResult[
       "negative latency and positive req/s are better.",
     "",
     ...chartLines(first, charts),
+    ...admissionLines(runs, charts),
     "",
     "<details>",
     `<summary>Seed ${first.seed} in full</summary>`,

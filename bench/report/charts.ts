@@ -2,6 +2,7 @@
 // and rendered headless (no canvas, no browser).
 import * as vega from "vega";
 import { compile, type TopLevelSpec } from "vega-lite";
+import { WINDOW_S } from "../admission.js";
 import type { ScenarioResult } from "../types.js";
 
 const WIDTH = 640;
@@ -39,7 +40,7 @@ function policyColor(r: ScenarioResult) {
     type: "nominal" as const,
     sort: names,
     scale: { domain: names, range },
-    legend: { title: "policy", orient: "right" as const },
+    legend: { title: "policy", orient: "right" as const, labelLimit: 260 },
   };
 }
 
@@ -79,4 +80,67 @@ export function ttftTimelineChart(r: ScenarioResult): Promise<string> {
       color: policyColor(r),
     },
   });
+}
+
+/** Policies the admission chart compares: ours (with and without admission), the baseline and the yardstick. */
+const ADMISSION_CHART_POLICIES = (name: string) => name.startsWith("ours:") || name === "round-robin" || name === "oracle";
+
+/**
+ * Two panels on one time axis: admitted requests' p95 TTFT per 5-s window
+ * (log y), and 429s per second; the load step shaded. One line per policy.
+ */
+export function admissionTimelineChart(r: ScenarioResult): Promise<string> {
+  const shown = r.policies.filter((p) => ADMISSION_CHART_POLICIES(p.policy));
+  const chartResult = { ...r, policies: shown };
+  const latency = shown.flatMap((p) => p.admission.windows.filter((w) => w.p95 > 0).map((w) => ({ policy: p.policy, t: w.t, p95: w.p95 })));
+  // Every second of the run, zeros included, so a policy that never refuses draws its flat line.
+  const seconds = Math.ceil(Math.max(r.durationS, ...shown.flatMap((p) => p.admission.refusalsPerS.map((x) => x.t + 1))));
+  const refusals = shown.flatMap((p) => {
+    const n = new Array<number>(seconds).fill(0);
+    for (const x of p.admission.refusalsPerS) n[x.t] = x.n;
+    return n.map((count, t) => ({ policy: p.policy, t, count }));
+  });
+  const step = shown.find((p) => p.admission.step)?.admission.step;
+  const shade = step ? [{ mark: { type: "rect" as const, color: "#f2f2f2" }, data: { values: [{ from: step.stepStartS, to: step.stepEndS }] }, encoding: { x: { field: "from", type: "quantitative" as const }, x2: { field: "to" } } }] : [];
+  const x = { field: "t", type: "quantitative" as const, title: "arrival time (s)", scale: { domain: [0, seconds] } };
+  return render({
+    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+    title: { text: `${r.scenario}: admitted p95 TTFT and 429s over time`, subtitle: `${subtitle(r)}; the load step shaded` },
+    background: "white",
+    vconcat: [
+      {
+        width: WIDTH,
+        height: HEIGHT * 0.7,
+        layer: [
+          ...shade,
+          {
+            data: { values: latency },
+            mark: { type: "line", strokeWidth: 1.4 },
+            encoding: {
+              x,
+              y: { field: "p95", type: "quantitative", scale: { type: "log" }, title: `admitted p95 TTFT per ${WINDOW_S} s (ms, log)` },
+              color: policyColor(chartResult),
+            },
+          },
+        ],
+      },
+      {
+        width: WIDTH,
+        height: HEIGHT * 0.45,
+        layer: [
+          ...shade,
+          {
+            data: { values: refusals },
+            mark: { type: "line", strokeWidth: 1.2, interpolate: "step-after" },
+            encoding: {
+              x,
+              // A run with no 429 at all still gets a readable axis.
+              y: { field: "count", type: "quantitative", title: "429s per second (all attempts)", scale: { domain: [0, Math.max(1, ...refusals.map((x) => x.count))] }, axis: { format: "d" } },
+              color: policyColor(chartResult),
+            },
+          },
+        ],
+      },
+    ],
+  } as TopLevelSpec);
 }

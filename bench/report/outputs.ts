@@ -1,10 +1,19 @@
-// Files of a scenario run: JSON results and the two charts.
+// Files of a scenario run: JSON results and the charts (two, and a third for
+// runs with classes or refusals).
 import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { ScenarioResult } from "../types.js";
-import { ttftCdfChart, ttftTimelineChart } from "./charts.js";
+import { showsAdmission } from "./admission-table.js";
+import { admissionTimelineChart, ttftCdfChart, ttftTimelineChart } from "./charts.js";
 
-export const CHART_FILES = { cdf: "ttft-cdf.svg", timeline: "ttft-timeline.svg" } as const;
+export const CHART_FILES = { cdf: "ttft-cdf.svg", timeline: "ttft-timeline.svg", admission: "admission-timeline.svg" } as const;
+
+export interface ChartPaths {
+  cdf: string;
+  timeline: string;
+  /** Only for runs with classes or refusals. */
+  admission?: string;
+}
 
 /** Writes `value` as indented JSON, creating the folder. */
 export function writeJson(path: string, value: unknown): void {
@@ -12,21 +21,26 @@ export function writeJson(path: string, value: unknown): void {
   writeFileSync(path, JSON.stringify(value, null, 2) + "\n");
 }
 
-/** Writes the two charts into `dir`; returns their paths. */
-export async function writeCharts(result: ScenarioResult, dir: string): Promise<{ cdf: string; timeline: string }> {
+/** Writes the charts into `dir`; returns their paths. */
+export async function writeCharts(result: ScenarioResult, dir: string): Promise<ChartPaths> {
   mkdirSync(dir, { recursive: true });
-  const cdf = join(dir, CHART_FILES.cdf);
-  const timeline = join(dir, CHART_FILES.timeline);
-  writeFileSync(cdf, await ttftCdfChart(result));
-  writeFileSync(timeline, await ttftTimelineChart(result));
-  return { cdf, timeline };
+  const paths: ChartPaths = { cdf: join(dir, CHART_FILES.cdf), timeline: join(dir, CHART_FILES.timeline) };
+  writeFileSync(paths.cdf, await ttftCdfChart(result));
+  writeFileSync(paths.timeline, await ttftTimelineChart(result));
+  if (showsAdmission(result)) {
+    paths.admission = join(dir, CHART_FILES.admission);
+    writeFileSync(paths.admission, await admissionTimelineChart(result));
+  }
+  return paths;
 }
 
 /** Committed copies, named `<scenario>-ttft-cdf.svg`; returns their file names. */
-export function publishCharts(scenario: string, charts: { cdf: string; timeline: string }, chartDir: string): { cdf: string; timeline: string } {
+export function publishCharts(scenario: string, charts: ChartPaths, chartDir: string): ChartPaths {
   mkdirSync(chartDir, { recursive: true });
-  const names = { cdf: `${scenario}-${CHART_FILES.cdf}`, timeline: `${scenario}-${CHART_FILES.timeline}` };
-  copyFileSync(charts.cdf, join(chartDir, names.cdf));
-  copyFileSync(charts.timeline, join(chartDir, names.timeline));
+  const names: ChartPaths = { cdf: `${scenario}-${CHART_FILES.cdf}`, timeline: `${scenario}-${CHART_FILES.timeline}` };
+  if (charts.admission) names.admission = `${scenario}-${CHART_FILES.admission}`;
+  for (const key of ["cdf", "timeline", "admission"] as const) {
+    if (charts[key] && names[key]) copyFileSync(charts[key], join(chartDir, names[key]));
+  }
   return names;
 }

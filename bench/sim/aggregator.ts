@@ -16,9 +16,20 @@ import type { SimFleet } from "./fleet.js";
 import type { Rng } from "./rng.js";
 import { scrapePod } from "./scrape.js";
 
-/** The gateway config the real stack would run for this fleet, through the real loader (defaults included). */
-export function gatewayConfig(scenario: Scenario, trace: { adapters: string[][] }, fleet: SimFleet, weights: ScorerWeights): GatewayConfig {
+/**
+ * The gateway config the real stack would run for this fleet, through the
+ * real loader (defaults included). Admission is on by default (the built-in
+ * `latency` profile); `admission: false` turns it off there.
+ */
+export function gatewayConfig(
+  scenario: Scenario,
+  trace: { adapters: string[][] },
+  fleet: SimFleet,
+  weights: ScorerWeights,
+  opts: { admission?: boolean } = {},
+): GatewayConfig {
   const doc = {
+    ...(opts.admission === false ? { profiles: { latency: { admission: { enabled: false } } } } : {}),
     aggregator: { scrapeIntervalMs: scenario.gateway.scrapeIntervalMs, staleAfterMs: scenario.gateway.staleAfterMs },
     pools: scenario.models.map((m, p) => ({
       name: m.name,

@@ -30,6 +30,8 @@ export interface Outstanding {
   promptTokens: number;
   firstTokenMs: number | undefined;
   tokensOut: number;
+  /** When this attempt reached the gateway: the request's arrival, or its retry's. */
+  attemptMs: number;
 }
 
 function podAddress(index: number): string {
@@ -70,6 +72,7 @@ export class SimFleet {
     this.dirty = this.pods.map(() => false);
     this.records = requests.map((r) => ({
       arrivalMs: r.arrivalMs,
+      priority: r.priority,
       pod: -1,
       error: "not routed",
       promptTokens: 0,
@@ -112,15 +115,19 @@ export class SimFleet {
     }
   }
 
-  /** Sends the request to the pod at time t; an up-front rejection is booked as the pod's 400. */
-  submit(request: TraceRequest, pod: number, prompt: string, t: number): void {
+  /**
+   * Sends the request to the pod at time t; an up-front rejection is booked
+   * as the pod's 400. `attemptMs`: when this attempt reached the gateway (a
+   * retry's arrival), where its latencies start.
+   */
+  submit(request: TraceRequest, pod: number, prompt: string, t: number, attemptMs = request.arrivalMs): void {
     const record = this.records[request.index];
     record.pod = pod;
     const id = String(request.index);
     try {
       const promptTokens = this.pods[pod].engine.submit({ id, prompt, maxTokens: request.maxTokens, adapter: request.adapter }, t);
       this.dirty[pod] = true;
-      const o: Outstanding = { request, pod, promptTokens, firstTokenMs: undefined, tokensOut: 0 };
+      const o: Outstanding = { request, pod, promptTokens, firstTokenMs: undefined, tokensOut: 0, attemptMs };
       this.byId.set(id, o);
       this.outstandingByPod[pod].set(id, o);
       this.inFlightCount[pod]++;
@@ -132,9 +139,19 @@ export class SimFleet {
     }
   }
 
-  /** The gateway answered the request itself (no endpoint). */
+  /** The gateway answered the request itself (no endpoint, or a refusal). */
   reject(request: TraceRequest, reason: string): void {
     this.records[request.index].error = reason;
+  }
+
+  /** The client's first attempt was refused with this Retry-After (s; null: none given). */
+  noteRefusal(request: TraceRequest, retryAfterS: number | null): void {
+    this.records[request.index].refusedRetryAfterS = retryAfterS;
+  }
+
+  /** The client retried the request at t. */
+  noteRetry(request: TraceRequest, t: number): void {
+    this.records[request.index].retryArrivalMs = t;
   }
 
   /** The client gives up at `deadline` on what is still unfinished: each is aborted on its pod and booked as a timeout. */
@@ -156,10 +173,10 @@ export class SimFleet {
     } else if (ev.type === "finished") {
       const record = this.records[o.request.index];
       const s = ev.stats;
-      const elapsed = ev.time - o.request.arrivalMs;
+      const elapsed = ev.time - o.attemptMs;
       // Only timeouts abort in the simulator: times are censored at the abort, TTFT only if no token came.
       if (ev.reason === "abort") record.error = TIMEOUT;
-      record.ttftMs = s.tokenTimes.length > 0 ? s.tokenTimes[0] - o.request.arrivalMs : elapsed;
+      record.ttftMs = s.tokenTimes.length > 0 ? s.tokenTimes[0] - o.attemptMs : elapsed;
       record.e2eMs = elapsed;
       record.promptTokens = s.promptTokens;
       record.cachedTokens = s.cachedTokens;

@@ -4,30 +4,18 @@
  * requests at the same moments and the same scrape and tick phases; only its
  * own decisions differ. A run is a pure function of (scenario, seed, policy).
  */
-import { selectPolicies, type PolicySpec, type RouteRequest } from "../policies/index.js";
+import { loadStep } from "../admission.js";
+import { selectPolicies, type PolicySpec } from "../policies/index.js";
 import type { Scenario } from "../scenario.js";
 import { policyResult } from "../stats.js";
 import type { Mode, PolicyResult, RunOptions, ScenarioResult } from "../types.js";
 import { EventQueue } from "./events.js";
 import { SimFleet } from "./fleet.js";
-import { enginePrompt, generateTrace, requestBody, type Trace, type TraceRequest } from "./workload.js";
+import { SimClient } from "./client.js";
+import { generateTrace, type Trace, type TraceRequest } from "./workload.js";
 
 /** How often (in processed events) to report progress. */
 const PROGRESS_EVERY = 4096;
-
-function routeRequest(trace: Trace, request: TraceRequest): RouteRequest {
-  let prompt: string | undefined;
-  let body: string | undefined;
-  return {
-    request,
-    get prompt() {
-      return (prompt ??= enginePrompt(trace, request));
-    },
-    get body() {
-      return (body ??= requestBody(trace, request));
-    },
-  };
-}
 
 /** Replays the trace through one policy until every request has finished or timed out; returns the fleet with its records. */
 export async function replayPolicy(
@@ -40,35 +28,23 @@ export async function replayPolicy(
   const queue = new EventQueue();
   const fleet = new SimFleet(scenario, trace.requests);
   const policy = await spec.create({ scenario, trace, fleet, queue, seed });
+  const client = new SimClient(trace, policy, fleet, queue);
   onProgress?.(0);
   const requests = trace.requests;
   const windowMs = scenario.durationS * 1000;
 
   // One arrival in the queue at a time keeps the heap small.
   let next = 0;
-  let awaitingSubmit = 0;
   const arrive = (t: number): void => {
     const request = requests[next++];
     if (next < requests.length) queue.at(requests[next].arrivalMs, arrive);
-    const req = routeRequest(trace, request);
-    const decision = policy.route(req, t);
-    if ("status" in decision) {
-      fleet.reject(request, String(decision.status));
-    } else if (policy.decisionDelayMs > 0) {
-      awaitingSubmit++;
-      queue.at(t + policy.decisionDelayMs, (at) => {
-        awaitingSubmit--;
-        fleet.submit(request, decision.pod, req.prompt, at);
-      });
-    } else {
-      fleet.submit(request, decision.pod, req.prompt, t);
-    }
+    client.send(request, t);
   };
   if (requests.length > 0) queue.at(requests[0].arrivalMs, arrive);
 
   // Once the last request is on its pod, the policies' views no longer matter: stop the feeds.
   let processed = 0;
-  while (next < requests.length || awaitingSubmit > 0) {
+  while (next < requests.length || client.pending > 0) {
     const t = queue.peekTime();
     fleet.advanceTo(t);
     queue.pop()!.fn(t);
@@ -95,6 +71,7 @@ export async function simulatePolicy(
       podNames: fleet.pods.map((p) => p.name),
       durationS: scenario.durationS,
       engines: fleet.engineTotals(),
+      step: loadStep(scenario),
     },
     fleet.records,
   );

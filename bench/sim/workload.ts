@@ -5,7 +5,8 @@
  * trace of tens of thousands of long prompts stays small.
  */
 import { renderChat } from "../../host/fakeserver/openai.js";
-import { distMax, type Arrivals, type LengthDist, type Scenario } from "../scenario.js";
+import { distMax, type Arrivals, type ClassMix, type LengthDist, type Scenario } from "../scenario.js";
+import { PRIORITIES, type Priority } from "../types.js";
 import { deriveSeed, Rng } from "./rng.js";
 
 /** Characters per token of the engine model (host/engine DEFAULT_ENGINE_CONFIG.charsPerToken). */
@@ -28,6 +29,8 @@ export interface TraceRequest {
   maxTokens: number;
   /** Where the user text starts in the filler corpus. */
   fillerOffset: number;
+  /** Flow-control class the client sends (scenario `classes`; Standard without). */
+  priority: Priority;
 }
 
 export interface Trace {
@@ -127,6 +130,17 @@ function adapterWeights(scenario: Scenario): number[][] {
   });
 }
 
+/**
+ * Each request's class, from its own stream: a scenario that gains a class
+ * mix keeps every other draw (arrivals, lengths, models) as it was.
+ */
+function classDraws(mix: ClassMix | undefined, n: number, seed: number): Priority[] {
+  if (!mix) return new Array<Priority>(n).fill("standard");
+  const rng = new Rng(deriveSeed(seed, "classes"));
+  const weights = PRIORITIES.map((p) => mix[p] ?? 0);
+  return Array.from({ length: n }, () => PRIORITIES[rng.weighted(weights)]);
+}
+
 export function generateTrace(scenario: Scenario, seed: number): Trace {
   const arrivals = arrivalTimes(scenario.arrivals, scenario.durationS, new Rng(deriveSeed(seed, "arrivals")));
   const rng = new Rng(deriveSeed(seed, "requests"));
@@ -143,6 +157,7 @@ export function generateTrace(scenario: Scenario, seed: number): Trace {
   const adapters = adapterNames(scenario);
   const adapterWeight = adapterWeights(scenario);
   const modelShares = scenario.models.map((m) => m.share);
+  const classes = classDraws(scenario.classes, arrivals.length, seed);
 
   const requests = arrivals.map((arrivalMs, index): TraceRequest => {
     const pool = rng.weighted(modelShares);
@@ -160,6 +175,7 @@ export function generateTrace(scenario: Scenario, seed: number): Trace {
       userTokens,
       maxTokens: drawLength(scenario.output, rng),
       fillerOffset: rng.int(corpus.length - userTokens * CHARS_PER_TOKEN),
+      priority: classes[index],
     };
   });
   return { requests, prefixes, adapters, corpus };
