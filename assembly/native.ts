@@ -17,10 +17,12 @@ import { PrefixDecision } from "./core/prefix-index";
 import { appendRecords, LOG_BYTES, PrefixLogReader } from "./core/prefix-log";
 import { hashBuffer, mix64 } from "./core/hash";
 import { PoolLoad } from "./core/admission";
+import { LocalRefusals } from "./core/refusals";
 
 let router = new Router(1);
 let view = new FleetView();
 let inflight = new InflightTable();
+let refusals = new LocalRefusals();
 let health = new HealthLedger();
 let logReader = new PrefixLogReader();
 let writer: u32 = 1;
@@ -41,6 +43,7 @@ export function reset(seed: u64): void {
   view = new FleetView();
   view.heardMs = nowMs;
   inflight = new InflightTable();
+  refusals = new LocalRefusals();
   health = new HealthLedger();
   logReader = new PrefixLogReader();
   routedIn = new Map<u64, PoolLoad>();
@@ -95,6 +98,18 @@ export function inflightTable(): Uint8Array {
   return out;
 }
 
+/** Loads the shared memory of refused requests (the filter's llm_gateway.refusals key); false if the bytes are not one. */
+export function setRefusals(bytes: Uint8Array): bool {
+  return refusals.memory.decode(bytes.dataStart, bytes.byteLength);
+}
+
+/** The memory of refused requests after this instance's changes, to share with the others. */
+export function refusalTable(): Uint8Array {
+  const out = new Uint8Array(refusals.memory.encodedLength());
+  refusals.memory.encodeInto(out.dataStart);
+  return out;
+}
+
 /**
  * A routed request to `address` ended (the filter does this when the stream
  * is done), at the clock's now; `answered`: a pod answered it, which counts
@@ -132,7 +147,7 @@ export function exchangePrefixLog(log: Uint8Array): Uint8Array {
  * header asked for (-1 none, -2 not a class, else core/priority.ts).
  * Returns a JSON object:
  * {"endpoint": "ip:port" | null, "fallbacks": [...], "pool", "model", "target",
- * "class", "downgraded", "stream", "prompt": [start, end], "explanation"?}
+ * "class", "downgraded", "retried", "stream", "prompt": [start, end], "explanation"?}
  * (endpoint null when the view is too old to rank; target is the model served
  * after a canary split) or {"status": N, "error": {message, type, param, code},
  * "retryAfterS"?, "explanation"?} (the OpenAI error body; retryAfterS with a 429).
@@ -143,7 +158,7 @@ export function route(body: Uint8Array, kind: i32, priority: i32, mayClaimCritic
   meta.mayClaimCritical = mayClaimCritical;
   meta.explain = explain;
   const explained = explain ? ',"explanation":' : "";
-  if (!router.route(body.dataStart, body.byteLength, <ApiKind>kind, view, inflight, nowMs, meta)) {
+  if (!router.route(body.dataStart, body.byteLength, <ApiKind>kind, view, inflight, refusals, nowMs, meta)) {
     const e = router.error!;
     // toJson() is {"error":{...}}: splice the status in front of its member.
     const extra = (router.retryAfterS > 0 ? ',"retryAfterS":' + router.retryAfterS.toString() : "") +
@@ -162,6 +177,7 @@ export function route(body: Uint8Array, kind: i32, priority: i32, mayClaimCritic
     ',"target":' + jsonString(router.target!.name) +
     ',"class":"' + priorityName(router.priority) + '"' +
     ',"downgraded":' + (router.downgraded ? "true" : "false") +
+    ',"retried":' + (router.retried ? "true" : "false") +
     ',"stream":' + (req.stream ? "true" : "false") +
     ',"prompt":[' + req.promptStart.toString() + "," + req.promptEnd.toString() + "]" +
     (explain ? explained + jsonString(router.explanation) : "") + "}";

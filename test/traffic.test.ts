@@ -46,7 +46,9 @@ function fleet(a: Partial<EndpointMsg>, b: Partial<EndpointMsg>, admission: Part
   } as SnapshotMsg;
 }
 
-const chat = (model = "llama") => JSON.stringify({ model, messages: [{ role: "user", content: "hi" }] });
+// Each body is new: a body the gateway refused and sees again is taken for its retry.
+let sent = 0;
+const chat = (model = "llama") => JSON.stringify({ model, messages: [{ role: "user", content: `hi ${sent++}` }] });
 
 let router: NativeRouter;
 let shared: NativeSharedData;
@@ -64,8 +66,8 @@ function install(snap: SnapshotMsg): void {
   shared.install(router, snap);
 }
 
-function route(options: RouteOptions = {}, model = "llama"): RouteResult {
-  return shared.route(router, chat(model), "chat", options);
+function route(options: RouteOptions = {}, model = "llama", body = chat(model)): RouteResult {
+  return shared.route(router, body, "chat", options);
 }
 
 function admitted(result: RouteResult): string {
@@ -163,42 +165,71 @@ describe("classes", () => {
 });
 
 describe("Retry-After", () => {
-  it("is computed from the completions this worker saw and the retries it booked, and capped", () => {
+  /** `perSecond` completions a second for `seconds`, the pool never short of room. */
+  function drain(perSecond: number, seconds: number): void {
     install(fleet({ waiting: 0, running: 8 }, { waiting: 0, running: 8 }));
-    // Drain at 4 completions a second for 20 s: route and finish requests one by one.
-    for (let i = 0; i < 80; i++) {
+    for (let i = 0; i < perSecond * seconds; i++) {
       const pod = admitted(route());
-      advance(250);
+      advance(Math.round(1000 / perSecond));
       shared.release(router, pod);
     }
-    install(fleet({ waiting: 6 }, { waiting: 6 }));
-    const retryAfter: number[] = [];
-    for (let i = 0; i < 40; i++) {
-      const r = route();
-      if (!("retryAfterS" in r) || r.retryAfterS === undefined) throw new Error(JSON.stringify(r));
-      retryAfter.push(r.retryAfterS);
-    }
-    // Rate ~3.5/s (the 10 s average of 4/s after 20 s): the k-th refusal waits for k booked retries.
-    expect(retryAfter[0]).toBe(1);
-    expect(retryAfter[3]).toBe(2);
-    expect(retryAfter[39]).toBeGreaterThanOrEqual(10);
-    expect(retryAfter[39]).toBeLessThanOrEqual(13);
-    for (let i = 1; i < retryAfter.length; i++) expect(retryAfter[i]).toBeGreaterThanOrEqual(retryAfter[i - 1]);
+  }
 
-    // While the pool stays saturated nothing drains...
-    advance(5_000);
-    const still = route();
-    expect("retryAfterS" in still && still.retryAfterS!).toBeGreaterThanOrEqual(retryAfter[39]);
-    // ...once it has room, the booked retries drain at the rate (4 a second for 15 s here).
-    install(fleet({ waiting: 0, running: 8 }, { waiting: 0, running: 8 }));
-    for (let i = 0; i < 60; i++) {
-      const pod = admitted(route());
-      advance(250);
-      shared.release(router, pod);
-    }
+  function refusals(n: number): Array<{ retryAfterS: number; booked: number; spare: number }> {
     install(fleet({ waiting: 6 }, { waiting: 6 }));
-    const after = route();
-    expect("retryAfterS" in after && after.retryAfterS!).toBeLessThanOrEqual(2);
+    return Array.from({ length: n }, () => {
+      const r = route({ explain: true });
+      if (!("retryAfterS" in r) || r.retryAfterS === undefined) throw new Error(JSON.stringify(r));
+      const [, booked, spare] = /booked_retries=([\d.]+); spare_per_s=([\d.]+)/.exec(r.explanation!)!;
+      return { retryAfterS: r.retryAfterS, booked: Number(booked), spare: Number(spare) };
+    });
+  }
+
+  it("books each refusal behind the earlier ones at the pool's spare rate: its drain less its usual load", () => {
+    // A usual load of 2 a second for a minute, then 6 a second for 10 s: the pool drains faster than its usual load.
+    drain(2, 60);
+    drain(6, 10);
+    const seen = refusals(40);
+    for (const [k, r] of seen.entries()) {
+      expect(r.booked).toBe(k);
+      // The explanation rounds the spare rate to 0.01.
+      expect(r.retryAfterS).toBeGreaterThanOrEqual(Math.min(60, Math.ceil((r.booked + 1) / (r.spare + 0.005))));
+      expect(r.retryAfterS).toBeLessThanOrEqual(Math.min(60, Math.ceil((r.booked + 1) / (r.spare - 0.005))));
+    }
+    // Drain ~4.5/s (10 s average), usual ~2.6/s: about 2 retries a second fit.
+    expect(seen[0].spare).toBeGreaterThan(1.4);
+    expect(seen[0].spare).toBeLessThan(2.6);
+    expect(seen[39].retryAfterS).toBeGreaterThanOrEqual(15);
+  });
+
+  it("tells clients of a pool that was already running at its drain rate to come back later", () => {
+    drain(4, 60);
+    const busy = refusals(10).map((r) => r.retryAfterS);
+    router.reset(7);
+    shared = new NativeSharedData();
+    drain(2, 60);
+    drain(6, 10);
+    const spare = refusals(10).map((r) => r.retryAfterS);
+    expect(busy[9]).toBeGreaterThan(spare[9]);
+  });
+
+  it("drains booked retries only while the pool has room", () => {
+    drain(2, 60);
+    drain(6, 10);
+    const before = refusals(40)[39].retryAfterS;
+    // Still saturated 5 s later: nothing drained.
+    advance(5_000);
+    expect(refusals(1)[0].retryAfterS).toBeGreaterThanOrEqual(before);
+    // Room again, at 4 a second: the booked retries drain at the spare rate (about 1 a second here).
+    drain(4, 15);
+    const partly = refusals(1)[0];
+    expect(partly.booked).toBeGreaterThan(5);
+    expect(partly.booked).toBeLessThan(40);
+    drain(4, 60);
+    // Nothing booked ahead; the pool had been running at its drain rate, so even the first waits a few seconds.
+    const drained = refusals(1)[0];
+    expect(drained.booked).toBe(0);
+    expect(drained.retryAfterS).toBe(Math.ceil(1 / drained.spare));
   });
 
   it("falls back to one request a second per pod before any completion, and never exceeds the cap", () => {
@@ -211,6 +242,36 @@ describe("Retry-After", () => {
       last = "retryAfterS" in r ? r.retryAfterS! : -1;
     }
     expect(last).toBe(5);
+  });
+});
+
+describe("retries", () => {
+  it("admits the retry of a refused request up to the next class's limit, once", () => {
+    install(fleet({ waiting: 3 }, { waiting: 3 }));
+    const body = chat();
+    // Sheddable's limit is 2: refused. Its retry gets Standard's (4).
+    expect(route({ priority: "sheddable" }, "llama", body)).toMatchObject({ status: 429 });
+    expect(route({ priority: "sheddable" }, "llama", body)).toMatchObject({ class: "sheddable", retried: true });
+    // A new request of the class is still refused, and so is a second retry of the same body.
+    expect(route({ priority: "sheddable" })).toMatchObject({ status: 429 });
+    expect(route({ priority: "sheddable" }, "llama", body)).toMatchObject({ status: 429 });
+  });
+
+  it("recognises the retry on another worker, and not after its Retry-After and grace have passed", async () => {
+    const other = await NativeRouter.load();
+    other.reset(8);
+    other.setClock(now, now);
+    install(fleet({ waiting: 5 }, { waiting: 5 }));
+    shared.install(other, fleet({ waiting: 5 }, { waiting: 5 }));
+    const body = chat();
+    const refused = route({}, "llama", body);
+    expect(refused).toMatchObject({ status: 429, retryAfterS: 1 });
+    expect(shared.route(other, body, "chat", {})).toMatchObject({ retried: true, class: "standard" });
+
+    const late = chat();
+    expect(route({}, "llama", late)).toMatchObject({ status: 429 });
+    advance(2_000 + 15_000 + 1);
+    expect(route({}, "llama", late)).toMatchObject({ status: 429 });
   });
 });
 
@@ -261,7 +322,7 @@ describe("explained decisions", () => {
     const r = route({ explain: true, priority: "sheddable" });
     expect(r).toMatchObject({ status: 429, retryAfterS: 1 });
     expect("explanation" in r && r.explanation).toBe(
-      "refused=pool_saturated; pool=p; model=llama; class=sheddable; profile=latency; booked_retries=0.00; drain_per_s=2.00; retry_after_s=1",
+      "refused=pool_saturated; pool=p; model=llama; class=sheddable; profile=latency; booked_retries=0.00; spare_per_s=2.00; retry_after_s=1",
     );
   });
 });

@@ -9,11 +9,13 @@
 // Sheddable one would be too.
 //
 // Retry-After is computed from how fast the pool drains: each worker counts
-// the completions of the requests it routed (an exponentially weighted rate)
+// the completions of the requests it routed (exponentially weighted rates)
 // and the refusals it has made since the pool last had room (the retries it
-// has booked). A refused request is told to come back when the work booked
-// ahead of it has drained: (booked + 1) / rate. Both figures are this
-// worker's share of the pool's, so their ratio needs no shared state.
+// has booked). A refused request is told to come back when the retries booked
+// ahead of it have drained at the pool's spare rate (PoolLoad). Both figures
+// are this worker's share of the pool's, so their ratio needs no shared state.
+// A retry that comes back as told is admitted up to the next class's limit
+// (core/refusals.ts).
 import { Priority } from "./priority";
 import { Endpoint } from "./snapshot";
 
@@ -57,63 +59,111 @@ export class Admission {
   }
 }
 
-/** Time constant of the completion rate: long enough to smooth bursts, short enough to follow a step. */
-const RATE_WINDOW_MS: f64 = 10_000;
+/** Time constant of the drain rate: long enough to smooth bursts, short enough to follow a step. */
+const DRAIN_WINDOW_MS: f64 = 10_000;
+/** Time constant of the pool's usual rate: what keeps arriving after an overload ends. */
+const USUAL_WINDOW_MS: f64 = 60_000;
 /** Below this many completions a second a worker has too few to measure... */
 const MIN_MEASURED_RATE: f64 = 0.1;
 /** ...and assumes a pod finishes one request a second. */
 const FALLBACK_RATE_PER_POD: f64 = 1;
+/** At least this share of the drain is taken to be free for retries, however busy the pool was. */
+const MIN_SPARE_SHARE: f64 = 0.1;
 
-/** One worker's view of how fast a pool drains and how much refused work it has booked. */
+/** Events per second, exponentially weighted, corrected for the time it has been measuring (exact for a steady rate). */
+class Rate {
+  private weight: f64 = 0;
+  private lastMs: u64 = 0;
+  private firstMs: u64 = 0;
+
+  constructor(private windowMs: f64) {}
+
+  add(nowMs: u64): void {
+    if (this.weight == 0 && this.firstMs == 0) this.firstMs = nowMs;
+    this.weight = this.decayed(nowMs) + 1;
+    this.lastMs = nowMs;
+  }
+
+  perSecond(nowMs: u64): f64 {
+    if (this.firstMs == 0) return 0;
+    const elapsed = <f64>max<u64>(nowMs > this.firstMs ? nowMs - this.firstMs : 0, 1000);
+    return this.decayed(nowMs) * 1000 / (this.windowMs * (1 - Math.exp(-elapsed / this.windowMs)));
+  }
+
+  private decayed(nowMs: u64): f64 {
+    if (nowMs <= this.lastMs) return this.weight;
+    return this.weight * Math.exp(-<f64>(nowMs - this.lastMs) / this.windowMs);
+  }
+}
+
+/**
+ * One worker's view of how fast a pool drains and of the retries it has
+ * booked. A refused request is told to come back when the retries booked
+ * ahead of it have drained at the pool's spare rate: its drain rate less
+ * the usual load it had before it saturated (that load keeps coming after an
+ * overload, and retries only get what it leaves). While the pool stays
+ * saturated nothing booked drains.
+ */
 export class PoolLoad {
-  /** Completions, exponentially decayed with RATE_WINDOW_MS. */
-  private completions: f64 = 0;
-  private completionsMs: u64 = 0;
-  /** Refusals booked and not yet drained. */
+  private drain: Rate = new Rate(DRAIN_WINDOW_MS);
+  private usual: Rate = new Rate(USUAL_WINDOW_MS);
+  /** Completions per second before the pool last saturated. */
+  private baseline: f64 = 0;
+  /** Retries booked and not yet drained. */
   booked: f64 = 0;
   private bookedMs: u64 = 0;
   /** The pool had no room for its lowest class at the last check: booked work is not draining. */
   saturated: bool = false;
 
-  /** A request this worker routed to the pool ended. */
+  /** A pod answered a request this worker routed to the pool. */
   completed(nowMs: u64): void {
-    this.completions = this.decayed(nowMs) + 1;
-    this.completionsMs = nowMs;
+    this.drain.add(nowMs);
+    this.usual.add(nowMs);
   }
 
-  /** Completions per second, or the fallback for `pods` pods before any were seen. */
+  /** Completions per second, or the fallback for `pods` pods before enough were seen. */
   drainRate(nowMs: u64, pods: i32): f64 {
-    const rate = this.decayed(nowMs) * 1000 / RATE_WINDOW_MS;
+    const rate = this.drain.perSecond(nowMs);
     return rate >= MIN_MEASURED_RATE ? rate : FALLBACK_RATE_PER_POD * <f64>max(pods, 1);
   }
 
+  /** The share of the drain left for retries once the usual load is served. */
+  spareRate(nowMs: u64, pods: i32): f64 {
+    const drain = this.drainRate(nowMs, pods);
+    const spare = drain - this.baseline;
+    return spare >= drain * MIN_SPARE_SHARE ? spare : drain * MIN_SPARE_SHARE;
+  }
+
   /** The pool has room again: booked retries drain from now on. */
-  markRoom(nowMs: u64, rate: f64): void {
-    this.settle(nowMs, rate);
+  markRoom(nowMs: u64, pods: i32): void {
+    this.settle(nowMs, pods);
     this.saturated = false;
   }
 
+  /** A retry took its booked place. */
+  retried(): void {
+    this.booked = this.booked > 1 ? this.booked - 1 : 0;
+  }
+
   /** Books a refused request's retry and returns its Retry-After in seconds, 1..maxS. */
-  refuse(nowMs: u64, rate: f64, maxS: u32): u32 {
-    this.settle(nowMs, rate);
-    this.saturated = true;
-    const seconds = Math.ceil((this.booked + 1) / rate);
+  refuse(nowMs: u64, pods: i32, maxS: u32): u32 {
+    this.settle(nowMs, pods);
+    if (!this.saturated) {
+      this.baseline = this.usual.perSecond(nowMs);
+      this.saturated = true;
+    }
+    const seconds = Math.ceil((this.booked + 1) / this.spareRate(nowMs, pods));
     this.booked += 1;
     if (!(seconds >= 1)) return 1;
     return seconds >= <f64>maxS ? maxS : <u32>seconds;
   }
 
-  /** Drains booked work at `rate` over the time since the last change, unless the pool was saturated. */
-  private settle(nowMs: u64, rate: f64): void {
+  /** Drains booked retries at the spare rate over the time since the last change, unless the pool was saturated. */
+  private settle(nowMs: u64, pods: i32): void {
     if (!this.saturated && nowMs > this.bookedMs) {
-      const drained = rate * <f64>(nowMs - this.bookedMs) / 1000;
+      const drained = this.spareRate(nowMs, pods) * <f64>(nowMs - this.bookedMs) / 1000;
       this.booked = this.booked > drained ? this.booked - drained : 0;
     }
     this.bookedMs = nowMs;
-  }
-
-  private decayed(nowMs: u64): f64 {
-    if (nowMs <= this.completionsMs) return this.completions;
-    return this.completions * Math.exp(-<f64>(nowMs - this.completionsMs) / RATE_WINDOW_MS);
   }
 }

@@ -7,11 +7,12 @@ import { Picker } from "./picker";
 import { Priority, priorityName } from "./priority";
 import { ModelRoute, Pool } from "./snapshot";
 
-export function explainPick(picker: Picker, requested: ModelRoute, target: ModelRoute, priority: Priority): string {
+export function explainPick(picker: Picker, requested: ModelRoute, target: ModelRoute, priority: Priority, retried: bool): string {
   const ranked = picker.ranked;
   let out = "pod=" + ranked[0].address + "; fallbacks=";
   for (let k = 1; k < ranked.length; k++) out += (k > 1 ? "," : "") + ranked[k].address;
-  out += "; " + modelPart(requested, target) + "; class=" + priorityName(priority) + "; profile=" + target.profile.name + "; scores=";
+  out += "; " + modelPart(requested, target) + "; class=" + priorityName(priority) + (retried ? "; retry=admitted" : "") +
+    "; profile=" + target.profile.name + "; scores=";
   const names = Picker.SCORER_NAMES;
   for (let k = 0; k < ranked.length; k++) {
     out += (k > 0 ? " " : "") + ranked[k].address + "(";
@@ -21,9 +22,9 @@ export function explainPick(picker: Picker, requested: ModelRoute, target: Model
   return out;
 }
 
-export function explainRefusal(pool: Pool, target: ModelRoute, priority: Priority, booked: f64, drainPerS: f64, retryAfterS: u32): string {
+export function explainRefusal(pool: Pool, target: ModelRoute, priority: Priority, booked: f64, sparePerS: f64, retryAfterS: u32): string {
   return "refused=pool_saturated; pool=" + pool.name + "; model=" + target.name + "; class=" + priorityName(priority) +
-    "; profile=" + target.profile.name + "; booked_retries=" + fixed2(booked) + "; drain_per_s=" + fixed2(drainPerS) +
+    "; profile=" + target.profile.name + "; booked_retries=" + fixed2(booked) + "; spare_per_s=" + fixed2(sparePerS) +
     "; retry_after_s=" + retryAfterS.toString();
 }
 

@@ -7,6 +7,7 @@
 // scan only records where each field's last occurrence is, and read()
 // validates after the scan.
 import { jsonString } from "./errors";
+import { hashBytes } from "./hash";
 import { JsonScanner, JsonType } from "./json";
 
 export const enum ApiKind { Chat = 0, Completions = 1, Other = 2 }
@@ -112,6 +113,11 @@ export class OpenAIRequest extends JsonScanner {
     memory.copy(dst + <usize>m.start, changetype<usize>(literal), <usize>literal.byteLength);
     memory.copy(dst + <usize>(m.start + literal.byteLength), this.base + <usize>m.end, <usize>tail);
     return out;
+  }
+
+  /** Hash of the whole body as read: a retry resends the same bytes. */
+  bodyHash(): u64 {
+    return hashBytes(this.base, this.len);
   }
 
   /** The raw prompt bytes' start address in the scanned buffer. */

@@ -13,7 +13,8 @@ import { Picker } from "./picker";
 import { PrefixDecision, PrefixIndex } from "./prefix-index";
 import { BLOCK_BYTES } from "./prefix-keys";
 import { ApiKind, OpenAIRequest } from "./request";
-import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority, priorityName } from "./priority";
+import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority, priorityName, retryPriority } from "./priority";
+import { RefusalLedger } from "./refusals";
 import { RouteRequest } from "./route-request";
 import { adapterKey } from "./scorers/lora";
 import { Endpoint, ModelRoute, Pool, Split } from "./snapshot";
@@ -54,6 +55,8 @@ export class Router {
   downgraded: bool = false;
   /** Set when the request was refused for lack of room (error 429): the Retry-After in seconds. */
   retryAfterS: u32 = 0;
+  /** The request was a retry of a refused one and got in on the next class's limit. */
+  retried: bool = false;
   /** With RequestMeta.explain: the decision in words (header-safe ASCII). */
   explanation: string = "";
   /** The index of `pool` in the snapshot. */
@@ -86,9 +89,11 @@ export class Router {
    * Decides where one request goes and counts it in `inflight` against the
    * chosen endpoint (the caller releases it when the request ends).
    */
-  route(ptr: usize, len: i32, kind: ApiKind, view: FleetView, inflight: InflightTable, nowMs: u64, meta: RequestMeta): bool {
+  route(
+    ptr: usize, len: i32, kind: ApiKind, view: FleetView, inflight: InflightTable, refusals: RefusalLedger, nowMs: u64, meta: RequestMeta,
+  ): bool {
     if (!this.resolve(ptr, len, kind, view, nowMs, meta)) return false;
-    return this.blind || this.rank(inflight);
+    return this.blind || this.rank(inflight, refusals);
   }
 
   /**
@@ -107,6 +112,7 @@ export class Router {
     this.blind = false;
     this.downgraded = false;
     this.retryAfterS = 0;
+    this.retried = false;
     this.explanation = "";
     this.meta = meta;
     this.picker.ranked.length = 0;
@@ -149,9 +155,10 @@ export class Router {
   /**
    * Second half of route(): admits the request (false with a 429 `error` when
    * every eligible pod is saturated for its class), ranks the pool's
-   * endpoints and accounts for the choice.
+   * endpoints and accounts for the choice. `refusals` is consulted only when
+   * the request finds no room.
    */
-  rank(inflight: InflightTable): bool {
+  rank(inflight: InflightTable, refusals: RefusalLedger): bool {
     const request = this.request;
     const pool = request.pool;
     const model = request.model;
@@ -159,7 +166,7 @@ export class Router {
     observe(pool, inflight);
     const n = this.picker.prepare(pool, request);
     // Only fresh metrics can justify a refusal; without them the pool fails open.
-    if (n > 0 && this.picker.trusted && model.profile.admission.enabled && !this.admit(n)) return false;
+    if (n > 0 && this.picker.trusted && model.profile.admission.enabled && !this.admit(n, refusals)) return false;
     request.adapterHash = model.adapter.length > 0 ? model.nameHash : 0;
     const weights = request.weights;
     const usePrefix = weights.prefix > 0 && body.promptStart >= 0;
@@ -172,30 +179,40 @@ export class Router {
     primary.inflight++;
     if (usePrefix && request.prefix.count > 0) this.recordPrefix(pool, primary);
     if (request.adapterHash != 0 && weights.lora > 0) this.recordAdapter(primary);
-    if (explain) this.explanation = explainPick(this.picker, this.requested!, model, this.priority);
+    if (explain) this.explanation = explainPick(this.picker, this.requested!, model, this.priority, this.retried);
     return true;
   }
 
-  /** True when some candidate has room for the request's class; otherwise books a retry and sets the 429. */
-  private admit(n: i32): bool {
+  /**
+   * True when some candidate has room for the request's class, or for the
+   * next class's if it retries a refused request; otherwise books a retry,
+   * remembers the body and sets the 429.
+   */
+  private admit(n: i32, refusals: RefusalLedger): bool {
     const request = this.request;
     const admission = request.model.profile.admission;
     const candidates = this.picker.candidateList;
     const load = request.pool.load!;
     const nowMs = request.nowMs;
-    if (admission.hasRoom(candidates, n, request.capacity, this.priority)) {
+    const speed = request.capacity;
+    if (admission.hasRoom(candidates, n, speed, this.priority)) {
       // Room even for the lowest class: the retries booked so far start draining.
-      if (load.saturated && admission.hasRoom(candidates, n, request.capacity, Priority.Sheddable)) {
-        load.markRoom(nowMs, load.drainRate(nowMs, n));
-      }
+      if (load.saturated && admission.hasRoom(candidates, n, speed, Priority.Sheddable)) load.markRoom(nowMs, n);
       return true;
     }
-    const rate = load.drainRate(nowMs, n);
-    const booked = load.booked;
-    this.retryAfterS = load.refuse(nowMs, rate, admission.maxRetryAfterS);
+    const hash = this.body.bodyHash();
+    if (refusals.take(hash, nowMs) && admission.hasRoom(candidates, n, speed, retryPriority(this.priority))) {
+      load.retried();
+      this.retried = true;
+      return true;
+    }
+    this.retryAfterS = load.refuse(nowMs, n, admission.maxRetryAfterS);
+    // The retries booked ahead of this one (refuse() drained the old ones and added this one).
+    const booked = load.booked - 1;
+    refusals.remember(hash, nowMs + <u64>this.retryAfterS * 1000 + RETRY_GRACE_MS, nowMs);
     this.error = saturated(request.pool.name, priorityName(this.priority), this.retryAfterS);
     if (this.meta.explain) {
-      this.explanation = explainRefusal(request.pool, request.model, this.priority, booked, rate, this.retryAfterS);
+      this.explanation = explainRefusal(request.pool, request.model, this.priority, booked, load.spareRate(nowMs, n), this.retryAfterS);
     }
     return false;
   }
@@ -251,6 +268,9 @@ export class Router {
     return false;
   }
 }
+
+/** A retry this late after its Retry-After still counts as one (clients round, queue and reconnect). */
+const RETRY_GRACE_MS: u64 = 15_000;
 
 /** At most this many decisions wait for the next refresh tick to be shared. */
 const MAX_PENDING: i32 = 256;

@@ -39,6 +39,7 @@ import { FilterMetrics } from "./metrics";
 import { SharedHealth } from "./shared-health";
 import { SharedInflight } from "./shared-inflight";
 import { SharedPrefixLog } from "./shared-prefix-log";
+import { SharedRefusals } from "./shared-refusals";
 import { SnapshotReader } from "./shared-snapshot";
 import { TrafficStats } from "./traffic-stats";
 import { takeWorkerId } from "./worker-id";
@@ -70,6 +71,7 @@ export class GatewayRoot extends RootContext {
   health: SharedHealth = new SharedHealth();
   inflight: SharedInflight = new SharedInflight();
   prefixLog: SharedPrefixLog = new SharedPrefixLog();
+  refusals: SharedRefusals = new SharedRefusals();
   /** Some pool of the current snapshot scores prefixes or adapters: only then is the prefix log worth its copy per tick. */
   prefixOn: bool = false;
   router: Router = new Router(0);
@@ -378,7 +380,7 @@ class GatewayStream extends HttpContext {
     }
     // The body stays readable until ranked: the prefix keys hash the prompt in place.
     root.inflight.read();
-    const admitted = router.rank(root.inflight.table);
+    const admitted = router.rank(root.inflight.table, root.refusals);
     body.release();
     if (!admitted) {
       stats.refuseSaturated(router.priority);
@@ -392,6 +394,7 @@ class GatewayStream extends HttpContext {
     this.primary = primary;
     this.load = pool.load;
     stats.admit(router.priority, pool, primary);
+    if (router.retried) stats.retryAdmitted(router.priority);
     if (router.split != null) stats.split(requested, router.split!);
     return true;
   }

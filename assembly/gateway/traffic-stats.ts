@@ -45,6 +45,7 @@ export class TrafficStats {
   readonly counters: DeferredCounters = new DeferredCounters();
   private admitted: StaticArray<i32> = new StaticArray<i32>(PRIORITY_COUNT);
   private refusedSaturated: StaticArray<i32> = new StaticArray<i32>(PRIORITY_COUNT);
+  private retriesAdmitted: StaticArray<i32> = new StaticArray<i32>(PRIORITY_COUNT);
   private downgraded: i32;
   /** Refusal counters by error code, so a refusal builds no name once its reason was seen. */
   private byReason: Map<string, i32> = new Map();
@@ -56,6 +57,7 @@ export class TrafficStats {
       const prefix = "llm_gateway.class." + priorityName(<Priority>p) + ".";
       unchecked(this.admitted[p] = c.index(prefix + "admitted"));
       unchecked(this.refusedSaturated[p] = c.index(prefix + "refused"));
+      unchecked(this.retriesAdmitted[p] = c.index(prefix + "retry_admitted"));
     }
     this.downgraded = c.index("llm_gateway.class.critical.downgraded");
     this.routed = c.index("llm_gateway.requests_routed");
@@ -74,6 +76,11 @@ export class TrafficStats {
   /** Refused because the pool is saturated for class `p`. */
   refuseSaturated(p: i32): void {
     this.counters.add(unchecked(this.refusedSaturated[p]), 1);
+  }
+
+  /** A retry of a refused request got in on the next class's limit. */
+  retryAdmitted(p: i32): void {
+    this.counters.add(unchecked(this.retriesAdmitted[p]), 1);
   }
 
   downgrade(): void {

@@ -41,6 +41,8 @@ export type RouteResult =
       class: PriorityClass;
       /** Asked for Critical without being allowed to. */
       downgraded: boolean;
+      /** A retry of a refused request, admitted on the next class's limit. */
+      retried: boolean;
       stream: boolean;
       prompt: [number, number];
       explanation?: string;
@@ -68,6 +70,8 @@ interface Bindings {
   setViewPolicy(maxAgeMs: bigint, stalePolicy: number): void;
   recordOutcome(address: string, failed: boolean, ejectAfter: number, ejectMs: bigint): void;
   setInflight(bytes: Uint8Array): boolean;
+  setRefusals(bytes: Uint8Array): boolean;
+  refusalTable(): Uint8Array;
   inflightTable(): Uint8Array;
   release(address: string, answered: boolean): void;
   inflightOf(address: string): number;
@@ -112,6 +116,15 @@ export class NativeRouter {
 
   inflightTable(): Uint8Array {
     return this.wasm.inflightTable();
+  }
+
+  /** Loads the memory of refused requests all workers share (the filter's llm_gateway.refusals key). */
+  setRefusals(bytes: Uint8Array): void {
+    if (!this.wasm.setRefusals(bytes)) throw new Error("native router rejected the refusal memory bytes");
+  }
+
+  refusalTable(): Uint8Array {
+    return this.wasm.refusalTable();
   }
 
   /**

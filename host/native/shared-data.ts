@@ -1,5 +1,5 @@
 // What the Envoy filter keeps in shared data for all of its workers (the
-// in-flight table, the prefix log), kept once for several native routers that
+// in-flight table, the prefix log, the memory of refused requests), kept once for several native routers that
 // play those workers: the simulator's "ours" policy, the scorer tests and the
 // filter/native parity test. Each call hands the bytes to a router before it
 // uses them and takes them back after, as a worker reads and writes the keys.
@@ -8,13 +8,17 @@ import type { SnapshotMsg } from "../proto.js";
 
 export class NativeSharedData {
   inflight: Uint8Array = new Uint8Array(0);
+  refusals: Uint8Array = new Uint8Array(0);
   prefixLog: Uint8Array = new Uint8Array(0);
 
   /** Routes on `router` against the shared in-flight table, which then counts the request. */
   route(router: NativeRouter, body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult {
     router.setInflight(this.inflight);
+    router.setRefusals(this.refusals);
     const result = router.route(body, kind, options);
     this.inflight = router.inflightTable();
+    // Only a request that found no room changes it.
+    if ("status" in result ? result.status === 429 : result.retried) this.refusals = router.refusalTable();
     return result;
   }
 
