@@ -277,21 +277,23 @@ export const BUILTIN_PROFILES = {
     weights: DEFAULT_WEIGHTS,
     admission: {
       enabled: true,
-      // About four prefills ahead of a new request: past that its time to
-      // first token is several times the unloaded one, and a 429 the client
-      // can retry elsewhere or later serves it better than the queue.
-      maxWaiting: 4,
+      // Two requests waiting per pod (at full relative speed): a new one then
+      // waits for about two running ones to finish, its time to first token
+      // stays within about twice the unloaded one, and the pod still always
+      // has work queued for the next free batch slot, so throughput is kept.
+      maxWaiting: 2,
       // vLLM preempts running sequences when KV blocks run out; a pod that
       // queues at 95% would recompute work, not gain any.
       maxKvCache: 0.95,
-      // Sheddable gives up the upper half of the queue, so it is refused
-      // well before Standard is.
+      // Sheddable is refused as soon as every pod queues at all.
       sheddableFactor: 0.5,
-      // Critical may queue twice as deep: admitted after Standard is
-      // refused, still with a bounded wait.
+      // Critical may queue twice as deep: admitted after Standard is refused
+      // (and after a Standard request's retry, whose limit is halfway), its
+      // wait still bounded.
       criticalFactor: 2,
-      // A chat client is never told to wait more than a minute.
-      maxRetryAfterS: 60,
+      // The computed Retry-After spreads retries over the spare capacity an
+      // overload leaves; capping it low would send them all back together.
+      maxRetryAfterS: 300,
     },
   },
   /** Batch: work done per GPU-second matters, a single request's wait less. */
@@ -309,7 +311,7 @@ export const BUILTIN_PROFILES = {
       sheddableFactor: 0.5,
       criticalFactor: 2,
       // Batch clients can come back later.
-      maxRetryAfterS: 120,
+      maxRetryAfterS: 900,
     },
   },
 } as const satisfies Record<string, ProfileConfig>;

@@ -14,8 +14,8 @@
 // has booked). A refused request is told to come back when the retries booked
 // ahead of it have drained at the pool's spare rate (PoolLoad). Both figures
 // are this worker's share of the pool's, so their ratio needs no shared state.
-// A retry that comes back as told is admitted up to the next class's limit
-// (core/refusals.ts).
+// A retry that comes back as told is admitted up to a limit halfway to the
+// next class's (core/refusals.ts).
 import { Priority } from "./priority";
 import { Endpoint } from "./snapshot";
 
@@ -43,17 +43,29 @@ export class Admission {
     return this.maxWaiting;
   }
 
-  /** True when `e` (relative speed `speed`, 0..1) has no room for a request of class `p`. */
-  saturated(e: Endpoint, speed: f64, p: Priority): bool {
+  /**
+   * A retry's limit: halfway to the next class's (a Critical retry's is
+   * Critical's). Strictly below Critical's whenever criticalFactor > 1, so a
+   * Critical request is never refused while a retry of a lower class gets in.
+   */
+  retryLimit(p: Priority): f64 {
+    if (p == Priority.Critical) return this.queueLimit(p);
+    const next = p == Priority.Sheddable ? Priority.Standard : Priority.Critical;
+    return (this.queueLimit(p) + this.queueLimit(next)) / 2;
+  }
+
+  /** True when `e` (relative speed `speed`, 0..1) has no room under queue limit `limit`; `p` is the request's class. */
+  saturated(e: Endpoint, speed: f64, limit: f64, p: Priority): bool {
     const waiting = e.estimatedWaiting;
-    if (waiting >= this.queueLimit(p) * speed) return true;
+    if (waiting >= limit * speed) return true;
     return p != Priority.Critical && waiting >= 1 && e.kvCacheUsage >= this.maxKvCache;
   }
 
-  /** True when some candidate has room for class `p`; `speed[i]` is candidate i's relative speed. */
-  hasRoom(candidates: Endpoint[], n: i32, speed: StaticArray<f64>, p: Priority): bool {
+  /** True when some candidate has room for class `p` (for its retry, with `retry`); `speed[i]` is candidate i's relative speed. */
+  hasRoom(candidates: Endpoint[], n: i32, speed: StaticArray<f64>, p: Priority, retry: bool = false): bool {
+    const limit = retry ? this.retryLimit(p) : this.queueLimit(p);
     for (let i = 0; i < n; i++) {
-      if (!this.saturated(unchecked(candidates[i]), unchecked(speed[i]), p)) return true;
+      if (!this.saturated(unchecked(candidates[i]), unchecked(speed[i]), limit, p)) return true;
     }
     return false;
   }

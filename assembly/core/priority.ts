@@ -43,7 +43,3 @@ function asciiEqualsLower(ptr: usize, len: i32, lower: string): bool {
   return true;
 }
 
-/** The limit a retry of a refused request is admitted up to: the next class's (core/refusals.ts). */
-export function retryPriority(p: Priority): Priority {
-  return p == Priority.Sheddable ? Priority.Standard : Priority.Critical;
-}

@@ -1,7 +1,7 @@
 // Requests refused for lack of room, remembered until their Retry-After has
 // passed (plus some grace), so that the retry a client was told to make can be
-// told apart from new work: it is admitted up to the next class's limit (a
-// Sheddable retry as Standard, a Standard one as Critical). Without that, a
+// told apart from new work: it is admitted up to a limit halfway to the next
+// class's (core/admission.ts, retryLimit). Without that, a
 // retry that lands while the pool is still saturated competes with the very
 // overload that refused it. The key is the hash of the whole body: a retry
 // resends the same request, and a client gains nothing by sending one twice

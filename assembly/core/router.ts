@@ -13,7 +13,7 @@ import { Picker } from "./picker";
 import { PrefixDecision, PrefixIndex } from "./prefix-index";
 import { BLOCK_BYTES } from "./prefix-keys";
 import { ApiKind, OpenAIRequest } from "./request";
-import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority, priorityName, retryPriority } from "./priority";
+import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority, priorityName } from "./priority";
 import { RefusalLedger } from "./refusals";
 import { RouteRequest } from "./route-request";
 import { adapterKey } from "./scorers/lora";
@@ -184,8 +184,8 @@ export class Router {
   }
 
   /**
-   * True when some candidate has room for the request's class, or for the
-   * next class's if it retries a refused request; otherwise books a retry,
+   * True when some candidate has room for the request's class, or within its
+   * retry limit if it retries a refused request; otherwise books a retry,
    * remembers the body and sets the 429.
    */
   private admit(n: i32, refusals: RefusalLedger): bool {
@@ -201,7 +201,7 @@ export class Router {
       return true;
     }
     const hash = this.body.bodyHash();
-    if (refusals.take(hash, nowMs) && admission.hasRoom(candidates, n, speed, retryPriority(this.priority))) {
+    if (refusals.take(hash, nowMs) && admission.hasRoom(candidates, n, speed, this.priority, true)) {
       load.retried();
       this.retried = true;
       return true;
