@@ -79,8 +79,12 @@ const USUAL_WINDOW_MS: f64 = 60_000;
 const MIN_MEASURED_RATE: f64 = 0.1;
 /** ...and assumes a pod finishes one request a second. */
 const FALLBACK_RATE_PER_POD: f64 = 1;
-/** At least this share of the drain is taken to be free for retries, however busy the pool was. */
-const MIN_SPARE_SHARE: f64 = 0.1;
+/**
+ * At least this share of the drain is taken to be free for retries: the usual
+ * rate is a minute's average, which a short burst's drain rate has not yet
+ * risen above (without the floor, a burst's retries were told to wait minutes).
+ */
+const MIN_SPARE_SHARE: f64 = 0.5;
 
 /** Events per second, exponentially weighted, corrected for the time it has been measuring (exact for a steady rate). */
 class Rate {
