@@ -49,15 +49,20 @@ afterEach(async () => {
   jwt = null;
 });
 
+/** The cases count queues against limits of 2 / 4 / 8 (Sheddable / Standard / Critical): the latency profile with maxWaiting 4. */
+const LIMITS = { latency: { admission: { maxWaiting: 4 } } };
+
 async function start(pools: FleetPool[], opts: TrafficOptions = {}): Promise<TrafficStack> {
-  stack = await startTrafficStack(pools, opts);
+  stack = await startTrafficStack(pools, { profiles: LIMITS, ...opts });
   return stack;
 }
 
 // ---------------------------------------------------------------------------
 // Requests.
 
-const say = (text: string) => [{ role: "user" as const, content: text }];
+// Every body is new: the gateway takes a body it refused and sees again for that request's retry.
+let said = 0;
+const say = (text: string) => [{ role: "user" as const, content: `${text} #${said++}` }];
 
 interface Reply {
   status: number;
