@@ -168,6 +168,11 @@ export async function startFleetStack(
       stringify({
         gateway: { host: "127.0.0.1", port: 0, adminPort: 0, ...gateway },
         aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: 50, staleAfterMs: 1000, ...aggregator },
+        // These stacks test routing, failure handling and parsing with bursts
+        // of test traffic on a few small fake pods, which admission would
+        // partly refuse; tests of admission build their own config
+        // (test/helpers/traffic.ts).
+        profiles: { latency: { admission: { enabled: false } } },
         pools: pools.map((p) => ({
           name: p.name,
           baseModel: p.baseModel,

@@ -247,10 +247,10 @@ pools:
     const c = parseGatewayConfig(MINIMAL);
     expect(c.profiles).toEqual({ latency: BUILTIN_PROFILES.latency, throughput: BUILTIN_PROFILES.throughput });
     expect(c.profiles.latency.weights).toEqual(DEFAULT_WEIGHTS);
-    expect(c.profiles.latency.admission).toEqual({ enabled: true, maxWaiting: 4, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60 });
+    expect(c.profiles.latency.admission).toEqual({ enabled: true, maxWaiting: 2, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 300 });
     expect(c.profiles.throughput).toEqual({
       weights: { queue: 1, kvCache: 1, running: 0, lora: 4, prefix: 6 },
-      admission: { enabled: true, maxWaiting: 32, maxKvCache: 0.98, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 120 },
+      admission: { enabled: true, maxWaiting: 32, maxKvCache: 0.98, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 900 },
     });
     expect(c.models).toEqual([]);
     expect(c.traffic).toEqual({ critical: "none", debug: "off" });

@@ -50,12 +50,17 @@ const SMOKE = { durationS: 7, faultAtS: 4 };
 const DRAIN_LIMIT_S = 30;
 const READY_TIMEOUT_MS = 15_000;
 
-/** Default gateway settings; only the ports are the OS's choice. */
+/**
+ * Default gateway settings but admission: a killed pod's load lands on the
+ * others, and 429s would hide what failover alone does to clients. Only the
+ * ports are the OS's choice.
+ */
 function gatewayConfig(endpoints: string[]): GatewayConfig {
   return parseGatewayConfig(
     stringify({
       gateway: { host: "127.0.0.1", port: 0, adminPort: 0 },
       aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0 },
+      profiles: { latency: { admission: { enabled: false } } },
       pools: [{ name: POOL, baseModel: MODEL, endpoints }],
     }),
     "failover bench",
