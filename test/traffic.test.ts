@@ -4,21 +4,12 @@
 import { beforeEach, describe, expect, it } from "vitest";
 import { NativeRouter, type RouteOptions, type RouteResult } from "../host/native/router.js";
 import { NativeSharedData } from "../host/native/shared-data.js";
-import type { EndpointMsg, SnapshotMsg } from "../host/proto.js";
+import type { AdmissionMsg, EndpointMsg, SnapshotMsg } from "../host/proto.js";
 import { endpoint, pool } from "../bench/snapshot-builders.js";
 
 const A = "10.0.0.1:80";
 const B = "10.0.0.2:80";
 const C = "10.0.0.3:80";
-
-interface AdmissionMsg {
-  enabled: boolean;
-  maxWaiting: number;
-  maxKvCache: number;
-  sheddableFactor: number;
-  criticalFactor: number;
-  maxRetryAfterS: number;
-}
 
 const ADMIT: AdmissionMsg = { enabled: true, maxWaiting: 4, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60 };
 const WEIGHTS = { queue: 2, kvCache: 1, running: 1, lora: 0, prefix: 0 };

@@ -98,13 +98,15 @@ export interface OverheadReport {
 }
 
 export const FILTER_HOT_PATH: string[] = [
-  "Wasm → host calls per routed request: 11 (counted on the proxy-wasm emulator, test/filter-parity.test.ts) — " +
+  "Wasm → host calls per routed request: 12 (counted on the proxy-wasm emulator, test/filter-parity.test.ts) — " +
     "`proxy_get_header_map_pairs` (all request headers, once), `proxy_get_buffer_bytes` (the whole buffered body, once, " +
     "at end of stream), `proxy_get_shared_data` + `proxy_set_shared_data` (the in-flight table: read, add this request, " +
-    "compare-and-swap write), `proxy_replace_header_map_value` twice (x-gateway-pool, x-gateway-destination-endpoint), " +
-    "`proxy_increment_metric` (llm_gateway.requests_routed); when the stream ends `proxy_get_property` twice " +
-    "(response.code, upstream.address, for passive health) and the in-flight table again (release). " +
-    "A client-sent x-gateway-* header adds a remove and a counter bump each (none here).",
+    "compare-and-swap write), `proxy_replace_header_map_value` four times (x-gateway-pool, x-gateway-model-name, " +
+    "x-gateway-base-model, x-gateway-destination-endpoint); when the stream ends `proxy_get_property` twice " +
+    "(response.code, upstream.address, for passive health and the drain rate) and the in-flight table again (release). " +
+    "Counters (per class, reason, pod) are kept in Wasm memory and handed over on the 20 ms tick. " +
+    "A client-sent x-gateway-* header adds a remove and a counter bump each (none here); a canary split adds " +
+    "`proxy_set_buffer_bytes` and a content-length header; a request that finds no room reads and writes the refusal memory.",
   "Host → Wasm calls per request: `proxy_on_context_create`, `proxy_on_request_headers`, `proxy_on_request_body` " +
     "once per received body chunk (StopIterationAndBuffer until end of stream), `proxy_on_done`, `proxy_on_delete`, " +
     "and the module's `malloc` for what the host hands over (header pairs, body, shared-data values, properties). " +
@@ -112,7 +114,7 @@ export const FILTER_HOT_PATH: string[] = [
   "Copies: the header map is serialised once and the body copied once into Wasm memory; both are scanned in place, " +
     "and the prompt's first 16 KiB are hashed in place for the prefix keys. The model name is the only value decoded to a string.",
   "Off the request path: every worker's root context polls a 16-byte snapshot cell and the health ledger in shared data " +
-    "every 20 ms, and, when a pool scores prefixes or adapters, swaps routing decisions through the ~53 KiB prefix log.",
+    "every 20 ms, and, when a profile scores prefixes or adapters, swaps routing decisions through the ~53 KiB prefix log.",
 ];
 
 function quantile(sorted: Float64Array, q: number): number {
