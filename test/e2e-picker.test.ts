@@ -5,13 +5,12 @@
 // connections are chosen from Envoy's per-worker listener stats so that both
 // workers hold some. Pool weights are the config's defaults (DEFAULT_WEIGHTS)
 // unless a case says why not.
-import http from "node:http";
-import { Readable } from "node:stream";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { DEFAULT_WEIGHTS } from "../host/config.js";
 import type { Fleet, Pod } from "../host/fakeserver/index.js";
 import { startFleetStack, type FleetPool, type Stack } from "../host/stack.js";
+import { acceptedPerWorker, connect as connectOn, type Conn } from "./helpers/connections.js";
 import { waitFor } from "./helpers/stack.js";
 
 // ---------------------------------------------------------------------------
@@ -49,86 +48,9 @@ afterEach(async () => {
 // ---------------------------------------------------------------------------
 // Clients: one keep-alive connection each, on a known Envoy worker.
 
-interface Conn {
-  /** The Envoy worker that accepted this connection. */
-  worker: string;
-  agent: http.Agent;
-  client: OpenAI;
-  /** GET on this connection. */
-  get(path: string): Promise<{ status: number; json: any }>;
-  /** Completions sent on it. */
-  sent: number;
-}
-
-/** A fetch for the OpenAI client that sends everything over one agent (maxSockets 1: one connection). */
-function fetchOver(agent: http.Agent): typeof fetch {
-  return ((input: string | URL | Request, init: RequestInit = {}) =>
-    new Promise<Response>((resolve, reject) => {
-      const url = new URL(input instanceof Request ? input.url : String(input));
-      const headers: Record<string, string> = {};
-      new Headers(init.headers).forEach((v, k) => (headers[k] = v));
-      const req = http.request(url, { method: init.method ?? "GET", agent, headers }, (res) => {
-        const h = new Headers();
-        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) h.set(k, Array.isArray(v) ? v.join(", ") : v);
-        resolve(new Response(Readable.toWeb(res) as ReadableStream, { status: res.statusCode, headers: h }));
-      });
-      const signal = init.signal;
-      if (signal) {
-        if (signal.aborted) req.destroy(new Error("aborted"));
-        signal.addEventListener("abort", () => req.destroy(new Error("aborted")), { once: true });
-      }
-      req.on("error", reject);
-      req.end(init.body as string | undefined);
-    })) as typeof fetch;
-}
-
-/** Connections accepted so far per worker ("worker_0": n), from Envoy's listener stats. */
-async function acceptedPerWorker(stack: Stack): Promise<Record<string, number>> {
-  // The gateway is the only listener with per-worker stats ("listener.127.0.0.1_0.worker_1.downstream_cx_total").
-  const stats = await stack.envoy.stats("^listener\\..*\\.worker_\\d+\\.downstream_cx_total$");
-  const out: Record<string, number> = {};
-  for (const [name, v] of Object.entries(stats)) out[/worker_\d+/.exec(name)![0]] = v;
-  return out;
-}
-
-/**
- * `perWorker` connections on each of Envoy's two workers. Connections are
- * opened one at a time (a GET /health each), and Envoy's per-worker accept
- * counter says which worker took it; surplus ones are closed.
- */
+/** `perWorker` connections on each of Envoy's two workers, interleaved, closed after the case. */
 async function connect(stack: Stack, perWorker: number): Promise<Conn[]> {
-  const byWorker = new Map<string, Conn[]>();
-  const spare: http.Agent[] = [];
-  try {
-    for (let attempt = 0; attempt < 60; attempt++) {
-      const workers = [...byWorker.values()];
-      if (workers.length === 2 && workers.every((w) => w.length >= perWorker)) break;
-      const before = await acceptedPerWorker(stack);
-      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-      const get = async (path: string) => {
-        const r = await fetchOver(agent)(`${stack.gatewayUrl}${path}`);
-        return { status: r.status, json: await r.json() };
-      };
-      expect((await get("/health")).status).toBe(200);
-      const after = await acceptedPerWorker(stack);
-      const took = Object.keys(after).filter((w) => after[w] > (before[w] ?? 0));
-      if (took.length !== 1 || (byWorker.get(took[0])?.length ?? 0) >= perWorker) {
-        spare.push(agent);
-        continue;
-      }
-      const client = new OpenAI({ baseURL: `${stack.gatewayUrl}/v1`, apiKey: "x", maxRetries: 0, fetch: fetchOver(agent) });
-      const conn: Conn = { worker: took[0], agent, client, get, sent: 0 };
-      byWorker.set(took[0], [...(byWorker.get(took[0]) ?? []), conn]);
-      conns.push(conn);
-    }
-  } finally {
-    for (const a of spare) a.destroy();
-  }
-  const workers = [...byWorker.values()];
-  expect(workers.length, "connections on both Envoy workers").toBe(2);
-  for (const w of workers) expect(w.length).toBe(perWorker);
-  // Interleaved, so that round-robin over the list alternates workers.
-  return Array.from({ length: perWorker }, (_, i) => workers.map((w) => w[i])).flat();
+  return connectOn(stack, perWorker, "x", conns);
 }
 
 /** Waits until every connection's worker routes on a snapshot at least as new as the aggregator's now. */

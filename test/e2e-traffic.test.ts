@@ -15,15 +15,13 @@ import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import type { FleetPool } from "../host/stack.js";
 import { waitFor } from "./helpers/stack.js";
+import { acceptedPerWorker, connect, type Conn } from "./helpers/connections.js";
 import {
-  acceptedPerWorker,
-  connect,
   gatewayStats,
   makeJwt,
   startTrafficStack,
   statSegment,
   waitForView,
-  type Conn,
   type Jwt,
   type TrafficOptions,
   type TrafficStack,
