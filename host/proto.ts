@@ -3,6 +3,7 @@
 // tests can hand the native router the same bytes Envoy receives.
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import type { AdmissionConfig } from "./config.js";
 import { protoPath } from "./paths.js";
 
 export interface WeightsMsg { queue: number; kvCache: number; running: number; lora: number; prefix: number }
@@ -34,14 +35,8 @@ export interface SplitMsg { model: number; weight: number }
  * carry them.
  */
 export interface ModelMsg { name: string; pool: number; adapter: string; profile?: number; priority?: number; splits?: SplitMsg[] }
-export interface AdmissionMsg {
-  enabled: boolean;
-  maxWaiting: number;
-  maxKvCache: number;
-  sheddableFactor: number;
-  criticalFactor: number;
-  maxRetryAfterS: number;
-}
+/** The config's admission settings travel as they are (proto Admission). */
+export type AdmissionMsg = AdmissionConfig;
 export interface ProfileMsg { name: string; weights: WeightsMsg; admission: AdmissionMsg }
 /** Without profiles (hand-built messages may leave them out) the filter scores with pool weights and admits everything. */
 export interface SnapshotMsg { version: number; models: ModelMsg[]; pools: PoolMsg[]; generatedUnixMs: number; profiles?: ProfileMsg[] }
