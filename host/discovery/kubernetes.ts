@@ -79,10 +79,21 @@ export function podTarget(pod: V1Pod, port: number): Target | null {
 function errorText(err: unknown): string {
   const e = err as { code?: unknown; statusCode?: unknown; body?: unknown; message?: string };
   const status = typeof e.code === "number" ? e.code : typeof e.statusCode === "number" ? e.statusCode : undefined;
-  // An ApiException's message holds the headers too; the Status body's message is the part worth logging.
-  const body = e.body as { message?: string } | string | undefined;
-  const detail = typeof body === "object" && body?.message ? body.message : typeof body === "string" && body ? body : e.message;
-  return status !== undefined ? `HTTP ${status}: ${detail}` : String(detail ?? err);
+  return status !== undefined ? `HTTP ${status}: ${statusMessage(e.body) ?? e.message}` : String(e.message ?? err);
+}
+
+/** The message of a Status body (an ApiException's own message carries the response headers too). */
+function statusMessage(body: unknown): string | undefined {
+  let status = body;
+  if (typeof body === "string") {
+    try {
+      status = JSON.parse(body);
+    } catch {
+      return body || undefined;
+    }
+  }
+  const message = (status as { message?: unknown } | null)?.message;
+  return typeof message === "string" ? message : undefined;
 }
 
 function isGone(err: unknown): boolean {
