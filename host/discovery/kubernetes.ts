@@ -279,10 +279,20 @@ class PoolPods {
     const beforeKeys = new Set(before.map(key));
     const nextKeys = new Set(next.map(key));
     if (this.reported !== null && beforeKeys.size === nextKeys.size && [...nextKeys].every((k) => beforeKeys.has(k))) return;
-    for (const t of before) if (!nextKeys.has(key(t))) this.sink.event(this.pool.name, "removed", key(t));
-    for (const t of next) if (!beforeKeys.has(key(t))) this.sink.event(this.pool.name, "added", key(t));
+    const changes: string[] = [];
+    for (const t of before) {
+      if (nextKeys.has(key(t))) continue;
+      this.sink.event(this.pool.name, "removed", key(t));
+      changes.push(`-${key(t)}`);
+    }
+    for (const t of next) {
+      if (beforeKeys.has(key(t))) continue;
+      this.sink.event(this.pool.name, "added", key(t));
+      changes.push(`+${key(t)}`);
+    }
     this.reported = next;
-    this.log(`pool ${this.pool.name}: ${next.length} pod(s) [${next.map(key).join(", ")}]`);
+    // The changes, not the whole set: a pool may have a thousand pods.
+    this.log(`pool ${this.pool.name}: ${next.length} pod(s)${changes.length ? `; ${changes.join(", ")}` : ""}`);
     this.sink.targets(this.pool.name, next);
   }
 }
