@@ -18,7 +18,9 @@ export function describeWithApiServer(name: string, body: () => void): void {
     describe(name, body);
     return;
   }
-  describe.skip(`${name} (SKIPPED: kube-apiserver and etcd are not built; run scripts/kube/build-apiserver.sh, ~10 minutes cold)`, body);
+  const why = "kube-apiserver and etcd are not built: run scripts/kube/build-apiserver.sh (about 10 minutes cold, cached in ~/.cache/kube-local)";
+  console.warn(`SKIPPED "${name}": ${why}`);
+  describe.skip(`${name} (SKIPPED: ${why})`, body);
 }
 
 export interface PodState {
