@@ -4,7 +4,7 @@
 // follows; a cut connection resumes from its resourceVersion, and a restarted
 // server that has forgotten it makes the source list again.
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { kubernetesDiscovery, loadKubeConfig, type KubernetesPool } from "../host/discovery/kubernetes.js";
+import { kubernetesSource, loadKubeConfig, type KubernetesPool } from "../host/discovery/kubernetes.js";
 import type { DiscoverySource } from "../host/discovery/source.js";
 import { startLocalApiServer, type LocalApiServer } from "../host/localkube/apiserver.js";
 import { ApiRelay, describeWithApiServer, RecordingSink, TestPods } from "./helpers/k8s.js";
@@ -45,7 +45,7 @@ describeWithApiServer("Kubernetes discovery against a real API server", () => {
     await pods.create("d", { app: "llama" }, { ready: true }); // Ready, but no IP yet
 
     const sink = new RecordingSink();
-    await start(kubernetesDiscovery([pool("llama", "lifecycle")], { kubeConfig: server.kubeConfig(), log }), sink);
+    await start(kubernetesSource(pool("llama", "lifecycle"), { kubeConfig: server.kubeConfig(), log }), sink);
     // The first answer comes from the list, before start() resolves.
     expect(sink.current("llama")).toEqual([at("a", "10.0.0.1")]);
     expect(sink.latest("llama")![0]).toEqual({ ip: "10.0.0.1", port: PORT, address: "10.0.0.1:8000", name: "a", hostHeader: "10.0.0.1:8000" });
@@ -89,7 +89,9 @@ describeWithApiServer("Kubernetes discovery against a real API server", () => {
     await west.create("w2", { app: "qwen" }, { ip: "10.2.0.2", ready: true });
 
     const sink = new RecordingSink();
-    await start(kubernetesDiscovery([pool("east", "east"), pool("west", "west", "app in (llama, qwen)")], { kubeConfig: server.kubeConfig(), log }), sink);
+    // One source per pool, as the aggregator builds them, reporting to one sink.
+    const opts = { kubeConfig: server.kubeConfig(), log };
+    await Promise.all([start(kubernetesSource(pool("east", "east"), opts), sink), start(kubernetesSource(pool("west", "west", "app in (llama, qwen)"), opts), sink)]);
     expect(sink.current("east")).toEqual([at("e1", "10.1.0.1")]);
     expect(sink.current("west")).toEqual([at("w1", "10.2.0.1"), at("w2", "10.2.0.2")]);
 
@@ -113,7 +115,7 @@ describeWithApiServer("Kubernetes discovery against a real API server", () => {
     const kc = server.kubeConfig();
     kc.clusters[0] = { ...kc.clusters[0], server: relay.url };
     const sink = new RecordingSink();
-    await start(kubernetesDiscovery([pool("llama", "unreachable")], { kubeConfig: kc, log }), sink);
+    await start(kubernetesSource(pool("llama", "unreachable"), { kubeConfig: kc, log }), sink);
     // Fail closed: nothing to route to until the API server says what exists.
     expect(sink.current("llama")).toEqual([]);
     await waitFor("a few failed attempts", () => sink.eventsOf("llama", "error").length >= 3);
@@ -142,7 +144,7 @@ describeWithApiServer("Kubernetes discovery against a real API server", () => {
       const kc = server.kubeConfig();
       kc.clusters[0] = { ...kc.clusters[0], server: relay.url };
       const sink = new RecordingSink();
-      await start(kubernetesDiscovery([pool("llama", "cut")], { kubeConfig: kc, log }), sink);
+      await start(kubernetesSource(pool("llama", "cut"), { kubeConfig: kc, log }), sink);
       expect(sink.current("llama")).toEqual([at("k1", "10.4.0.1")]);
       // Let the watch open before cutting it (a change it delivers shows it is).
       await pods.create("k0", { app: "llama" }, { ip: "10.4.0.9", ready: true });
@@ -167,7 +169,7 @@ describeWithApiServer("Kubernetes discovery against a real API server", () => {
     await pods.createNamespace();
     await pods.create("r1", { app: "llama" }, { ip: "10.5.0.1", ready: true });
     const sink = new RecordingSink();
-    await start(kubernetesDiscovery([pool("llama", "restart")], { kubeConfig: server.kubeConfig(), log }), sink);
+    await start(kubernetesSource(pool("llama", "restart"), { kubeConfig: server.kubeConfig(), log }), sink);
     expect(sink.current("llama")).toEqual([at("r1", "10.5.0.1")]);
 
     // A write the pool's watch does not see moves etcd past the source's
@@ -190,7 +192,7 @@ describeWithApiServer("Kubernetes discovery against a real API server", () => {
     delete process.env.KUBERNETES_SERVICE_HOST;
     try {
       expect(() => loadKubeConfig()).toThrow(/no Kubernetes credentials/);
-      expect(() => kubernetesDiscovery([pool("llama", "x")], { log })).toThrow(/no Kubernetes credentials/);
+      expect(() => kubernetesSource(pool("llama", "x"), { log })).toThrow(/no Kubernetes credentials/);
       // A kubeconfig file is taken as given.
       expect(loadKubeConfig(server.writeKubeconfig()).getCurrentCluster()?.server).toBe(server.url);
     } finally {

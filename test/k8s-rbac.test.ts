@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { kubernetesDiscovery } from "../host/discovery/kubernetes.js";
+import { kubernetesSource } from "../host/discovery/kubernetes.js";
 import { startLocalApiServer, type LocalApiServer } from "../host/localkube/apiserver.js";
 import { describeWithApiServer, RecordingSink, TestPods } from "./helpers/k8s.js";
 import { waitFor } from "./helpers/stack.js";
@@ -91,7 +91,7 @@ describeWithApiServer("the aggregator's RBAC (deploy/kubernetes/base/rbac.yaml) 
     expect(await watchStatus(new Watch(asAggregator), `/api/v1/namespaces/${NS}/pods`)).toBe(200);
 
     const sink = new RecordingSink();
-    const source = kubernetesDiscovery([{ name: "llama", kubernetes: { namespace: NS, selector: "app=llama", port: 8000 } }], { kubeConfig: asAggregator, log: () => {} });
+    const source = kubernetesSource({ name: "llama", kubernetes: { namespace: NS, selector: "app=llama", port: 8000 } }, { kubeConfig: asAggregator, log: () => {} });
     try {
       await source.start(sink);
       expect(sink.current("llama")).toEqual(["m1 10.9.0.1:8000"]);
@@ -123,7 +123,7 @@ describeWithApiServer("the aggregator's RBAC (deploy/kubernetes/base/rbac.yaml) 
 
     // A pool in a namespace the ServiceAccount has no Role in: reported empty, with the 403 as an error event.
     const sink = new RecordingSink();
-    const source = kubernetesDiscovery([{ name: "stray", kubernetes: { namespace: OTHER, selector: "app=llama", port: 8000 } }], { kubeConfig: asAggregator, log: () => {} });
+    const source = kubernetesSource({ name: "stray", kubernetes: { namespace: OTHER, selector: "app=llama", port: 8000 } }, { kubeConfig: asAggregator, log: () => {} });
     try {
       await source.start(sink);
       expect(sink.current("stray")).toEqual([]);

@@ -8,8 +8,7 @@
 // whether they are healthy.
 import { CoreV1Api, KubeConfig, Observable, Watch, type V1Pod } from "@kubernetes/client-node";
 import { isIP } from "node:net";
-import type { KubernetesPoolConfig } from "../config.js";
-import { formatHostPort } from "../config.js";
+import { formatHostPort, type KubernetesPoolConfig } from "../config.js";
 import type { DiscoverySink, DiscoverySource, Target } from "./source.js";
 
 export interface KubernetesPool {
@@ -17,14 +16,9 @@ export interface KubernetesPool {
   kubernetes: KubernetesPoolConfig;
 }
 
-/** The part of the client's Watch the source uses (tests wrap the real one to break or age a watch). */
-export type PodWatch = Pick<Watch, "watch">;
-
 export interface KubernetesDiscoveryOptions {
-  /** Credentials for every pool; by default each pool's kubeconfig, else KUBECONFIG, else the in-cluster service account. */
+  /** Credentials; by default the pool's kubeconfig, else KUBECONFIG, else the in-cluster service account. */
   kubeConfig?: KubeConfig;
-  /** The watch to use for a cluster (default the client's own). */
-  makeWatch?: (kc: KubeConfig) => PodWatch;
   log?: (line: string) => void;
 }
 
@@ -146,7 +140,7 @@ class PoolPods {
   constructor(
     private readonly pool: KubernetesPool,
     private readonly api: CoreV1Api,
-    private readonly podWatch: PodWatch,
+    private readonly podWatch: Watch,
     private readonly sink: DiscoverySink,
     private readonly log: (line: string) => void,
     private readonly stop: AbortSignal,
@@ -297,35 +291,19 @@ class PoolPods {
   }
 }
 
-/** Discovers the pods of every pool with a `kubernetes:` block. */
-export function kubernetesDiscovery(pools: readonly KubernetesPool[], opts: KubernetesDiscoveryOptions = {}): DiscoverySource {
+/** Discovers the pods of a pool with a `kubernetes:` block. */
+export function kubernetesSource(pool: KubernetesPool, opts: KubernetesDiscoveryOptions = {}): DiscoverySource {
   const log = opts.log ?? ((line: string) => console.log(`[discovery] ${line}`));
-  const makeWatch = opts.makeWatch ?? ((kc: KubeConfig) => new Watch(kc));
-  // One client per cluster; credentials are read now, so a missing one fails the start, not every list.
-  const clients = new Map<string, { api: CoreV1Api; watch: PodWatch }>();
-  const clientFor = (pool: KubernetesPool) => {
-    const file = pool.kubernetes.kubeconfig ?? "";
-    let client = clients.get(file);
-    if (!client) {
-      const kc = opts.kubeConfig ?? loadKubeConfig(file || undefined);
-      client = { api: kc.makeApiClient(CoreV1Api), watch: makeWatch(kc) };
-      clients.set(file, client);
-    }
-    return client;
-  };
-  const bound = pools.map((pool) => ({ pool, ...clientFor(pool) }));
+  // Credentials are read now: a missing one fails the aggregator's start, not every list.
+  const kc = opts.kubeConfig ?? loadKubeConfig(pool.kubernetes.kubeconfig);
+  const api = kc.makeApiClient(CoreV1Api);
+  const watch = new Watch(kc);
   const stop = new AbortController();
-
   return {
     start(sink) {
-      const first = bound.map(
-        ({ pool, api, watch }) =>
-          new Promise<void>((answered) => {
-            const pods = new PoolPods(pool, api, watch, sink, log, stop.signal);
-            void pods.run(answered).finally(answered);
-          }),
-      );
-      return Promise.all(first).then(() => undefined);
+      return new Promise<void>((answered) => {
+        void new PoolPods(pool, api, watch, sink, log, stop.signal).run(answered).finally(answered);
+      });
     },
     close() {
       stop.abort();
