@@ -145,11 +145,24 @@ describeWithApiServer("routing follows pods discovered by label (real API server
     expect(await servedBy(4)).toEqual({ d: 4 });
   });
 
+  it("refuses with 503 while no pod is Ready (fail closed), and routes again when one is", async () => {
+    await pods.setState("d", { ip: IPS.d, ready: false });
+    await untilRouted([]);
+    const refused = await conns[0].client.chat.completions
+      .create({ model: MODEL, messages: [{ role: "user", content: "anyone?" }], max_tokens: 4 })
+      .catch((err: unknown) => err);
+    expect(refused).toMatchObject({ status: 503, code: "no_endpoint" });
+    await pods.setState("d", { ip: IPS.d, ready: true });
+    await untilRouted(["d"]);
+    expect(await servedBy(4)).toEqual({ d: 4 });
+  });
+
   it("did all of it on the one Envoy, never restarted", async () => {
     expect(stack.envoy.pid).toBe(envoyPid);
     expect(() => process.kill(envoyPid, 0)).not.toThrow();
     const stats = await stack.envoy.stats("^cluster\\.llm_gateway_pool_llama\\.(membership_change|update_success)$");
-    // Every change above reached Envoy as an endpoint update, not a new process.
-    expect(stats["cluster.llm_gateway_pool_llama.membership_change"]).toBeGreaterThanOrEqual(6);
+    // Every change above reached Envoy as an endpoint update, not a new process:
+    // [a], [a b], [b], [c], [c d], [d], [], [d] at least (some may come in more steps).
+    expect(stats["cluster.llm_gateway_pool_llama.membership_change"]).toBeGreaterThanOrEqual(8);
   });
 });

@@ -160,9 +160,7 @@ class PoolPods {
         }
       } catch (err) {
         if (this.stop.aborted) return;
-        const text = errorText(err);
-        this.log(`pool ${this.pool.name}: ${text}`);
-        this.sink.event(this.pool.name, "error", text);
+        this.sink.event(this.pool.name, "error", errorText(err));
         // A pool whose first list fails has no pods yet: say so, so start() can finish.
         if (this.reported === null) this.flush();
         answered();
