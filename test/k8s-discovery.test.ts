@@ -186,15 +186,15 @@ describeWithApiServer("Kubernetes discovery against a real API server", () => {
     await sink.until("llama", [at("r1", "10.5.0.1"), at("r2", "10.5.0.2")]);
   }, 90_000);
 
-  it("refuses to start without credentials rather than guess a cluster", () => {
+  it("refuses to start without credentials rather than guess a cluster", async () => {
     const saved = { KUBECONFIG: process.env.KUBECONFIG, KUBERNETES_SERVICE_HOST: process.env.KUBERNETES_SERVICE_HOST };
     delete process.env.KUBECONFIG;
     delete process.env.KUBERNETES_SERVICE_HOST;
     try {
-      expect(() => loadKubeConfig()).toThrow(/no Kubernetes credentials/);
-      expect(() => kubernetesSource(pool("llama", "x"), { log })).toThrow(/no Kubernetes credentials/);
+      await expect(loadKubeConfig()).rejects.toThrow(/no Kubernetes credentials/);
+      await expect(start(kubernetesSource(pool("llama", "x"), { log }), new RecordingSink())).rejects.toThrow(/no Kubernetes credentials/);
       // A kubeconfig file is taken as given.
-      expect(loadKubeConfig(server.writeKubeconfig()).getCurrentCluster()?.server).toBe(server.url);
+      expect((await loadKubeConfig(server.writeKubeconfig())).getCurrentCluster()?.server).toBe(server.url);
     } finally {
       for (const [k, v] of Object.entries(saved)) if (v !== undefined) process.env[k] = v;
     }

@@ -6,7 +6,7 @@
 // Errors back off (capped, jittered) and keep the last known pods: an API
 // server that is down says nothing about the pods, and their scrapes decide
 // whether they are healthy.
-import { CoreV1Api, KubeConfig, Observable, Watch, type V1Pod } from "@kubernetes/client-node";
+import type { CoreV1Api, KubeConfig, V1Pod, Watch } from "@kubernetes/client-node";
 import { isIP } from "node:net";
 import { formatHostPort, type KubernetesPoolConfig } from "../config.js";
 import type { DiscoverySink, DiscoverySource, Target } from "./source.js";
@@ -37,6 +37,10 @@ const WATCH_MAX_S = 600;
 /** A watch still open this long after the server should have ended it is taken for a dead connection. */
 const WATCH_GRACE_MS = 30_000;
 
+/** The client takes ~0.8 s to load: only an aggregator with a Kubernetes pool pays for it. */
+type Client = typeof import("@kubernetes/client-node");
+const loadClient = (): Promise<Client> => import("@kubernetes/client-node");
+
 const SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
 /**
@@ -44,8 +48,8 @@ const SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/tok
  * KUBECONFIG variable, else the service account of the pod the aggregator
  * runs in. Throws when none applies, rather than guessing a cluster.
  */
-export function loadKubeConfig(file?: string): KubeConfig {
-  const kc = new KubeConfig();
+export async function loadKubeConfig(file?: string): Promise<KubeConfig> {
+  const kc = new (await loadClient()).KubeConfig();
   if (file) kc.loadFromFile(file);
   else if (process.env.KUBECONFIG) kc.loadFromDefault();
   else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
@@ -136,16 +140,20 @@ class PoolPods {
   private readonly backoff = new Backoff();
   private flushQueued = false;
   private readonly path: string;
+  private readonly api: CoreV1Api;
+  private readonly podWatch: Watch;
 
   constructor(
     private readonly pool: KubernetesPool,
-    private readonly api: CoreV1Api,
-    private readonly podWatch: Watch,
+    private readonly client: Client,
+    kc: KubeConfig,
     private readonly sink: DiscoverySink,
     private readonly log: (line: string) => void,
     private readonly stop: AbortSignal,
   ) {
     this.path = `/api/v1/namespaces/${encodeURIComponent(pool.kubernetes.namespace)}/pods`;
+    this.api = kc.makeApiClient(client.CoreV1Api);
+    this.podWatch = new client.Watch(kc);
   }
 
   /** Runs until `stop` aborts; `answered` is called once the pool has a first target set. */
@@ -176,8 +184,8 @@ class PoolPods {
       {
         middleware: [
           {
-            pre: (req) => (req.setSignal(signal), new Observable(Promise.resolve(req))),
-            post: (res) => new Observable(Promise.resolve(res)),
+            pre: (req) => (req.setSignal(signal), new this.client.Observable(Promise.resolve(req))),
+            post: (res) => new this.client.Observable(Promise.resolve(res)),
           },
         ],
         middlewareMergeStrategy: "append",
@@ -289,18 +297,22 @@ class PoolPods {
   }
 }
 
-/** Discovers the pods of a pool with a `kubernetes:` block. */
+/**
+ * Discovers the pods of a pool with a `kubernetes:` block. start() rejects
+ * when there are no credentials (see loadKubeConfig), so the aggregator does
+ * not start without them.
+ */
 export function kubernetesSource(pool: KubernetesPool, opts: KubernetesDiscoveryOptions = {}): DiscoverySource {
   const log = opts.log ?? ((line: string) => console.log(`[discovery] ${line}`));
-  // Credentials are read now: a missing one fails the aggregator's start, not every list.
-  const kc = opts.kubeConfig ?? loadKubeConfig(pool.kubernetes.kubeconfig);
-  const api = kc.makeApiClient(CoreV1Api);
-  const watch = new Watch(kc);
   const stop = new AbortController();
   return {
-    start(sink) {
-      return new Promise<void>((answered) => {
-        void new PoolPods(pool, api, watch, sink, log, stop.signal).run(answered).finally(answered);
+    async start(sink) {
+      const client = await loadClient();
+      const kc = opts.kubeConfig ?? (await loadKubeConfig(pool.kubernetes.kubeconfig));
+      if (stop.signal.aborted) return;
+      const pods = new PoolPods(pool, client, kc, sink, log, stop.signal);
+      await new Promise<void>((answered) => {
+        void pods.run(answered).finally(answered);
       });
     },
     close() {
