@@ -15,23 +15,24 @@ import type { PoolState } from "./pool.js";
 
 /** The scrape loop may take this share of one core; a fleet that needs more gets a longer interval. */
 export const CORE_SHARE = 0.5;
-/** Weight of the newest cycle in the smoothed CPU per cycle. */
-const SMOOTHING = 0.3;
-/** The interval shrinks back only once the need is this far below it, so it does not flap. */
-const SHRINK_BELOW = 0.8;
+/** Weight of the newest cycle in the smoothed cost of a cycle. */
+const SMOOTHING = 0.1;
+/** The interval moves only when the one needed differs from it by more than this (relative), so it does not flap. */
+const HYSTERESIS = 0.25;
 /** Intervals move in steps of this much. */
 const STEP_MS = 10;
 
 /**
- * The interval for a cycle costing `cpuMs` of CPU: at most CORE_SHARE of a
+ * The interval for cycles costing `cpuMs` of CPU: at most CORE_SHARE of a
  * core, never below `minMs` (the configured one) nor above `maxMs` (past
- * which pods would go stale between scrapes). Grows at once, shrinks with
- * hysteresis.
+ * which pods would go stale between scrapes). Moves only past the
+ * hysteresis band, and always back to `minMs` once that is enough.
  */
 export function adaptInterval(currentMs: number, cpuMs: number, minMs: number, maxMs: number): number {
   const needed = Math.ceil(cpuMs / CORE_SHARE / STEP_MS) * STEP_MS;
   const target = Math.min(maxMs, Math.max(minMs, needed));
-  return target > currentMs || target < currentMs * SHRINK_BELOW ? target : currentMs;
+  const far = target > currentMs * (1 + HYSTERESIS) || target < currentMs * (1 - HYSTERESIS);
+  return far || target === minMs || target === maxMs ? target : currentMs;
 }
 
 export interface ScrapeLoopOptions {
