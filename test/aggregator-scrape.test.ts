@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { Engine } from "../host/engine/index.js";
 import { MetricsRenderer } from "../host/fakeserver/metrics.js";
 import { normalise, wantedMetrics } from "../host/aggregator/normalise.js";
-import { MAX_BODY_BYTES, ResponseReader, ScrapeConnection, ScrapeError } from "../host/aggregator/scrape-connection.js";
+import { BodyStore, MAX_BODY_BYTES, ResponseReader, ScrapeConnection, ScrapeError } from "../host/aggregator/scrape-connection.js";
 import { parseMetrics, parsePrometheusText } from "../host/aggregator/scrape.js";
 import { VllmPage } from "../bench/scale/vllm-page.js";
 
@@ -186,15 +186,22 @@ describe("ResponseReader", () => {
     "0\r\nX-Trailer: yes\r\n\r\n";
   const lengthed = `HTTP/1.1 200 OK\r\ncontent-length: 31\r\n\r\nhello${"abcdefghijklmnopqrstuvwxyz"}`;
 
-  /** Feeds `text` cut at the given offsets; returns the body once complete. */
+  /**
+   * Feeds `text` cut at the given offsets, each piece through the same
+   * scratch memory, overwritten after each push as a socket's shared read
+   * buffer is; returns the body once complete.
+   */
   function feed(text: string, cuts: number[]): string | null {
     const bytes = Buffer.from(text, "latin1");
-    const reader = new ResponseReader();
+    const scratch = Buffer.alloc(bytes.length);
+    const reader = new ResponseReader(new BodyStore());
     let body: Buffer | null = null;
     let at = 0;
     for (const cut of [...cuts, bytes.length]) {
       expect(body).toBeNull(); // nothing after the end
-      body = reader.push(bytes.subarray(at, cut));
+      bytes.copy(scratch, 0, at, cut);
+      body = reader.push(scratch.subarray(0, cut - at));
+      scratch.fill("#");
       at = cut;
     }
     return body?.toString("latin1") ?? null;
