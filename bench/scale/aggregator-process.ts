@@ -7,15 +7,18 @@ import { parseGatewayConfig } from "../../host/config.js";
 import type { ChildMessage, ParentMessage, TelemetryTotals } from "./aggregator-child.js";
 
 const totals: TelemetryTotals = { cycles: 0, cycleCpuMs: 0, intervalMs: 0, pushes: 0, pushBytes: 0, scrapes: 0, scrapeErrors: 0 };
+/** Push delays (the aggregator's own view) since the last sample. */
+let pushDelaysMs: number[] = [];
 const telemetry: AggregatorTelemetry = {
   scrape(_pool, _pod, _seconds, error) {
     totals.scrapes++;
     if (error !== null) totals.scrapeErrors++;
   },
   discovery() {},
-  snapshotPushed(bytes) {
+  snapshotPushed(bytes, delayMs) {
     totals.pushes++;
     totals.pushBytes += bytes;
+    pushDelaysMs.push(delayMs);
   },
   cycle(cpuMs, intervalMs) {
     totals.cycles++;
@@ -40,7 +43,8 @@ process.on("message", (m: ParentMessage) => {
         send({ type: "ready", grpcPort: aggregator.grpcPort });
       } else if (m.type === "sample") {
         const cpu = process.cpuUsage();
-        send({ type: "sample", cpuMs: (cpu.user + cpu.system) / 1000, totals: { ...totals } });
+        send({ type: "sample", cpuMs: (cpu.user + cpu.system) / 1000, totals: { ...totals }, pushDelaysMs });
+        pushDelaysMs = [];
       } else {
         await aggregator?.close();
         process.exit(0);

@@ -13,6 +13,7 @@ const COLUMNS: Column<ScaleRow>[] = [
   ["core", true, (r) => `${(r.coreShare * 100).toFixed(0)}%`],
   ["delay p50", true, (r) => (r.delayMs ? `${ms(r.delayMs.p50)} ms` : "n/a")],
   ["delay p99", true, (r) => (r.delayMs ? `${ms(r.delayMs.p99)} ms` : "n/a")],
+  ["wait p50/p99", true, (r) => (r.pushDelayMs ? `${ms(r.pushDelayMs.p50)} / ${ms(r.pushDelayMs.p99)} ms` : "n/a")],
   ["pushes/cycle", true, (r) => r.pushesPerCycle.toFixed(2)],
   ["scrapes/cycle", true, (r) => r.scrapesPerCycle.toFixed(0)],
   ["snapshot", true, (r) => `${(r.snapshotBytes / 1024).toFixed(1)} KB`],
@@ -27,6 +28,7 @@ export function scaleTitle(report: ScaleReport): string {
   const m = report.machine;
   return (
     `aggregator at scale: configured interval ${report.configuredIntervalMs} ms, ${report.measureS} s measured per size after ${report.warmupS} s ` +
-    `(${m.cpus} cores, ${m.model}, Node ${m.node}); delay = a pod serving a page to the snapshot carrying it reaching a Watch client`
+    `(${m.cpus} cores, ${m.model}, Node ${m.node}); delay = a pod serving a page to the snapshot carrying it reaching a Watch client; ` +
+    "wait = inside the aggregator, the oldest change a push carried"
   );
 }
