@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { Engine } from "../host/engine/index.js";
 import { MetricsRenderer } from "../host/fakeserver/metrics.js";
 import { normalise, wantedMetrics } from "../host/aggregator/normalise.js";
-import { BodyStore, MAX_BODY_BYTES, ResponseReader, ScrapeConnection, ScrapeError } from "../host/aggregator/scrape-connection.js";
+import { MAX_BODY_BYTES, ResponseReader, ScrapeConnection, ScrapeError } from "../host/aggregator/scrape-connection.js";
 import { parseMetrics, parsePrometheusText } from "../host/aggregator/scrape.js";
 import { VllmPage } from "../bench/scale/vllm-page.js";
 
@@ -70,6 +70,8 @@ async function scrapeError(p: Promise<unknown>): Promise<ScrapeError> {
 }
 
 const PAGE = "vllm:num_requests_waiting 3\nvllm:num_requests_running 1\n";
+/** Reads a body as text (it may not be kept as bytes: its buffer is reused). */
+const text = (body: Buffer) => body.toString();
 
 describe("ScrapeConnection", () => {
   it("GETs /metrics with the pod's Host header, and keeps one connection for every scrape", async () => {
@@ -79,7 +81,7 @@ describe("ScrapeConnection", () => {
       res.end(PAGE);
     });
     const c = connection(server.port);
-    for (let i = 0; i < 5; i++) expect((await c.get(1000)).toString()).toBe(PAGE);
+    for (let i = 0; i < 5; i++) expect(await c.get(1000, text)).toBe(PAGE);
     expect(seen).toEqual(Array(5).fill(["/metrics", `pod-a:${server.port}`]));
     expect(server.connections()).toBe(1);
   });
@@ -91,24 +93,24 @@ describe("ScrapeConnection", () => {
       res.end(parts.at(-1));
     });
     const c = connection(server.port);
-    expect((await c.get(1000)).toString()).toBe(parts.join(""));
-    expect((await c.get(1000)).toString()).toBe(parts.join(""));
+    expect(await c.get(1000, text)).toBe(parts.join(""));
+    expect(await c.get(1000, text)).toBe(parts.join(""));
     expect(server.connections()).toBe(1);
   });
 
   it("reads a body that ends with the connection (HTTP/1.0, no length), and opens a new one next time", async () => {
     const server = await rawServer((socket) => socket.end(`HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n${PAGE}`));
     const c = connection(server.port);
-    expect((await c.get(1000)).toString()).toBe(PAGE);
-    expect((await c.get(1000)).toString()).toBe(PAGE);
+    expect(await c.get(1000, text)).toBe(PAGE);
+    expect(await c.get(1000, text)).toBe(PAGE);
     expect(server.connections()).toBe(2);
   });
 
   it("honours Connection: close", async () => {
     const server = await httpServer((_req, res) => res.setHeader("connection", "close").end(PAGE));
     const c = connection(server.port);
-    await c.get(1000);
-    await c.get(1000);
+    await c.get(1000, text);
+    await c.get(1000, text);
     expect(server.connections()).toBe(2);
   });
 
@@ -116,12 +118,12 @@ describe("ScrapeConnection", () => {
     // The second request on every connection is dropped unanswered, as by an idle timeout racing the request.
     const flaky = await rawServer((socket, n) => (n === 1 ? socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${PAGE.length}\r\n\r\n${PAGE}`) : socket.destroy()));
     const c = connection(flaky.port);
-    for (let i = 0; i < 3; i++) expect((await c.get(1000)).toString()).toBe(PAGE);
+    for (let i = 0; i < 3; i++) expect(await c.get(1000, text)).toBe(PAGE);
     expect(flaky.connections()).toBe(3);
 
     // A fresh connection dropped is the pod's failure.
     const dead = await rawServer((socket) => socket.destroy());
-    expect((await scrapeError(connection(dead.port).get(1000))).kind).toBe("reset");
+    expect((await scrapeError(connection(dead.port).get(1000, text))).kind).toBe("reset");
   });
 
   it("also takes a kept-alive connection the pod closed while idle", async () => {
@@ -131,9 +133,9 @@ describe("ScrapeConnection", () => {
       setTimeout(() => socket.end(), 20);
     });
     const c = connection(server.port);
-    await c.get(1000);
+    await c.get(1000, text);
     await new Promise((r) => setTimeout(r, 100));
-    expect((await c.get(1000)).toString()).toBe(PAGE);
+    expect(await c.get(1000, text)).toBe(PAGE);
     expect(server.connections()).toBe(2);
   });
 
@@ -141,39 +143,49 @@ describe("ScrapeConnection", () => {
     let status = 503;
     const server = await httpServer((_req, res) => res.writeHead(status).end(status === 200 ? PAGE : "busy"));
     const c = connection(server.port);
-    const e503 = await scrapeError(c.get(1000));
+    const e503 = await scrapeError(c.get(1000, text));
     expect([e503.kind, e503.message]).toEqual(["http_503", "HTTP 503"]);
     status = 200;
-    expect((await c.get(1000)).toString()).toBe(PAGE);
+    expect(await c.get(1000, text)).toBe(PAGE);
 
     const hang = await httpServer(() => {});
-    const timeout = await scrapeError(connection(hang.port).get(50));
+    const timeout = await scrapeError(connection(hang.port).get(50, text));
     expect([timeout.kind, timeout.message]).toEqual(["timeout", "timed out after 50 ms"]);
 
     const closed = net.createServer();
     await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
     const port = (closed.address() as AddressInfo).port;
     await new Promise((resolve) => closed.close(resolve));
-    expect((await scrapeError(connection(port).get(1000))).kind).toBe("refused");
+    expect((await scrapeError(connection(port).get(1000, text))).kind).toBe("refused");
 
     const huge = await rawServer((socket) => socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${MAX_BODY_BYTES + 1}\r\n\r\n`));
-    expect((await scrapeError(connection(huge.port).get(1000))).kind).toBe("too_large");
+    expect((await scrapeError(connection(huge.port).get(1000, text))).kind).toBe("too_large");
     const hugeChunks = await httpServer((_req, res) => {
       const chunk = "x".repeat(1024 * 1024);
       for (let i = 0; i < 9; i++) res.write(chunk);
       res.end();
     });
-    expect((await scrapeError(connection(hugeChunks.port).get(5000))).kind).toBe("too_large");
+    expect((await scrapeError(connection(hugeChunks.port).get(5000, text))).kind).toBe("too_large");
 
     const notHttp = await rawServer((socket) => socket.write("SSH-2.0-OpenSSH\r\n\r\n"));
-    expect((await scrapeError(connection(notHttp.port).get(1000))).kind).toBe("bad_response");
+    expect((await scrapeError(connection(notHttp.port).get(1000, text))).kind).toBe("bad_response");
+  });
+
+  it("rejects with what the reader throws, and keeps the connection: the page came, it was only unusable", async () => {
+    const server = await httpServer((_req, res) => res.end(PAGE));
+    const c = connection(server.port);
+    await expect(c.get(1000, () => {
+      throw new Error("no vllm:num_requests_running");
+    })).rejects.toThrow("no vllm:num_requests_running");
+    expect(await c.get(1000, text)).toBe(PAGE);
+    expect(server.connections()).toBe(1);
   });
 
   it("drops a connection that sends more than the response, so the extra bytes are never read as the next one", async () => {
     const server = await rawServer((socket) => socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${PAGE.length}\r\n\r\n${PAGE}HTTP/1.1 200 OK\r\n`));
     const c = connection(server.port);
-    expect((await c.get(1000)).toString()).toBe(PAGE);
-    expect((await c.get(1000)).toString()).toBe(PAGE);
+    expect(await c.get(1000, text)).toBe(PAGE);
+    expect(await c.get(1000, text)).toBe(PAGE);
     expect(server.connections()).toBe(2);
   });
 });
@@ -194,7 +206,7 @@ describe("ResponseReader", () => {
   function feed(text: string, cuts: number[]): string | null {
     const bytes = Buffer.from(text, "latin1");
     const scratch = Buffer.alloc(bytes.length);
-    const reader = new ResponseReader(new BodyStore());
+    const reader = new ResponseReader();
     let body: Buffer | null = null;
     let at = 0;
     for (const cut of [...cuts, bytes.length]) {

@@ -21,13 +21,15 @@ export interface TelemetryTotals {
 export type ParentMessage = { type: "start"; yaml: string } | { type: "sample" } | { type: "stop" };
 export type ChildMessage =
   | { type: "ready"; grpcPort: number }
-  | { type: "sample"; cpuMs: number; totals: TelemetryTotals; pushDelaysMs: number[] }
+  | { type: "sample"; cpuMs: number; rssBytes: number; totals: TelemetryTotals; pushDelaysMs: number[] }
   | { type: "log"; line: string }
   | { type: "error"; message: string };
 
 export interface AggregatorSample {
   /** The child's CPU so far (user + system). */
   cpuMs: number;
+  /** Its resident memory now. */
+  rssBytes: number;
   totals: TelemetryTotals;
   /** Each push since the previous sample: the oldest change it carried, ms before it went out (telemetry snapshotPushed). */
   pushDelaysMs: number[];
@@ -79,7 +81,7 @@ export async function startAggregatorChild(yaml: string, onLog: (line: string) =
       grpcPort: ready.grpcPort,
       sample: async () => {
         const s = await ask({ type: "sample" }, "sample");
-        return { cpuMs: s.cpuMs, totals: s.totals, pushDelaysMs: s.pushDelaysMs };
+        return { cpuMs: s.cpuMs, rssBytes: s.rssBytes, totals: s.totals, pushDelaysMs: s.pushDelaysMs };
       },
       stop,
     };

@@ -43,7 +43,7 @@ process.on("message", (m: ParentMessage) => {
         send({ type: "ready", grpcPort: aggregator.grpcPort });
       } else if (m.type === "sample") {
         const cpu = process.cpuUsage();
-        send({ type: "sample", cpuMs: (cpu.user + cpu.system) / 1000, totals: { ...totals }, pushDelaysMs });
+        send({ type: "sample", cpuMs: (cpu.user + cpu.system) / 1000, rssBytes: process.memoryUsage.rss(), totals: { ...totals }, pushDelaysMs });
         pushDelaysMs = [];
       } else {
         await aggregator?.close();

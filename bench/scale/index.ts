@@ -47,6 +47,8 @@ export interface ScaleRow {
   /** Endpoints in the last snapshot. */
   endpoints: number;
   scrapeErrors: number;
+  /** The aggregator process's resident memory at the window's end. */
+  rssBytes: number;
 }
 
 export interface ScaleReport {
@@ -121,6 +123,7 @@ async function measureSize(pods: number, opts: Required<Omit<ScaleOptions, "size
           snapshotBytes: counts.lastBytes,
           endpoints: counts.lastEndpoints,
           scrapeErrors: end.totals.scrapeErrors - start.totals.scrapeErrors,
+          rssBytes: end.rssBytes,
         };
         if (failures > MAX_FAILURE_LINES) say(`aggregator: ${failures - MAX_FAILURE_LINES} more failure lines not shown`);
         say(`${row.cpuMsPerCycle.toFixed(1)} ms CPU per cycle, ${row.cyclesPerS.toFixed(1)} cycles/s, ${(row.coreShare * 100).toFixed(0)}% of a core`);

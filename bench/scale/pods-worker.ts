@@ -1,5 +1,5 @@
-// Worker thread of the scale benchmark: N fake vLLM metrics servers, one
-// port each, on 127.0.0.1. Each answers every request on a kept-alive
+// Worker thread of the scale benchmark: fake vLLM metrics servers (pods
+// first..first+count-1 of the fleet), one port each, on 127.0.0.1. Each answers every request on a kept-alive
 // connection with its next page (bench/scale/vllm-page.ts), over plain TCP
 // so that serving thousands of pages a second stays cheap. The queue gauge
 // of a page is its serial number (mod MARKERS), and the time it was served
@@ -10,7 +10,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import { MARKERS, type PodsWorkerData } from "./pods.js";
 import { VllmPage } from "./vllm-page.js";
 
-const { count, served, servedAt } = workerData as PodsWorkerData;
+const { first, count, served, servedAt } = workerData as PodsWorkerData;
 const servedCounts = new Int32Array(served);
 const servedTimes = new Float64Array(servedAt);
 const REQUEST_END = "\r\n\r\n";
@@ -45,5 +45,5 @@ function startPod(i: number): Promise<number> {
 }
 
 const ports: number[] = [];
-for (let i = 0; i < count; i++) ports.push(await startPod(i));
+for (let i = first; i < first + count; i++) ports.push(await startPod(i));
 parentPort!.postMessage({ ports, pageBytes: Buffer.concat(new VllmPage(0).next(1.7e9, 0)).length });

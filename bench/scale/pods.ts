@@ -1,4 +1,4 @@
-// The scale benchmark's fake pods: N metrics servers in a worker thread
+// The scale benchmark's fake pods: N metrics servers in worker threads
 // (pods-worker.ts), with what they served readable here: how many pages each
 // pod served, and when it served the page whose queue gauge is a given marker.
 import { join } from "node:path";
@@ -8,7 +8,12 @@ import { projectRoot } from "../../host/paths.js";
 /** Page serial numbers are taken mod this: the queue gauge, and a slot in the served-at ring. */
 export const MARKERS = 1000;
 
+/** Worker threads serving the pods: one serves some 6000 pages a second here, short of 1000 pods at 50 ms. */
+const WORKERS = 2;
+
 export interface PodsWorkerData {
+  /** This worker's pods: `first` to `first + count - 1` of the fleet. */
+  first: number;
   count: number;
   /** Int32 per pod: pages served. */
   served: SharedArrayBuffer;
@@ -30,31 +35,42 @@ export interface FakePods {
 /** Epoch ms with sub-ms precision, comparable across threads. */
 export const preciseNow = () => performance.timeOrigin + performance.now();
 
-export async function startFakePods(count: number): Promise<FakePods> {
-  const data: PodsWorkerData = {
-    count,
-    served: new SharedArrayBuffer(4 * count),
-    servedAt: new SharedArrayBuffer(8 * count * MARKERS),
-  };
-  const served = new Int32Array(data.served);
-  const servedAt = new Float64Array(data.servedAt);
+function startWorker(data: PodsWorkerData): { worker: Worker; ready: Promise<{ ports: number[]; pageBytes: number }> } {
   // The compiled worker: tests run from sources, but a worker needs a JavaScript file.
   const worker = new Worker(join(projectRoot, "dist", "bench", "scale", "pods-worker.js"), { workerData: data });
-  const ready = await new Promise<{ ports: number[]; pageBytes: number }>((resolve, reject) => {
+  const ready = new Promise<{ ports: number[]; pageBytes: number }>((resolve, reject) => {
     worker.once("message", resolve);
     worker.once("error", reject);
     worker.once("exit", (code) => reject(new Error(`fake pods worker exited with code ${code}`)));
   });
+  return { worker, ready };
+}
+
+export async function startFakePods(count: number): Promise<FakePods> {
+  const shared = { served: new SharedArrayBuffer(4 * count), servedAt: new SharedArrayBuffer(8 * count * MARKERS) };
+  const served = new Int32Array(shared.served);
+  const servedAt = new Float64Array(shared.servedAt);
+  const perWorker = Math.ceil(count / WORKERS);
+  const workers = Array.from({ length: WORKERS }, (_, w) => ({ first: w * perWorker, count: Math.max(0, Math.min(perWorker, count - w * perWorker)) }))
+    .filter((slice) => slice.count > 0)
+    .map((slice) => startWorker({ ...slice, ...shared }));
+  const stop = () => Promise.all(workers.map((w) => w.worker.terminate())).then(() => {});
+  let ready;
+  try {
+    ready = await Promise.all(workers.map((w) => w.ready));
+  } catch (err) {
+    await stop();
+    throw err;
+  }
   return {
-    ...ready,
+    ports: ready.flatMap((r) => r.ports),
+    pageBytes: ready[0].pageBytes,
     served: () => {
       let total = 0;
       for (let i = 0; i < count; i++) total += Atomics.load(served, i);
       return total;
     },
     servedAt: (i, marker) => servedAt[i * MARKERS + marker] || undefined,
-    stop: async () => {
-      await worker.terminate();
-    },
+    stop,
   };
 }

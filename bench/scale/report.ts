@@ -17,6 +17,7 @@ const COLUMNS: Column<ScaleRow>[] = [
   ["pushes/cycle", true, (r) => r.pushesPerCycle.toFixed(2)],
   ["scrapes/cycle", true, (r) => r.scrapesPerCycle.toFixed(0)],
   ["snapshot", true, (r) => `${(r.snapshotBytes / 1024).toFixed(1)} KB`],
+  ["RSS", true, (r) => `${(r.rssBytes / 1024 / 1024).toFixed(0)} MB`],
   ["errors", true, (r) => String(r.scrapeErrors)],
 ];
 

@@ -52,13 +52,13 @@ export class Pod implements EndpointState {
     this.scrapes++;
     let error: ScrapeOutcome["error"] = null;
     try {
-      const body = await this.connection.get(timeoutMs);
-      let metrics;
-      try {
-        metrics = normalise(this.engine, parseMetrics(body, this.wanted));
-      } catch (err) {
-        throw new ScrapeError("parse", (err as Error).message);
-      }
+      const metrics = await this.connection.get(timeoutMs, (body) => {
+        try {
+          return normalise(this.engine, parseMetrics(body, this.wanted));
+        } catch (err) {
+          throw new ScrapeError("parse", (err as Error).message);
+        }
+      });
       const now = Date.now();
       recordScrape(this, metrics, now);
       this.changedSinceMs ??= now;
