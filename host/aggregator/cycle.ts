@@ -65,11 +65,6 @@ export class ScrapeLoop {
     this.maxIntervalMs = Math.max(opts.intervalMs, Math.floor(opts.staleAfterMs / 2));
   }
 
-  /** The interval in force. */
-  get intervalMs(): number {
-    return this.interval;
-  }
-
   /** One scrape of every pod, awaited: at start, so the first snapshot already carries real state. */
   async firstRound(): Promise<void> {
     const scrapes: Array<Promise<void>> = [];

@@ -1,7 +1,7 @@
 // The metrics aggregator, wired from its steps: discovery (each pool's
 // targets, host/discovery/) -> the scrape loop (cycle.ts) -> fetch, parse
 // and normalise per pod (pod.ts) -> at each cycle's end Envoy's endpoint
-// sets (xds.ts) and one snapshot (publisher.ts), pushed over gRPC (push.ts).
+// sets (xds.ts) and one snapshot (snapshot-builder.ts), pushed over gRPC (push.ts).
 import type { GatewayConfig } from "../config.js";
 import { discoverySources } from "../discovery/index.js";
 import type { Lookup } from "../discovery/dns.js";
@@ -9,7 +9,7 @@ import type { DiscoverySink } from "../discovery/source.js";
 import { ScrapeLoop } from "./cycle.js";
 import { startMetricsServer, type AggregatorStats, type MetricsServer } from "./metrics.js";
 import { PoolState } from "./pool.js";
-import { SnapshotBuilder } from "./publisher.js";
+import { SnapshotBuilder } from "./snapshot-builder.js";
 import { startSnapshotServer, type SnapshotServer } from "./push.js";
 import type { Snapshot } from "./snapshot.js";
 import { NO_TELEMETRY, type AggregatorTelemetry } from "./telemetry.js";
