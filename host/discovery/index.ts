@@ -23,8 +23,9 @@ function configuredEndpoints(pool: PoolConfig): ConfiguredEndpoint[] {
 }
 
 function poolSource(pool: PoolConfig, opts: DiscoveryOptions): DiscoverySource {
-  // Kubernetes pools (a `kubernetes:` selector instead of `endpoints`) get
-  // their source here: host/discovery/kubernetes.ts.
+  // KUBERNETES: a pool with a `kubernetes:` selector instead of `endpoints`
+  // gets its source here, before the config's endpoints are looked at
+  // (host/discovery/kubernetes.ts, one source per pool like the others).
   const endpoints = configuredEndpoints(pool);
   const literals = endpoints.filter((e) => isIP(e.host) !== 0);
   const names = endpoints.filter((e) => isIP(e.host) === 0);
