@@ -4,7 +4,9 @@ import { lookup } from "node:dns/promises";
 import http from "node:http";
 import { isIP } from "node:net";
 import { formatHostPort, parseEndpoint, type Engine, type GatewayConfig } from "../config.js";
-import { startMetricsServer, type AggregatorStats, type MetricsServer } from "./metrics.js";
+import { AggregatorMetrics, startMetricsServer, type AggregatorStats, type MetricsServer } from "./metrics.js";
+import { NO_TELEMETRY, type AggregatorTelemetry } from "./telemetry.js";
+import { encodeSnapshot } from "../proto.js";
 import { normalise, wantedMetrics } from "./normalise.js";
 import { startSnapshotServer, type SnapshotServer } from "./push.js";
 import { fetchMetrics, parsePrometheusText } from "./scrape.js";
@@ -54,8 +56,6 @@ interface Endpoint extends EndpointState {
   scrapeInFlight: boolean;
   resolving: boolean;
   lastResolveMs: number;
-  scrapes: number;
-  scrapeErrors: number;
   /** Last scrape error, so only changes get logged (not 20 lines/s). */
   lastError: string | null;
 }
@@ -68,9 +68,23 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
+/** A failed scrape's kind, for the scrape-errors metric. */
+function scrapeErrorKind(err: Error & { code?: string }): string {
+  if (err.code === "ECONNREFUSED") return "refused";
+  if (err.code !== undefined || /socket hang up/.test(err.message)) return "network";
+  if (/^timed out/.test(err.message)) return "timeout";
+  const http = /^HTTP (\d{3})/.exec(err.message);
+  if (http) return `http_${http[1]}`;
+  return /larger than/.test(err.message) ? "too_large" : "parse";
+}
+
 export async function startAggregator(config: GatewayConfig, opts: AggregatorOptions = {}): Promise<Aggregator> {
   const log = opts.log ?? ((line: string) => console.log(`[aggregator] ${line}`));
   const { host, scrapeIntervalMs, scrapeTimeoutMs, staleAfterMs } = config.aggregator;
+  const metricsPortOpt = opts.metricsPort ?? (config.aggregator.metricsPort === 0 ? false : config.aggregator.metricsPort);
+  // The aggregator's own /metrics; the scrape loop, DNS discovery and the push report into it.
+  const ownMetrics = metricsPortOpt === false ? null : new AggregatorMetrics(config.pools.map((p) => p.name));
+  const telemetry: AggregatorTelemetry = ownMetrics ?? NO_TELEMETRY;
 
   const endpoints: Endpoint[][] = config.pools.map((pool) =>
     pool.endpoints.map((configured) => {
@@ -92,13 +106,12 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
         scrapeInFlight: false,
         resolving: false,
         lastResolveMs: 0,
-        scrapes: 0,
-        scrapeErrors: 0,
         lastError: null,
       };
     }),
   );
   const all = endpoints.flat();
+  for (const ep of all) if (ep.address !== null) telemetry.discovery(ep.pool, "added");
   const lookupHost = opts.lookup ?? ((hostname: string) => lookup(hostname, { all: true }));
   // Envoy's pool clusters list exactly these addresses (ADS on the gRPC port).
   const discovery = createEndpointDiscovery({ log });
@@ -125,12 +138,16 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
       if (closed || !pick) return;
       if (pick.address !== ep.ip) {
         log(`endpoint ${ep.configured} resolved to ${pick.address}${ep.ip ? ` (was ${ep.ip})` : ""}`);
+        if (ep.ip !== null) telemetry.discovery(ep.pool, "removed");
+        telemetry.discovery(ep.pool, "added");
         ep.ip = pick.address;
         ep.address = formatHostPort(pick.address, ep.port);
         publishEndpoints();
       }
     } catch (err) {
-      if (!closed) log(`endpoint ${ep.configured}: ${(err as Error).message}`);
+      if (closed) return;
+      log(`endpoint ${ep.configured}: ${(err as Error).message}`);
+      telemetry.discovery(ep.pool, "error");
     } finally {
       ep.resolving = false;
     }
@@ -141,18 +158,19 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
   async function scrape(ep: Endpoint): Promise<void> {
     if (ep.ip === null) return;
     ep.scrapeInFlight = true;
-    ep.scrapes++;
+    const startedMs = performance.now();
     try {
       const text = await fetchMetrics({ ip: ep.ip, port: ep.port, hostHeader: ep.configured }, scrapeTimeoutMs, agent, stop.signal);
       const names = wanted.get(ep.engine)!;
       const metrics = normalise(ep.engine, parsePrometheusText(text, (name) => names.has(name)));
       if (closed) return;
       recordScrape(ep, metrics, Date.now());
+      telemetry.scrape(ep.pool, ep.configured, (performance.now() - startedMs) / 1000, null);
       if (ep.lastError !== null) log(`endpoint ${ep.configured} scrapes OK again`);
       ep.lastError = null;
     } catch (err) {
       if (closed) return;
-      ep.scrapeErrors++;
+      telemetry.scrape(ep.pool, ep.configured, (performance.now() - startedMs) / 1000, scrapeErrorKind(err as Error));
       const message = (err as Error).message;
       if (message !== ep.lastError) log(`endpoint ${ep.configured} scrape failed: ${message}`);
       ep.lastError = message;
@@ -196,6 +214,8 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
     const changed = tracker.update(buildSnapshotBody(config, endpoints, now), now);
     if (!changed) return;
     push.publish(changed);
+    const newestScrapeMs = Math.max(0, ...all.map((ep) => ep.lastGoodMs ?? 0));
+    telemetry.snapshotPushed(encodeSnapshot(changed).length, newestScrapeMs > 0 ? now - newestScrapeMs : 0);
     for (const cb of listeners) {
       // A throwing listener must not stop the scrape loop.
       try {
@@ -206,9 +226,8 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
     }
   }
 
-  const metricsPortOpt = opts.metricsPort ?? (config.aggregator.metricsPort === 0 ? false : config.aggregator.metricsPort);
   let metrics: MetricsServer | null = null;
-  if (metricsPortOpt !== false) {
+  if (ownMetrics !== null && metricsPortOpt !== false) {
     const stats = (): AggregatorStats => {
       const now = Date.now();
       return {
@@ -218,8 +237,6 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
           metrics: ep.metrics,
           learnedCapacity: ep.capacity.value,
           fresh: isFresh(ep, now, staleAfterMs),
-          scrapes: ep.scrapes,
-          scrapeErrors: ep.scrapeErrors,
         })),
         snapshotVersion: tracker.current.version,
         snapshotsPushed: push.pushed(),
@@ -229,7 +246,7 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
       };
     };
     try {
-      metrics = await startMetricsServer(host, metricsPortOpt, stats);
+      metrics = await startMetricsServer(host, metricsPortOpt, ownMetrics, stats);
     } catch (err) {
       closed = true;
       agent.destroy();
@@ -243,7 +260,11 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
   // endpoint, so in-flight work is bounded by the endpoint count), re-resolves
   // DNS names when due, and re-evaluates freshness, which changes with time
   // alone when a pod goes quiet.
+  let cpuMark = process.cpuUsage();
   const timer = setInterval(() => {
+    const cpu = process.cpuUsage(cpuMark);
+    cpuMark = process.cpuUsage();
+    telemetry.cycle((cpu.user + cpu.system) / 1000, scrapeIntervalMs);
     const now = Date.now();
     for (const ep of all) {
       if (ep.dnsName && !ep.resolving) {
