@@ -7,7 +7,7 @@ import { discoverySources } from "../discovery/index.js";
 import type { Lookup } from "../discovery/dns.js";
 import type { DiscoverySink } from "../discovery/source.js";
 import { ScrapeLoop } from "./cycle.js";
-import { startMetricsServer, type AggregatorStats, type MetricsServer } from "./metrics.js";
+import { AggregatorMetrics, startMetricsServer, type AggregatorStats, type MetricsServer } from "./metrics.js";
 import { PoolState } from "./pool.js";
 import { SnapshotBuilder } from "./snapshot-builder.js";
 import { startSnapshotServer, type SnapshotServer } from "./push.js";
@@ -25,7 +25,7 @@ export interface AggregatorOptions {
   log?: (line: string) => void;
   /** Resolves a DNS name to its addresses; default node:dns lookup (tests pass their own). */
   lookup?: Lookup;
-  /** What the aggregator reports about its own work (metrics.ts); default none. */
+  /** What the aggregator reports about its own work; default its /metrics registry (none when that is off). */
   telemetry?: AggregatorTelemetry;
 }
 
@@ -67,8 +67,6 @@ function aggregatorStats(pools: readonly PoolState[], staleAfterMs: number, snap
         metrics: pod.metrics,
         learnedCapacity: pod.capacity.value,
         fresh: pod.isFresh(now, staleAfterMs),
-        scrapes: pod.scrapes,
-        scrapeErrors: pod.scrapeErrors,
       })),
     ),
     snapshotVersion: snapshot.version,
@@ -81,8 +79,10 @@ function aggregatorStats(pools: readonly PoolState[], staleAfterMs: number, snap
 
 export async function startAggregator(config: GatewayConfig, opts: AggregatorOptions = {}): Promise<Aggregator> {
   const log = opts.log ?? ((line: string) => console.log(`[aggregator] ${line}`));
-  const telemetry = opts.telemetry ?? NO_TELEMETRY;
   const { host, scrapeIntervalMs, scrapeTimeoutMs, staleAfterMs } = config.aggregator;
+  const metricsPortOpt = opts.metricsPort ?? (config.aggregator.metricsPort === 0 ? false : config.aggregator.metricsPort);
+  const ownMetrics = metricsPortOpt === false ? null : new AggregatorMetrics(config.pools.map((p) => p.name));
+  const telemetry = opts.telemetry ?? ownMetrics ?? NO_TELEMETRY;
 
   // A reload replaces entries of this map (a pool's state, made from its source).
   const sources = discoverySources(config, { lookup: opts.lookup, log });
@@ -143,10 +143,9 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
       heartbeatMs: config.aggregator.heartbeatMs,
       services: [discovery.service],
     });
-    const metricsPortOpt = opts.metricsPort ?? (config.aggregator.metricsPort === 0 ? false : config.aggregator.metricsPort);
-    if (metricsPortOpt !== false) {
+    if (ownMetrics !== null && metricsPortOpt !== false) {
       const server = push;
-      metrics = await startMetricsServer(host, metricsPortOpt, () => aggregatorStats(pools(), staleAfterMs, builder.current, server, discovery));
+      metrics = await startMetricsServer(host, metricsPortOpt, ownMetrics, () => aggregatorStats(pools(), staleAfterMs, builder.current, server, discovery));
     }
   } catch (err) {
     await shutdown();
