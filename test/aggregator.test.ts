@@ -291,6 +291,13 @@ describe("aggregator", () => {
     expect(Number(/^llm_gateway_snapshots_pushed_total (\d+)$/m.exec(text)?.[1])).toBeGreaterThanOrEqual(3);
   });
 
+  it("answers its probe path cheaply and anything else with 404", async () => {
+    const { agg } = await startStack();
+    const health = await fetch(`http://127.0.0.1:${agg.metricsPort}/healthz`);
+    expect([health.status, await health.text()]).toEqual([200, "ok\n"]);
+    expect((await fetch(`http://127.0.0.1:${agg.metricsPort}/secrets`)).status).toBe(404);
+  });
+
   it("close() ends streams and frees the port", async () => {
     const { agg } = await startStack();
     const w = watch(agg.grpcPort);

@@ -203,8 +203,16 @@ export interface MetricsServer {
 
 export async function startMetricsServer(host: string, port: number, metrics: AggregatorMetrics, stats: () => AggregatorStats): Promise<MetricsServer> {
   const server = http.createServer((req, res) => {
-    if (req.method !== "GET" || (req.url ?? "").split("?")[0] !== "/metrics") {
-      res.writeHead(404, { "content-type": "text/plain" }).end("not found; try GET /metrics\n");
+    const path = (req.url ?? "").split("?")[0];
+    // Liveness/readiness probe: this server starts only once discovery has
+    // answered and the gRPC server is up, and answers without rendering the
+    // per-pod series (which grow with the fleet).
+    if (req.method === "GET" && path === "/healthz") {
+      res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
+      return;
+    }
+    if (req.method !== "GET" || path !== "/metrics") {
+      res.writeHead(404, { "content-type": "text/plain" }).end("not found; try GET /metrics or /healthz\n");
       return;
     }
     metrics.render(stats()).then(
