@@ -56,21 +56,44 @@ function servicePort(service: Obj, name: string): { port: number; targetPort: st
 const haveKubectl = spawnSync("kubectl", ["version", "--client"], { stdio: "ignore" }).status === 0;
 if (!haveKubectl) console.warn("k8s-manifests.test: SKIPPED: kubectl is not installed (Debian: apt-get install kubernetes-client)");
 
-describe.skipIf(!haveKubectl).each(Object.entries(kustomizations))("kustomization %s", (which, dir) => {
+interface Manifests {
+  objs: Obj[];
+  deployments: Obj[];
+  aggregator: Obj;
+  envoy: Obj;
+  configMap: Obj;
+  config: GatewayConfig;
+}
+
+/** A kustomization's output and the objects the checks look at (fails on a missing one or a config that does not parse). */
+function load(which: string, dir: string): Manifests {
   const objs = objects(build(dir));
-  const deployments = objs.filter((o) => o.kind === "Deployment");
-  const aggregator = one(objs, "Deployment", "llm-gateway-aggregator");
-  const envoy = one(objs, "Deployment", "llm-gateway-envoy");
   const configMap = one(objs, "ConfigMap", "llm-gateway-config");
-  const config: GatewayConfig = parseGatewayConfig(configMap.data["config.yaml"], `${which}: ConfigMap llm-gateway-config`);
+  return {
+    objs,
+    deployments: objs.filter((o) => o.kind === "Deployment"),
+    aggregator: one(objs, "Deployment", "llm-gateway-aggregator"),
+    envoy: one(objs, "Deployment", "llm-gateway-envoy"),
+    configMap,
+    config: parseGatewayConfig(configMap.data["config.yaml"], `${which}: ConfigMap llm-gateway-config`),
+  };
+}
+
+describe.skipIf(!haveKubectl).each(Object.entries(kustomizations))("kustomization %s", (which, dir) => {
+  let m: Manifests;
+  beforeAll(() => {
+    m = load(which, dir);
+  });
 
   it("puts every object in one namespace", () => {
+    const { objs } = m;
     const namespaces = new Set(objs.map((o) => o.metadata.namespace));
     expect([...namespaces]).toHaveLength(1);
     expect([...namespaces][0]).toMatch(/^[a-z0-9-]+$/);
   });
 
   it("gives every container probes on its own ports, resources, and a non-root read-only file system", () => {
+    const { deployments } = m;
     for (const d of deployments) {
       const pod = d.spec.template.spec;
       for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
@@ -98,6 +121,7 @@ describe.skipIf(!haveKubectl).each(Object.entries(kustomizations))("kustomizatio
   });
 
   it("runs the project image at the package version, and the official Envoy", () => {
+    const { deployments } = m;
     const images = deployments.flatMap((d) => [...(d.spec.template.spec.initContainers ?? []), ...d.spec.template.spec.containers]).map((c) => c.image);
     const gatewayImages = images.filter((i) => !i.startsWith("envoyproxy/"));
     expect(gatewayImages.length).toBe(2);
@@ -106,6 +130,7 @@ describe.skipIf(!haveKubectl).each(Object.entries(kustomizations))("kustomizatio
   });
 
   it("mounts the config folder (no subPath, so edits reach the pods) from the generated ConfigMap", () => {
+    const { aggregator, envoy, configMap } = m;
     for (const d of [aggregator, envoy]) {
       const pod = d.spec.template.spec;
       const volume = pod.volumes.find((v: any) => v.configMap);
@@ -120,6 +145,7 @@ describe.skipIf(!haveKubectl).each(Object.entries(kustomizations))("kustomizatio
   });
 
   it("has Kubernetes-discovered pools, each in a namespace where the aggregator's ServiceAccount may read pods", () => {
+    const { objs, aggregator, config } = m;
     const sa = aggregator.spec.template.spec.serviceAccountName;
     const saNamespace = aggregator.metadata.namespace;
     one(objs, "ServiceAccount", sa);
@@ -142,6 +168,7 @@ describe.skipIf(!haveKubectl).each(Object.entries(kustomizations))("kustomizatio
   });
 
   it("has the aggregator listen where its Service sends: the config's host is the Service, mapped to every interface in its own pod", () => {
+    const { objs, aggregator, config } = m;
     const service = one(objs, "Service", config.aggregator.host);
     const pod = aggregator.spec.template.spec;
     expect(service.spec.selector).toEqual(aggregator.spec.template.metadata.labels);
@@ -152,25 +179,32 @@ describe.skipIf(!haveKubectl).each(Object.entries(kustomizations))("kustomizatio
   });
 
   describe("Envoy", () => {
-    const pod = envoy.spec.template.spec;
-    const init = pod.initContainers.find((c: any) => c.name === "envoy-init");
-    const container = pod.containers.find((c: any) => c.name === "envoy");
     const scratch = mkdtempSync(join(tmpdir(), "k8s-envoy-init-"));
     afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
+    function parts() {
+      const pod = m.envoy.spec.template.spec;
+      return {
+        pod,
+        init: pod.initContainers.find((c: any) => c.name === "envoy-init"),
+        container: pod.containers.find((c: any) => c.name === "envoy"),
+      };
+    }
+
     /** The init step for real (from this checkout, not the image) on the ConfigMap's config. */
     function runInitStep(): any {
-      const [, configPath, dir] = init.command;
-      writeFileSync(join(scratch, "config.yaml"), configMap.data[configPath.split("/").pop()]);
+      const [, configPath] = parts().init.command;
+      writeFileSync(join(scratch, "config.yaml"), m.configMap.data[configPath.split("/").pop()]);
       const out = join(scratch, "out");
       execFileSync("mkdir", ["-p", out]);
       execFileSync("sh", [join(projectRoot, "deploy/envoy-init.sh"), join(scratch, "config.yaml"), out], {
         env: { ...process.env, LLM_GATEWAY_HOME: projectRoot },
       });
-      return { dir, bootstrap: parseYaml(readFileSync(join(out, "envoy.yaml"), "utf8")) };
+      return parseYaml(readFileSync(join(out, "envoy.yaml"), "utf8"));
     }
 
     it("reads the bootstrap and the filter from the volume the init step fills, at the same path", () => {
+      const { pod, init, container } = parts();
       expect(init.command[0]).toBe("llm-gateway-envoy-init");
       const [, configPath, dir] = init.command;
       const configMount = init.volumeMounts.find((m: any) => configPath.startsWith(`${m.mountPath}/`));
@@ -183,7 +217,9 @@ describe.skipIf(!haveKubectl).each(Object.entries(kustomizations))("kustomizatio
     });
 
     it("dials the aggregator's Service for ADS and snapshots, and listens where its Service sends", () => {
-      const { bootstrap } = runInitStep();
+      const { objs, aggregator, envoy } = m;
+      const { container } = parts();
+      const bootstrap = runInitStep();
       const adsCluster = bootstrap.dynamic_resources.ads_config.grpc_services[0].envoy_grpc.cluster_name;
       const cluster = bootstrap.static_resources.clusters.find((c: any) => c.name === adsCluster);
       const address = cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
