@@ -79,6 +79,16 @@ describe.skipIf(!haveCompose)("docker-compose.yml", () => {
     expect(arg(svc.envoy.command, "-c")).toBe(`${envoyDir}/envoy.yaml`);
   });
 
+  it("runs every container as the Kubernetes manifests do: non-root, read-only root, no capabilities, no privilege gain", () => {
+    for (const [name, s] of Object.entries<any>(svc)) {
+      expect(s.read_only, name).toBe(true);
+      expect(s.cap_drop, name).toEqual(["ALL"]);
+      expect(s.security_opt, name).toEqual(["no-new-privileges:true"]);
+    }
+    // The project image's USER (the Dockerfile test below), and the envoy user of the Envoy image.
+    expect(svc.envoy.user).toBe("101:101");
+  });
+
   it("publishes the gateway port (GATEWAY_PORT, default 8080) and the aggregator's metrics on loopback only", () => {
     expect(svc.envoy.ports).toEqual(["127.0.0.1:8080:8080/tcp"]);
     expect(composeConfig({ GATEWAY_PORT: "18080" }).services.envoy.ports).toEqual(["127.0.0.1:18080:8080/tcp"]);
