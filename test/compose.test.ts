@@ -12,6 +12,7 @@ import { loadGatewayConfig, parseEndpoint } from "../host/config.js";
 import {
   envoyParamsFromGatewayConfig,
   renderEnvoyConfig,
+  renderEnvoyXds,
   validateEnvoyConfig,
 } from "../host/envoy/index.js";
 import { filterWasmPath, projectRoot } from "../host/paths.js";
@@ -122,7 +123,7 @@ describe("config/compose.yaml", () => {
         { cwd: root, encoding: "utf8" },
       );
       expect(readFileSync(out, "utf8")).toBe(
-        renderEnvoyConfig(envoyParamsFromGatewayConfig(cfg, { wasmPath: "/app/build/filter.wasm" })),
+        renderEnvoyXds(envoyParamsFromGatewayConfig(cfg, { wasmPath: "/app/build/filter.wasm" })).bootstrap,
       );
     });
 

@@ -3,16 +3,19 @@
 import { lookup } from "node:dns/promises";
 import http from "node:http";
 import { isIP } from "node:net";
-import { formatHostPort, parseEndpoint, type Engine, type GatewayConfig } from "../config.js";
+import { ENGINES, formatHostPort, parseEndpoint, type Engine, type GatewayConfig, type PoolConfig } from "../config.js";
 import { startMetricsServer, type AggregatorStats, type MetricsServer } from "./metrics.js";
 import { normalise, wantedMetrics } from "./normalise.js";
 import { startSnapshotServer, type SnapshotServer } from "./push.js";
 import { fetchMetrics, parsePrometheusText } from "./scrape.js";
 import { CapacityLearner } from "./capacity.js";
+import { createReloader, type ReloadResult } from "./reload.js";
 import { buildSnapshotBody, isFresh, recordScrape, SnapshotTracker, type EndpointState, type Snapshot } from "./snapshot.js";
-import { createEndpointDiscovery } from "./xds.js";
+import { NO_TELEMETRY, type AggregatorTelemetry } from "./telemetry.js";
+import { CLUSTER_LOAD_ASSIGNMENT_TYPE, createDiscoveryServer } from "./xds.js";
 
 export type { Snapshot } from "./snapshot.js";
+export type { ReloadResult } from "./reload.js";
 
 export interface AggregatorOptions {
   /** gRPC port; overrides config.aggregator.port; 0 = any free port. */
@@ -22,6 +25,9 @@ export interface AggregatorOptions {
   log?: (line: string) => void;
   /** Resolves a DNS name to its addresses; default node:dns lookup (tests pass their own). */
   lookup?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
+  telemetry?: AggregatorTelemetry;
+  /** How long a pool a reload drops keeps its route and cluster in Envoy (reload.ts); default 5 s. */
+  reloadDrainMs?: number;
 }
 
 export interface Aggregator {
@@ -31,6 +37,17 @@ export interface Aggregator {
   current(): Snapshot;
   /** Called with every new snapshot version; returns an unsubscribe function. */
   onSnapshot(cb: (snapshot: Snapshot) => void): () => void;
+  /** The config in force. */
+  config(): GatewayConfig;
+  /**
+   * Applies a new config without a restart (pools, endpoints, weights,
+   * adapters, profiles, models and their routes), or refuses it, naming the
+   * fields only a restart can change, and keeps the config in force.
+   * Logged and counted (telemetry.reload) either way.
+   */
+  reload(next: GatewayConfig): Promise<ReloadResult>;
+  /** Logs and counts a reload that never had a config: an unreadable or invalid file. */
+  refuseReload(reason: string): void;
   close(): Promise<void>;
 }
 
@@ -68,45 +85,56 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-export async function startAggregator(config: GatewayConfig, opts: AggregatorOptions = {}): Promise<Aggregator> {
-  const log = opts.log ?? ((line: string) => console.log(`[aggregator] ${line}`));
-  const { host, scrapeIntervalMs, scrapeTimeoutMs, staleAfterMs } = config.aggregator;
+function newEndpoint(pool: PoolConfig, configured: string): Endpoint {
+  const hp = parseEndpoint(configured);
+  if (!hp) throw new Error(`pool ${pool.name}: bad endpoint ${configured}`); // config validation prevents this
+  const literal = isIP(hp.host) !== 0;
+  return {
+    pool: pool.name,
+    engine: pool.engine,
+    configured,
+    host: hp.host,
+    port: hp.port,
+    dnsName: !literal,
+    ip: literal ? hp.host : null,
+    address: literal ? formatHostPort(hp.host, hp.port) : null,
+    metrics: null,
+    lastGoodMs: null,
+    capacity: new CapacityLearner(),
+    scrapeInFlight: false,
+    resolving: false,
+    lastResolveMs: 0,
+    scrapes: 0,
+    scrapeErrors: 0,
+    lastError: null,
+  };
+}
 
-  const endpoints: Endpoint[][] = config.pools.map((pool) =>
-    pool.endpoints.map((configured) => {
-      const hp = parseEndpoint(configured);
-      if (!hp) throw new Error(`pool ${pool.name}: bad endpoint ${configured}`); // config validation prevents this
-      const literal = isIP(hp.host) !== 0;
-      return {
-        pool: pool.name,
-        engine: pool.engine,
-        configured,
-        host: hp.host,
-        port: hp.port,
-        dnsName: !literal,
-        ip: literal ? hp.host : null,
-        address: literal ? formatHostPort(hp.host, hp.port) : null,
-        metrics: null,
-        lastGoodMs: null,
-        capacity: new CapacityLearner(),
-        scrapeInFlight: false,
-        resolving: false,
-        lastResolveMs: 0,
-        scrapes: 0,
-        scrapeErrors: 0,
-        lastError: null,
-      };
-    }),
-  );
-  const all = endpoints.flat();
+/** Each pool's resolved addresses, as Envoy's pool clusters list them. */
+function endpointSets(config: GatewayConfig, endpoints: Endpoint[][]): Map<string, string[]> {
+  return new Map(config.pools.map((pool, p) => [pool.name, endpoints[p].flatMap((ep) => (ep.address === null ? [] : [ep.address]))]));
+}
+
+/** A reload's new config with its endpoints: those of pods that stay keep their state (metrics, learned capacity). */
+interface PreparedConfig {
+  config: GatewayConfig;
+  endpoints: Endpoint[][];
+}
+
+export async function startAggregator(initial: GatewayConfig, opts: AggregatorOptions = {}): Promise<Aggregator> {
+  const log = opts.log ?? ((line: string) => console.log(`[aggregator] ${line}`));
+  const telemetry = opts.telemetry ?? NO_TELEMETRY;
+  // Read once: a reload refuses changes to the aggregator section.
+  const { host, scrapeIntervalMs, scrapeTimeoutMs, staleAfterMs } = initial.aggregator;
+
+  // The config in force and its endpoints, endpoints[p] for config.pools[p]; a reload replaces all three.
+  let config = initial;
+  let endpoints: Endpoint[][] = config.pools.map((pool) => pool.endpoints.map((configured) => newEndpoint(pool, configured)));
+  let all = endpoints.flat();
   const lookupHost = opts.lookup ?? ((hostname: string) => lookup(hostname, { all: true }));
-  // Envoy's pool clusters list exactly these addresses (ADS on the gRPC port).
-  const discovery = createEndpointDiscovery({ log });
-  const publishEndpoints = () =>
-    discovery.update(new Map(config.pools.map((pool, p) => [
-      pool.name,
-      endpoints[p].flatMap((ep) => (ep.address === null ? [] : [ep.address])),
-    ])));
+  // Envoy's pool clusters, their endpoints and the routes to them (ADS on the gRPC port).
+  const discovery = createDiscoveryServer({ log });
+  const publishEndpoints = () => discovery.setEndpoints(endpointSets(config, endpoints));
 
   // One socket per pod, reused across scrapes.
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
@@ -136,7 +164,7 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
     }
   }
 
-  const wanted = new Map(config.pools.map((p) => [p.engine, wantedMetrics(p.engine)]));
+  const wanted = new Map(ENGINES.map((engine) => [engine, wantedMetrics(engine)]));
 
   async function scrape(ep: Endpoint): Promise<void> {
     if (ep.ip === null) return;
@@ -168,6 +196,35 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
   await Promise.all(all.filter((ep) => ep.dnsName).map(resolve));
   publishEndpoints();
   await Promise.all(all.map(scrape));
+
+  const reloader = createReloader<PreparedConfig>({
+    target: {
+      current: () => config,
+      prepare: async (next) => {
+        // A pod keeps its state when its pool, address and engine stay.
+        const key = (pool: string, configured: string, engine: Engine) => `${pool}\n${configured}\n${engine}`;
+        const kept = new Map(all.map((ep) => [key(ep.pool, ep.configured, ep.engine), ep]));
+        const nextEndpoints = next.pools.map((pool) =>
+          pool.endpoints.map((configured) => kept.get(key(pool.name, configured, pool.engine)) ?? newEndpoint(pool, configured)));
+        const added = nextEndpoints.flat().filter((ep) => !all.includes(ep));
+        await Promise.all(added.filter((ep) => ep.dnsName).map(resolve));
+        await Promise.all(added.map(scrape));
+        discovery.setEndpoints(endpointSets(next, nextEndpoints));
+        return { config: next, endpoints: nextEndpoints };
+      },
+      commit: (prepared) => {
+        config = prepared.config;
+        endpoints = prepared.endpoints;
+        all = endpoints.flat();
+        refresh();
+      },
+      abandon: () => publishEndpoints(),
+    },
+    discovery,
+    log,
+    telemetry,
+    drainMs: opts.reloadDrainMs,
+  });
 
   const startMs = Date.now();
   const tracker = new SnapshotTracker(buildSnapshotBody(config, endpoints, startMs), startMs, startMs);
@@ -224,7 +281,7 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
         snapshotVersion: tracker.current.version,
         snapshotsPushed: push.pushed(),
         streams: push.streams(),
-        endpointsVersion: discovery.version(),
+        endpointsVersion: discovery.version(CLUSTER_LOAD_ASSIGNMENT_TYPE),
         adsStreams: discovery.streams(),
       };
     };
@@ -263,9 +320,13 @@ export async function startAggregator(config: GatewayConfig, opts: AggregatorOpt
       listeners.add(cb);
       return () => listeners.delete(cb);
     },
+    config: () => config,
+    reload: (next) => reloader.reload(next),
+    refuseReload: (reason) => void reloader.refuse(reason),
     async close() {
       if (closed) return;
       closed = true;
+      reloader.close();
       clearInterval(timer);
       stop.abort();
       agent.destroy();
