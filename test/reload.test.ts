@@ -3,6 +3,9 @@
 // new config is put in force only after Envoy accepted the new clusters and
 // routes, a NACK refuses the reload and sends the previous resources again,
 // a pool that goes keeps its cluster until the drain is over.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { describeChanges, fixedFieldChanges } from "../host/aggregator/config-diff.js";
@@ -10,7 +13,9 @@ import { startSnapshotServer, type SnapshotServer } from "../host/aggregator/pus
 import { createReloader, type Reloader } from "../host/aggregator/reload.js";
 import { CLUSTER_TYPE as CDS, createDiscoveryServer, type DiscoveryServer } from "../host/aggregator/xds.js";
 import { parseGatewayConfig, type GatewayConfig } from "../host/config.js";
+import { projectRoot } from "../host/paths.js";
 import { FakeEnvoy, type AdsResponse } from "./helpers/fake-envoy.js";
+import { killLaunched, launch } from "./helpers/launcher.js";
 import { waitFor } from "./helpers/stack.js";
 
 const base = {
@@ -189,5 +194,27 @@ describe("a reload against Envoy", () => {
     const result = await reloader.reload(config((d) => d.pools.push({ name: "mistral", baseModel: "mistral-7b", endpoints: ["127.0.0.1:18003"] })));
     expect(result).toEqual({ applied: true, changes: ["pool mistral added"] });
     expect(logs.some((l) => /goes ahead without every Envoy's confirmation: not confirmed within 2000 ms: ads stream \d+ .* waits for clusters/.test(l))).toBe(true);
+  });
+});
+
+describe("the aggregator CLI", () => {
+  afterEach(() => killLaunched());
+
+  it("applies edits of its config file, and the file again on SIGHUP", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "aggregator-cli-"));
+    try {
+      const path = join(dir, "gateway.yaml");
+      writeFileSync(path, stringify(base));
+      const cli = launch(process.execPath, [join(projectRoot, "dist/host/aggregator/main.js"), "--config", path]);
+      await cli.waitForOutput(/^\[aggregator\] watching .* for changes$/m);
+      writeFileSync(path, stringify({ ...base, pools: [{ ...base.pools[0], weights: { queue: 3 } }, base.pools[1]] }));
+      await cli.waitForOutput(/^\[aggregator\] config reload applied: pool llama: weights$/m);
+      cli.child.kill("SIGHUP");
+      await cli.waitForOutput(/^\[aggregator\] config reload: no change$/m);
+      cli.child.kill("SIGTERM");
+      expect(await cli.exitWithin(10_000)).toEqual({ code: 0, signal: null });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
