@@ -211,6 +211,9 @@ describe("ADS protocol", () => {
     const eds = await envoy.next();
     envoy.ack(eds, [A]);
     expect(await discovery.settled(1_000)).toEqual({ ok: true });
+    // Endpoints of a pool this Envoy has no cluster of: nothing is sent, nothing to wait for.
+    discovery.setEndpoints(new Map([["e", ["127.0.0.1:9302"]]]));
+    expect(await discovery.settled(1_000)).toEqual({ ok: true });
 
     discovery.setResources(CDS, new Map([[A, cluster("a")], [C, cluster("e")]]));
     const settling = discovery.settled(5_000);

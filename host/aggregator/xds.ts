@@ -151,11 +151,17 @@ export function createDiscoveryServer(opts: { log: (line: string) => void }): Di
     s.call.write({ version_info: String(version), type_url: type, nonce: sub.nonce, resources: out });
   }
 
-  /** Sends `type` to every stream subscribed to one of `changed` (any, for a wildcard subscription). */
+  /**
+   * Sends `type` to every stream subscribed to one of `changed` (any, for a
+   * wildcard subscription). The others have all they asked for at the new
+   * version already, and are taken to be at it.
+   */
   function push(type: ResourceType, changed: ReadonlySet<string>): void {
     for (const s of streams) {
       const sub = s.types.get(type);
-      if (sub && (sub.names === "*" || [...changed].some((n) => (sub.names as Set<string>).has(n)))) send(s, type, sub);
+      if (!sub) continue;
+      if (sub.names === "*" || [...changed].some((n) => (sub.names as Set<string>).has(n))) send(s, type, sub);
+      else sub.sentVersion = state.get(type)!.version;
     }
   }
 
