@@ -140,8 +140,8 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  if (process.env.DUMP_LOGS) writeFileSync(process.env.DUMP_LOGS, logs.join("\n"));
   traffic.stop = true;
+  if (process.env.DUMP_LOGS) writeFileSync(process.env.DUMP_LOGS, [...logs, `traffic: ${traffic.ok} ok, ${traffic.failures.length} failed`].join("\n"));
   await Promise.all(traffic.loops);
   for (const c of workers) c.agent.destroy();
   await stack?.close();
@@ -282,6 +282,14 @@ describe("editing the config file of a running gateway", () => {
     expect(await streamed).toBeGreaterThanOrEqual(100);
   }, 30_000);
 
+  it("takes a removed pool back", async () => {
+    await edit((d) => {
+      d.pools.push({ name: "qwen", baseModel: "qwen3-32b", endpoints: [fleet.pod("qwen-a").address] });
+    }, "applied");
+    await installed();
+    for (const c of workers) expect((await c.client.chat.completions.create({ model: "qwen3-32b", ...ask })).model).toBe("qwen3-32b");
+  });
+
   it("never restarted Envoy nor failed a request for a model that exists throughout", async () => {
     traffic.stop = true;
     await Promise.all(traffic.loops);
@@ -297,8 +305,10 @@ describe("editing the config file of a running gateway", () => {
     expect(stats["listener_manager.listener_removed"]).toBe(0);
     expect(stats["cluster_manager.cds.update_rejected"]).toBe(0);
     expect(stats["http.llm_gateway.rds.llm_gateway.update_rejected"]).toBe(0);
-    // The start, mistral added, the rate limit, qwen removed and then its cluster dropped.
-    expect(stats["http.llm_gateway.rds.llm_gateway.update_success"]).toBeGreaterThanOrEqual(4);
-    expect(outcomes).toEqual({ applied: 5, refused: 3 });
+    // The start, mistral added, the rate limit, qwen removed, its cluster dropped, qwen back.
+    expect(stats["http.llm_gateway.rds.llm_gateway.update_success"]).toBeGreaterThanOrEqual(5);
+    expect(outcomes).toEqual({ applied: 6, refused: 3 });
+    // Every Envoy confirmed every change it was sent.
+    expect(logs.filter((l) => l.includes("without every Envoy's confirmation"))).toEqual([]);
   });
 });
