@@ -141,7 +141,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   traffic.stop = true;
-  if (process.env.DUMP_LOGS) writeFileSync(process.env.DUMP_LOGS, [...logs, `traffic: ${traffic.ok} ok, ${traffic.failures.length} failed`].join("\n"));
   await Promise.all(traffic.loops);
   for (const c of workers) c.agent.destroy();
   await stack?.close();
