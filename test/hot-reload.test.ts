@@ -195,6 +195,24 @@ describe("editing the config file of a running gateway", () => {
     for (const c of workers) expect((await c.client.chat.completions.create({ model: "chat-lora", ...ask })).model).toBe("chat-lora");
   });
 
+  it("takes a pod out of a pool: Envoy's cluster and the snapshot both follow", async () => {
+    const line = await edit((d) => {
+      d.pools[0].endpoints = [fleet.pod("llama-b").address];
+    }, "applied");
+    expect(line).toContain("pool llama: endpoints");
+    const hosts = async () => {
+      const body = (await (await fetch(`${stack.envoy.adminUrl}/clusters?format=json`)).json()) as { cluster_statuses: Array<{ name: string; host_statuses?: Array<{ address: { socket_address: { port_value: number } } }> }> };
+      return body.cluster_statuses.find((c) => c.name === "llm_gateway_pool_llama")!.host_statuses!.map((h) => h.address.socket_address.port_value);
+    };
+    expect(await hosts()).toEqual([fleet.pod("llama-b").port]);
+    expect(stack.aggregator.current().pools.find((p) => p.name === "llama")!.endpoints.map((e) => e.address)).toEqual([fleet.pod("llama-b").address]);
+    await installed();
+    for (const c of workers) {
+      const { response } = await c.client.chat.completions.create({ model: "llama-3.1-8b", ...ask }).withResponse();
+      expect(response.headers.get("x-served-by")).toBe("llama-b");
+    }
+  });
+
   it("changes an admission limit (snapshot) and gives a model a rate limit (Envoy's route table)", async () => {
     const line = await edit((d) => {
       d.profiles.latency.admission.maxWaiting = 60;
@@ -306,7 +324,7 @@ describe("editing the config file of a running gateway", () => {
     expect(stats["http.llm_gateway.rds.llm_gateway.update_rejected"]).toBe(0);
     // The start, mistral added, the rate limit, qwen removed, its cluster dropped, qwen back.
     expect(stats["http.llm_gateway.rds.llm_gateway.update_success"]).toBeGreaterThanOrEqual(5);
-    expect(outcomes).toEqual({ applied: 6, refused: 3 });
+    expect(outcomes).toEqual({ applied: 7, refused: 3 });
     // Every Envoy confirmed every change it was sent.
     expect(logs.filter((l) => l.includes("without every Envoy's confirmation"))).toEqual([]);
   });
