@@ -4,7 +4,6 @@
 import { loadGatewayConfig, resolveConfigHosts, type Engine, type GatewayConfig } from "./config.js";
 import { watchConfigFile, type ConfigWatch } from "./aggregator/config-watch.js";
 import { startAggregator, type Aggregator } from "./aggregator/index.js";
-import type { AggregatorTelemetry } from "./aggregator/telemetry.js";
 import { envoyParamsFromGatewayConfig, renderEnvoyXds, startEnvoy, type EnvoyProcess } from "./envoy/index.js";
 import { stringify } from "yaml";
 import { parseGatewayConfig } from "./config.js";
@@ -38,8 +37,6 @@ export interface StackOptions {
   configPath?: string;
   /** How often the watched file is read again (config-watch.ts); default 2 s. */
   configPollMs?: number;
-  /** What the aggregator reports as it works (reloads included); default none. */
-  telemetry?: AggregatorTelemetry;
 }
 
 export interface Stack {
@@ -106,7 +103,6 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
       port: opts.aggregatorPort,
       metricsPort: opts.metricsPort,
       log: (line) => log(`[aggregator] ${line}`),
-      telemetry: opts.telemetry,
     }).catch(naming(claims.aggregator));
     started.push(() => aggregator.close());
 

@@ -11,7 +11,6 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { NO_TELEMETRY } from "../host/aggregator/telemetry.js";
 import { loadGatewayConfig } from "../host/config.js";
 import { startFleet, type Fleet } from "../host/fakeserver/index.js";
 import { startStack, type Stack } from "../host/stack.js";
@@ -23,7 +22,6 @@ let stack: Stack;
 let dir: string;
 let configPath: string;
 const logs: string[] = [];
-const outcomes = { applied: 0, refused: 0 };
 let workers: Conn[] = [];
 
 /** The config file's document, as the test last wrote it. */
@@ -46,12 +44,23 @@ function write(next: Record<string, any>, how: "rename" | "in place"): void {
 async function edit(change: (d: Record<string, any>) => void, expected: "applied" | "refused", how: "rename" | "in place" = "rename"): Promise<string> {
   const next = structuredClone(doc);
   change(next);
-  const before = { ...outcomes };
+  const before = await reloads();
   const seen = logs.length;
   write(next, how);
-  await waitFor(`the edit to be ${expected}`, () => outcomes.applied + outcomes.refused > before.applied + before.refused);
-  expect(outcomes[expected]).toBe(before[expected] + 1);
+  let after = before;
+  await waitFor(`the edit to be ${expected}`, async () => {
+    after = await reloads();
+    return after.applied + after.refused > before.applied + before.refused;
+  });
+  expect(after[expected]).toBe(before[expected] + 1);
   return logs.slice(seen).find((l) => l.includes(`config reload ${expected}`)) ?? "";
+}
+
+/** The aggregator's count of reloads, from its /metrics. */
+async function reloads(): Promise<{ applied: number; refused: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${stack.aggregator.metricsPort}/metrics`)).text();
+  const count = (outcome: string) => Number(new RegExp(`^llm_gateway_config_reloads_total\\{outcome="${outcome}"\\} (\\d+)$`, "m").exec(text)?.[1]);
+  return { applied: count("applied"), refused: count("refused") };
 }
 
 /** Both workers route on the aggregator's current snapshot (or a newer one). */
@@ -133,7 +142,7 @@ beforeAll(async () => {
     configPollMs: 500,
     concurrency: 2,
     log: (line) => logs.push(`${new Date().toISOString()} ${line}`),
-    telemetry: { ...NO_TELEMETRY, reload: (outcome) => outcomes[outcome]++ },
+    metricsPort: 0,
   });
   workers = await connect(stack, 1);
   traffic.loops = Array.from({ length: LOOPS }, (_, k) => loop(k));
@@ -324,7 +333,7 @@ describe("editing the config file of a running gateway", () => {
     expect(stats["http.llm_gateway.rds.llm_gateway.update_rejected"]).toBe(0);
     // The start, mistral added, the rate limit, qwen removed, its cluster dropped, qwen back.
     expect(stats["http.llm_gateway.rds.llm_gateway.update_success"]).toBeGreaterThanOrEqual(5);
-    expect(outcomes).toEqual({ applied: 7, refused: 3 });
+    expect(await reloads()).toEqual({ applied: 7, refused: 3 });
     // Every Envoy confirmed every change it was sent.
     expect(logs.filter((l) => l.includes("without every Envoy's confirmation"))).toEqual([]);
   });
