@@ -69,6 +69,11 @@ describe("what an edit changes", () => {
       "models",
     ]);
     expect(describeChanges(config(), config())).toEqual([]);
+    // Any field of a pool counts, a discovery selector too.
+    const selector = (app: string) => (d: Doc) => {
+      d.pools[1] = { name: "qwen", baseModel: "qwen3-32b", kubernetes: { namespace: "models", selector: { matchLabels: { app } }, port: 8000 } };
+    };
+    expect(describeChanges(config(selector("qwen")), config(selector("qwen-next")))).toEqual(["pool qwen: kubernetes"]);
   });
 });
 

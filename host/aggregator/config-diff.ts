@@ -28,7 +28,13 @@ export function fixedFieldChanges(current: GatewayConfig, next: GatewayConfig): 
   );
 }
 
-const POOL_FIELDS: Array<keyof PoolConfig> = ["baseModel", "engine", "adapters", "profile", "weights", "endpoints", "capacities"];
+/** The fields of a pool that differ, by name (the weights it overrides count as its weights). */
+function poolFieldChanges(a: PoolConfig, b: PoolConfig): string[] {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)] as Array<keyof PoolConfig>);
+  keys.delete("name");
+  const named = [...keys].filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k])).map((k) => (k === "weightOverrides" ? "weights" : k));
+  return [...new Set(named)];
+}
 
 /** What the edit changes that a reload applies, e.g. `pool mistral added`, `pool llama: weights, adapters`; empty when nothing. */
 export function describeChanges(current: GatewayConfig, next: GatewayConfig): string[] {
@@ -40,7 +46,7 @@ export function describeChanges(current: GatewayConfig, next: GatewayConfig): st
   for (const [name, pool] of after) {
     const old = before.get(name);
     if (!old) continue;
-    const fields = POOL_FIELDS.filter((f) => JSON.stringify(old[f]) !== JSON.stringify(pool[f]));
+    const fields = poolFieldChanges(old, pool);
     if (fields.length > 0) out.push(`pool ${name}: ${fields.join(", ")}`);
   }
   const order = (a: string[], b: string[]) => JSON.stringify(a) !== JSON.stringify(b);
