@@ -74,6 +74,7 @@ describe("what an edit changes", () => {
       d.pools[1] = { name: "qwen", baseModel: "qwen3-32b", kubernetes: { namespace: "models", selector: { matchLabels: { app } }, port: 8000 } };
     };
     expect(describeChanges(config(selector("qwen")), config(selector("qwen-next")))).toEqual(["pool qwen: kubernetes"]);
+    expect(describeChanges(config(), config((d) => d.pools.reverse()))).toEqual(["the order of pools or other details"]);
   });
 });
 

@@ -36,7 +36,7 @@ function poolFieldChanges(a: PoolConfig, b: PoolConfig): string[] {
   return [...new Set(named)];
 }
 
-/** What the edit changes that a reload applies, e.g. `pool mistral added`, `pool llama: weights, adapters`; empty when nothing. */
+/** What the edit changes that a reload applies, e.g. `pool mistral added`, `pool llama: weights, adapters`; empty only when nothing differs. */
 export function describeChanges(current: GatewayConfig, next: GatewayConfig): string[] {
   const out: string[] = [];
   const before = new Map(current.pools.map((p) => [p.name, p]));
@@ -49,10 +49,10 @@ export function describeChanges(current: GatewayConfig, next: GatewayConfig): st
     const fields = poolFieldChanges(old, pool);
     if (fields.length > 0) out.push(`pool ${name}: ${fields.join(", ")}`);
   }
-  const order = (a: string[], b: string[]) => JSON.stringify(a) !== JSON.stringify(b);
-  if (order(current.pools.map((p) => p.name), next.pools.map((p) => p.name)) && out.length === 0) out.push("pool order");
   const profiles = differingPaths(current.profiles, next.profiles, "profiles");
   if (profiles.length > 0) out.push(`${[...new Set(profiles.map((p) => p.split(".").slice(0, 2).join(".")))].join(", ")}`);
   if (JSON.stringify(current.models) !== JSON.stringify(next.models)) out.push("models");
+  // Whatever else differs (the pools' order, say) still makes a change.
+  if (out.length === 0 && JSON.stringify(current) !== JSON.stringify(next)) out.push("the order of pools or other details");
   return out;
 }
