@@ -157,7 +157,9 @@ async function checkAggregatorMetrics(url) {
     const fresh = res.body.split("\n").filter((line) => line.startsWith("llm_gateway_endpoint_fresh{"));
     const endpoints = config.pools.flatMap((p) => p.endpoints);
     for (const ep of endpoints) {
-      assert.ok(fresh.some((line) => line.includes(`"${ep}"`) && line.endsWith(" 1")), `${ep} not fresh: ${fresh.join("; ")}`);
+      // A DNS name stands for each of its addresses, labelled name:port@ip.
+      const named = (line) => line.includes(`"${ep}"`) || line.includes(`"${ep}@`);
+      assert.ok(fresh.some((line) => named(line) && line.endsWith(" 1")), `${ep} not fresh: ${fresh.join("; ")}`);
     }
     return `${endpoints.length} endpoints`;
   });
