@@ -16,6 +16,8 @@ export interface GatewayListenerConfig {
   host: string;
   port: number;
   adminPort: number;
+  /** When set, a listener on host:statsPort answers GET /stats/prometheus (from admin) and nothing else. */
+  statsPort?: number;
   maxBodyBytes: number;
   staleView: StaleViewConfig;
   passiveHealth: PassiveHealthConfig;
@@ -484,6 +486,7 @@ const configSchema = z.strictObject({
       host: host.default("127.0.0.1"),
       port: port(true).default(8080),
       adminPort: port(true).default(9901),
+      statsPort: port(false).optional(),
       maxBodyBytes: positiveInt.default(4 * 1024 * 1024),
       staleView: z
         .strictObject({
@@ -582,6 +585,9 @@ function crossCheck(raw: RawConfig): string[] {
     }
   });
 
+  const { adminPort, statsPort, port: listenerPort } = raw.gateway;
+  if (statsPort !== undefined && adminPort === 0) issues.push("gateway.statsPort: needs a fixed gateway.adminPort (the stats listener forwards to it), not 0");
+  if (statsPort !== undefined && (statsPort === adminPort || statsPort === listenerPort)) issues.push(`gateway.statsPort: ${statsPort} is already gateway.${statsPort === adminPort ? "adminPort" : "port"}`);
   issues.push(...checkTraffic(raw));
 
   const agg = raw.aggregator;

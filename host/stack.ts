@@ -63,6 +63,7 @@ function portClaims(config: GatewayConfig, opts: StackOptions): { gateway: PortC
     gateway: [
       { part: "gateway.port", host: gateway.host, port: opts.gatewayPort ?? gateway.port },
       { part: "gateway.adminPort", host: LOOPBACK, port: opts.adminPort ?? gateway.adminPort },
+      ...(gateway.statsPort === undefined ? [] : [{ part: "gateway.statsPort", host: gateway.host, port: gateway.statsPort }]),
     ],
     aggregator: [
       { part: "aggregator.port", host: aggregator.host, port: opts.aggregatorPort ?? aggregator.port },

@@ -86,6 +86,13 @@ describe("gateway config", () => {
     expect(c.localFleet?.pods[0]).toEqual({ name: "a", pool: "llama", port: 18001, speed: 1, engine: "sglang" });
   });
 
+  it("takes a stats port only beside a fixed admin port, and not on another port of the gateway", () => {
+    const base = "pools: [{ name: p, baseModel: m, endpoints: [\"10.0.0.1:8000\"] }]\n";
+    expect(parseGatewayConfig(`gateway: { adminPort: 9901, statsPort: 9902 }\n${base}`).gateway.statsPort).toBe(9902);
+    expect(() => parseGatewayConfig(`gateway: { adminPort: 0, statsPort: 9902 }\n${base}`)).toThrow(/gateway\.statsPort: needs a fixed gateway\.adminPort/);
+    expect(() => parseGatewayConfig(`gateway: { port: 8080, statsPort: 8080 }\n${base}`)).toThrow(/gateway\.statsPort: 8080 is already gateway\.port/);
+  });
+
   it("names the field of a bad value", () => {
     expect(issues(twoPools(`{ name: qwen, baseModel: q, engine: vllm, endpoints: ["127.0.0.1:1"], weights: { queue: -1 } }`))).toEqual([
       "pools[1].weights.queue: expected a number >= 0",

@@ -109,6 +109,7 @@ describe("a real Prometheus scraping Envoy and the aggregator", () => {
   let fleet: Fleet;
   let stack: Stack | undefined;
   let prometheus: Prometheus | undefined;
+  let statsPort: number;
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "gw-prometheus-"));
@@ -119,8 +120,11 @@ describe("a real Prometheus scraping Envoy and the aggregator", () => {
       { name: "busy", model: BUSY, engineConfig: { maxNumSeqs: 1 } },
     ]);
     const dead = await freePort(); // a pod that never answers: scrape errors, a stale pod
+    // Prometheus reads Envoy through the stats listener, as in a cluster where admin stays on loopback.
+    const adminPort = await freePort();
+    statsPort = await freePort();
     const config = parseGatewayConfig(stringify({
-      gateway: { host: "127.0.0.1", port: 0, adminPort: 0 },
+      gateway: { host: "127.0.0.1", port: 0, adminPort, statsPort },
       aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: 50, staleAfterMs: 1000 },
       pools: [
         { name: "llama", baseModel: LLAMA, engine: "vllm", adapters: [ADAPTER], endpoints: [fleet.pod("a").address, fleet.pod("b").address, `127.0.0.1:${dead}`] },
@@ -129,7 +133,7 @@ describe("a real Prometheus scraping Envoy and the aggregator", () => {
     }), "prometheus test");
     stack = await startStack(config, { metricsPort: 0, concurrency: 2 });
     prometheus = await startPrometheus(dir, {
-      envoy: [new URL(stack.envoy.adminUrl).host, "/stats/prometheus"],
+      envoy: [`127.0.0.1:${statsPort}`, "/stats/prometheus"],
       aggregator: [`127.0.0.1:${stack.aggregator.metricsPort}`, "/metrics"],
     });
     await waitFor("both targets up", async () => (await prometheus!.query("up == 1")).length === 2, 15_000);
@@ -200,6 +204,13 @@ describe("a real Prometheus scraping Envoy and the aggregator", () => {
       if (!result.some((s) => Number.isFinite(Number(s.value[1])))) empty.push(`${panel}: ${expr} -> ${JSON.stringify(result)}`);
     }
     expect(empty).toEqual([]);
+
+    // The stats listener forwards that one read and nothing else of admin.
+    const statsUrl = `http://127.0.0.1:${statsPort}`;
+    expect((await fetch(`${statsUrl}/quitquitquit`, { method: "POST" })).status).toBe(404);
+    expect((await fetch(`${statsUrl}/stats/prometheus`, { method: "POST" })).status).toBe(404);
+    expect((await fetch(`${statsUrl}/clusters`)).status).toBe(404);
+    expect((await fetch(`${stack!.envoy.adminUrl}/ready`)).status).toBe(200);
     expect(dashboardQueries().length).toBeGreaterThan(25);
   }, 120_000);
 });

@@ -42,6 +42,8 @@ export interface EnvoyConfigParams {
   gatewayPort: number;
   /** Admin port on 127.0.0.1; 0 lets Envoy pick (startEnvoy reads it back). */
   adminPort: number;
+  /** A listener on gatewayHost:statsPort serving only admin's /stats/prometheus (for Prometheus in a cluster). */
+  statsPort?: number;
   /** Metrics aggregator gRPC endpoint: an IP or a DNS name. */
   aggregatorHost: string;
   aggregatorPort: number;
@@ -78,6 +80,7 @@ export function envoyParamsFromGatewayConfig(
     gatewayHost: cfg.gateway.host,
     gatewayPort: cfg.gateway.port,
     adminPort: cfg.gateway.adminPort,
+    statsPort: cfg.gateway.statsPort,
     aggregatorHost: cfg.aggregator.host,
     aggregatorPort: cfg.aggregator.port,
     wasmPath: opts.wasmPath,
@@ -250,6 +253,7 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   if (claims.length > 0 && !params.jwt) throw new Error("traffic gates that name a claim need jwt");
   if (params.jwt) withJwtAuthn(doc, params.jwt, claims);
   if (params.wasmFilter === false) withoutWasmFilter(doc);
+  if (params.statsPort !== undefined) withStatsListener(doc, params);
   return { doc, poolClusters };
 }
 
@@ -384,6 +388,53 @@ function withJwtAuthn(doc: Document, jwt: JwtConfig, claims: Array<{ header_name
         },
       },
       rules: [{ match: { prefix: "/" }, requires: { provider_name: "gateway" } }],
+    },
+  }));
+}
+
+/**
+ * Admin stays on loopback (it can drain listeners and quit Envoy); Prometheus
+ * in a cluster scrapes this listener instead, which forwards exactly one
+ * read-only path to admin and answers everything else 404.
+ */
+function withStatsListener(doc: Document, p: EnvoyConfigParams): void {
+  const statsPort = checkInt("statsPort", p.statsPort!, 1, 65535);
+  if (p.adminPort === 0) throw new Error("statsPort needs a fixed adminPort");
+  const listeners = doc.getIn(["static_resources", "listeners"]);
+  const clusters = doc.getIn(CLUSTERS);
+  if (!isSeq(listeners) || !isSeq(clusters)) throw new Error("the Envoy template has no static listeners or clusters list");
+  listeners.items.push(doc.createNode({
+    name: "llm_gateway_stats",
+    address: { socket_address: { address: p.gatewayHost, port_value: statsPort } },
+    enable_reuse_port: false,
+    filter_chains: [{
+      filters: [{
+        name: "envoy.filters.network.http_connection_manager",
+        typed_config: {
+          "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+          stat_prefix: "llm_gateway_stats",
+          route_config: {
+            virtual_hosts: [{
+              name: "stats",
+              domains: ["*"],
+              routes: [
+                { match: { path: "/stats/prometheus", headers: [{ name: ":method", string_match: { exact: "GET" } }] }, route: { cluster: "llm_gateway_admin" } },
+                { match: { prefix: "/" }, direct_response: { status: 404, body: { inline_string: "not found; try GET /stats/prometheus\n" } } },
+              ],
+            }],
+          },
+          http_filters: [{ name: "envoy.filters.http.router", typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" } }],
+        },
+      }],
+    }],
+  }));
+  clusters.items.push(doc.createNode({
+    name: "llm_gateway_admin",
+    type: "STATIC",
+    connect_timeout: "1s",
+    load_assignment: {
+      cluster_name: "llm_gateway_admin",
+      endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: "127.0.0.1", port_value: p.adminPort } } } }] }],
     },
   }));
 }
