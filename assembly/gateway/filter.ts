@@ -36,6 +36,7 @@ import { FleetView } from "../core/fleet-view";
 import { viewIsStale, StaleViewPolicy } from "../core/view";
 import { FilterConfig, Gate } from "./config";
 import { FilterMetrics } from "./metrics";
+import { reportMemoryGrowth } from "./memory-gauge";
 import { SharedHealth } from "./shared-health";
 import { SharedInflight } from "./shared-inflight";
 import { SharedPrefixLog } from "./shared-prefix-log";
@@ -117,6 +118,7 @@ export class GatewayRoot extends RootContext {
   onTick(): void {
     this.refresh();
     this.stats!.flush();
+    reportMemoryGrowth();
   }
 
   createHttpContext(id: u32): HttpContext | null {
