@@ -4,9 +4,12 @@
 import { spawn } from "node:child_process";
 import { createWriteStream, type WriteStream } from "node:fs";
 import { createInterface } from "node:readline";
+import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { projectRoot } from "../../host/paths.js";
 
-const PRELOAD = pathToFileURL(new URL("./exit-with-parent.js", import.meta.url).pathname).href;
+// The compiled file, also when the soak itself runs from source (vitest).
+const PRELOAD = pathToFileURL(join(projectRoot, "dist", "bench", "soak", "exit-with-parent.js")).href;
 const READY_TIMEOUT_MS = 20_000;
 const STOP_GRACE_MS = 5_000;
 

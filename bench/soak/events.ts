@@ -1,7 +1,10 @@
 // Carries out the schedule's events on the running stack and records when
 // each happened (on the load's clock), which pod it hit, and how long it
-// took. A kill picks the pool's pod holding the most requests, so a crash
-// always has work to cut; a leave drains: the pod leaves the pool, and is
+// took. A kill waits (a few seconds at most) until a pod of the pool is
+// sending a stream, then crashes the pod sending the most (the most requests
+// held breaks a tie), so every crash cuts work under way; a leave takes the
+// pool's oldest pod but the one this cycle killed (its recovery is watched),
+// and drains: the pod leaves the pool, and is
 // stopped only once Envoy no longer lists it and its engine holds nothing.
 import type { Kill } from "./classify.js";
 import type { PodProcess } from "./pods.js";
@@ -16,22 +19,28 @@ export interface SoakEvent {
   atMs: number;
   /** When it was complete: the pod restarted, or Envoy listed the new set (a leave: the pod stopped too). */
   doneMs: number;
-  /** A kill: requests the pod's engine held just before. */
+  /** A kill: streams the pod was sending to the soak's client, and requests its engine held, just before. */
+  streamsUnderway?: number;
   requestsHeld?: number;
 }
 
 const DRAIN_TIMEOUT_MS = 30_000;
+const STREAM_WAIT_MS = 5_000;
 const POLL_MS = 100;
 
 export class EventRunner {
   readonly events: SoakEvent[] = [];
   readonly kills: Kill[] = [];
+  /** The pod each pool's latest kill hit, restored or not. */
+  private readonly killed = new Map<string, PodProcess>();
   /** Killed and not restored yet, by pool. */
   private readonly down = new Map<string, PodProcess>();
 
   constructor(
     private readonly stack: SoakStack,
     private readonly clock: () => number,
+    /** Streams the pod is sending now, as the soak's client sees them. */
+    private readonly streamsUnderway: (pod: string) => number,
   ) {}
 
   /** Runs `planned` in order, each at its time (or at once, when the one before ran late). */
@@ -50,12 +59,13 @@ export class EventRunner {
       this.events.push({ kind: e.kind, pool: e.pool, pod: pod.name, atMs, doneMs: this.clock(), ...extra });
     switch (e.kind) {
       case "kill": {
-        const { pod, held } = await this.busiest(e.pool);
+        const { pod, streams, held } = await this.busiest(e.pool);
         const killMs = this.clock();
         await pod.crash();
         this.kills.push({ pod: pod.name, atMs: killMs });
         this.down.set(e.pool, pod);
-        this.events.push({ kind: "kill", pool: e.pool, pod: pod.name, atMs: killMs, doneMs: this.clock(), requestsHeld: held });
+        this.killed.set(e.pool, pod);
+        this.events.push({ kind: "kill", pool: e.pool, pod: pod.name, atMs: killMs, doneMs: this.clock(), streamsUnderway: streams, requestsHeld: held });
         return;
       }
       case "restore": {
@@ -73,7 +83,7 @@ export class EventRunner {
         return;
       }
       case "leave": {
-        const pod = this.oldestUp(e.pool);
+        const pod = this.leaving(e.pool);
         await this.stack.membership.leave(e.pool, pod.address);
         await this.drained(pod);
         await pod.stop();
@@ -88,21 +98,24 @@ export class EventRunner {
     return this.stack.membership.of(pool).map((a) => byAddress.get(a)!);
   }
 
-  private oldestUp(pool: string): PodProcess {
-    const pod = this.members(pool).find((p) => p !== this.down.get(pool));
-    if (!pod) throw new Error(`leave in ${pool}: no member is up`);
+  private leaving(pool: string): PodProcess {
+    const pod = this.members(pool).find((p) => p !== this.killed.get(pool));
+    if (!pod) throw new Error(`leave in ${pool}: no member but the one killed`);
     return pod;
   }
 
-  private async busiest(pool: string): Promise<{ pod: PodProcess; held: number }> {
-    let best: { pod: PodProcess; held: number } | null = null;
-    for (const pod of this.members(pool)) {
-      if (pod === this.down.get(pool)) continue;
+  private async busiest(pool: string): Promise<{ pod: PodProcess; streams: number; held: number }> {
+    const up = this.members(pool).filter((p) => p !== this.down.get(pool));
+    if (up.length === 0) throw new Error(`kill in ${pool}: no member is up`);
+    const deadline = Date.now() + STREAM_WAIT_MS;
+    while (Date.now() < deadline && !up.some((p) => this.streamsUnderway(p.name) > 0)) await new Promise((r) => setTimeout(r, POLL_MS));
+    let best: { pod: PodProcess; streams: number; held: number } | null = null;
+    for (const pod of up) {
+      const streams = this.streamsUnderway(pod.name);
       const held = await pod.requestsHeld();
-      if (!best || held > best.held) best = { pod, held };
+      if (!best || streams > best.streams || (streams === best.streams && held > best.held)) best = { pod, streams, held };
     }
-    if (!best) throw new Error(`kill in ${pool}: no member is up`);
-    return best;
+    return best!;
   }
 
   /** Until the pod's engine holds no request: what Envoy sent before it dropped the pod has finished. */

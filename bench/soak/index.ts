@@ -51,6 +51,8 @@ export interface SoakResult {
   byKind: Record<Outcome, Record<string, number>>;
   /** Every request that was not ok, in full. */
   notOk: ClassifiedRecord[];
+  /** Requests each pod answered (x-served-by), by outcome. */
+  byPod: Record<string, Partial<Record<Outcome, number>>>;
   /** Outcomes of the requests sent in each window, for the chart. */
   timeline: Array<{ tS: number } & Record<Outcome, number>>;
   timelineWindowS: number;
@@ -102,14 +104,17 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     await sampler.sample();
     sampler.start();
 
-    const runner = new EventRunner(stack, clock);
+    const records: RequestRecord[] = [];
+    const running = new Set<RequestRecord>();
+    // Streams whose 200 has arrived and whose end has not.
+    const streamsUnderway = (pod: string) => [...running].filter((r) => r.stream && r.servedBy === pod && r.headersMs !== undefined).length;
+    const runner = new EventRunner(stack, clock, streamsUnderway);
     const eventsDone = runner.run(planEvents(settings.cycle, settings.durationMs), () => stopped).catch((err: Error) => {
       failures.push(`event failed: ${err.message}`);
       stopped = true;
     });
 
-    const records: RequestRecord[] = [];
-    const pending = new Set<Promise<void>>();
+    const pending: Array<Promise<void>> = [];
     const drain = new AbortController();
     setMaxListeners(Infinity, drain.signal);
     const client = newClient(stack.gatewayUrl);
@@ -119,7 +124,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
         const e = runner.events[eventsReported];
         progress(`  ${e.kind} ${e.pod} at ${(e.atMs / 1000).toFixed(1)} s, done in ${Math.round(e.doneMs - e.atMs)} ms`);
       }
-      progress(statusLine(clock(), settings.durationMs, records, runner.kills, sampler.latest()));
+      progress(statusLine(clock(), settings.durationMs, records, running.size, runner.kills, sampler.latest()));
     }, PROGRESS_EVERY_MS);
 
     try {
@@ -132,8 +137,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
           sentMs: clock(), servedBy: null, outputTokens: 0,
         };
         records.push(record);
-        const p = send(client, planned, record, clock, drain.signal).finally(() => pending.delete(p));
-        pending.add(p);
+        running.add(record);
+        pending.push(send(client, planned, record, clock, drain.signal).finally(() => running.delete(record)));
       }
       const giveUp = setTimeout(() => drain.abort(), DRAIN_LIMIT_MS);
       await Promise.all(pending);
@@ -145,7 +150,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     }
     await sampler.stop();
     const elapsedMs = clock();
-    progress(statusLine(elapsedMs, settings.durationMs, records, runner.kills, sampler.latest()));
+    progress(statusLine(elapsedMs, settings.durationMs, records, running.size, runner.kills, sampler.latest()));
     return summarise(settings, startedAt, elapsedMs, records, runner, sampler.samples, failures);
   } finally {
     await stack.close();
@@ -159,12 +164,17 @@ function summarise(
   const byOutcome = Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as Record<Outcome, number>;
   const byKind = Object.fromEntries(OUTCOMES.map((o) => [o, {}])) as Record<Outcome, Record<string, number>>;
   const notOk: ClassifiedRecord[] = [];
+  const byPod: SoakResult["byPod"] = {};
   const windows = new Map<number, Record<Outcome, number>>();
   const classified = records.map((r) => [r, classify(r, runner.kills)] as const);
   for (const [r, c] of classified) {
     byOutcome[c.outcome]++;
     byKind[c.outcome][c.kind] = (byKind[c.outcome][c.kind] ?? 0) + 1;
     if (c.outcome !== "ok") notOk.push({ ...r, outcome: c.outcome, outcomeKind: c.kind });
+    if (r.servedBy !== null) {
+      const pod = (byPod[r.servedBy] ??= {});
+      pod[c.outcome] = (pod[c.outcome] ?? 0) + 1;
+    }
     const w = Math.floor(r.sentMs / TIMELINE_WINDOW_MS);
     const counts = windows.get(w) ?? (Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as Record<Outcome, number>);
     counts[c.outcome]++;
@@ -179,6 +189,7 @@ function summarise(
     byOutcome,
     byKind,
     notOk,
+    byPod,
     timelineWindowS: TIMELINE_WINDOW_MS / 1000,
     timeline: [...windows.entries()].sort(([a], [b]) => a - b).map(([w, counts]) => ({ tS: (w * TIMELINE_WINDOW_MS) / 1000, ...counts })),
     events: runner.events,
@@ -214,13 +225,9 @@ export function verdict(result: SoakResult): string[] {
 
 const mb = (bytes: number | null | undefined) => (bytes == null ? "-" : `${(bytes / 2 ** 20).toFixed(1)} MB`);
 
-function statusLine(tMs: number, durationMs: number, records: RequestRecord[], kills: Kill[], m: MemorySample | undefined): string {
+function statusLine(tMs: number, durationMs: number, records: RequestRecord[], running: number, kills: Kill[], m: MemorySample | undefined): string {
   const counts = Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as Record<Outcome, number>;
-  let running = 0;
-  for (const r of records) {
-    if (r.endMs === undefined) running++;
-    else counts[classify(r, kills).outcome]++;
-  }
+  for (const r of records) if (r.endMs !== undefined) counts[classify(r, kills).outcome]++;
   const clockText = (ms: number) => `${Math.floor(ms / 60_000)}:${String(Math.floor((ms % 60_000) / 1000)).padStart(2, "0")}`;
   return `[soak ${clockText(tMs)}/${clockText(durationMs)}] ${records.length} sent, ${running} running, ` +
     OUTCOMES.map((o) => `${o} ${counts[o]}`).join(", ") +

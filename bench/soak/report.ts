@@ -67,7 +67,7 @@ export function soakMarkdown(r: SoakResult, reasons: string[], command: string, 
     ...r.events.map((e) => {
       const recovery = e.kind === "restore" ? r.recoveries.find((x) => x.pod === e.pod && x.restoredAtMs === e.doneMs) : undefined;
       const note = e.kind === "kill"
-        ? `${e.requestsHeld} requests held`
+        ? `${e.streamsUnderway} streams under way, ${e.requestsHeld} requests held`
         : recovery ? (recovery.servedAgainAfterMs === null ? "served nothing after" : `served again after ${sec(recovery.servedAgainAfterMs)} s`) : "";
       return `| ${sec(e.atMs)} | ${e.kind} | ${e.pool} | ${e.pod} | ${Math.round(e.doneMs - e.atMs)} | ${note} |`;
     }),
