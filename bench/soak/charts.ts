@@ -25,7 +25,9 @@ export function soakChart(r: SoakResult): Promise<string> {
     SERIES.flatMap((series) => (s[series] === null ? [] : [{ t: s.tMs / 60_000, series: SERIES_TITLES[series], mb: s[series]! / 2 ** 20 }])),
   );
   const events = r.events.map((e) => ({ t: e.atMs / 60_000, kind: e.kind, label: `${e.kind} ${e.pod}` }));
-  const outcomes = r.timeline.flatMap((w) => OUTCOMES.map((o) => ({ t: w.tS / 60, tEnd: (w.tS + r.timelineWindowS) / 60, outcome: o, n: w[o] })));
+  const outcomes = r.timeline.flatMap((w) =>
+    OUTCOMES.filter((o) => w[o] > 0).map((o) => ({ t: w.tS / 60, tEnd: (w.tS + r.timelineWindowS) / 60, outcome: o, n: w[o] })),
+  );
   const kinds = OUTCOMES.filter((o) => o !== "ok").flatMap((o) => Object.entries(r.byKind[o]).map(([kind, n]) => ({ outcome: o, kind, n })));
   const outcomeColor = {
     field: "outcome",
@@ -64,7 +66,7 @@ export function soakChart(r: SoakResult): Promise<string> {
             encoding: {
               x: { field: "t", ...x },
               y: { field: "mb", type: "quantitative", title: "memory (MiB)" },
-              color: { field: "series", type: "nominal", title: "memory", scale: { range: ["#1f4eb4", "#ff7f0e", "#9467bd"] } },
+              color: { field: "series", type: "nominal", title: "memory", legend: { labelLimit: 260 }, scale: { range: ["#1f4eb4", "#ff7f0e", "#9467bd"] } },
             },
           },
         ],
@@ -75,7 +77,7 @@ export function soakChart(r: SoakResult): Promise<string> {
         data: { values: outcomes },
         mark: { type: "bar", stroke: "white", strokeWidth: 0.5 },
         encoding: {
-          x: { field: "t", ...x, title: `time (min); requests by when they were sent, ${r.timelineWindowS} s windows` },
+          x: { field: "t", bin: "binned", ...x, title: `time (min); requests by when they were sent, ${r.timelineWindowS} s windows` },
           x2: { field: "tEnd" },
           y: { field: "n", type: "quantitative", stack: "zero", title: "requests" },
           color: { ...outcomeColor, title: "outcome" },
