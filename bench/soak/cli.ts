@@ -10,7 +10,8 @@ import { runSoak, verdict } from "./index.js";
 import { soakMarkdown } from "./report.js";
 
 const USAGE = `usage: npm run soak -- [--minutes N] [--out DIR] [--rate R] [--seed S]
-  --minutes N   minutes of traffic (default 1); runs of 10 or more also fail when memory does not level off
+  --minutes N   whole minutes of traffic, one cycle of faults each (default 1); runs of 10 or more also fail
+                when memory does not level off
   --out DIR     results folder (default bench/results/soak-<UTC time>/)
   --rate R      requests per second (default 30)
   --seed S      the traffic's seed (default 1)`;
@@ -39,8 +40,11 @@ async function main(): Promise<number> {
       return 0;
     }
     minutes = positive(values.minutes, "--minutes", 1);
+    // The schedule runs whole one-minute cycles.
+    if (!Number.isInteger(minutes)) throw new Error(`--minutes: expected a whole number of minutes, got ${values.minutes}`);
     rate = positive(values.rate, "--rate", 30);
-    seed = Math.floor(positive(values.seed, "--seed", 1));
+    seed = positive(values.seed, "--seed", 1);
+    if (!Number.isInteger(seed)) throw new Error(`--seed: expected a whole number, got ${values.seed}`);
     const stamp = new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
     outDir = values.out ?? join(projectRoot, "bench", "results", `soak-${stamp}`);
   } catch (err) {
