@@ -119,13 +119,14 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     setMaxListeners(Infinity, drain.signal);
     const client = newClient(stack.gatewayUrl);
     let eventsReported = 0;
-    const status = setInterval(() => {
+    const report = (tMs: number) => {
       for (; eventsReported < runner.events.length; eventsReported++) {
         const e = runner.events[eventsReported];
         progress(`  ${e.kind} ${e.pod} at ${(e.atMs / 1000).toFixed(1)} s, done in ${Math.round(e.doneMs - e.atMs)} ms`);
       }
-      progress(statusLine(clock(), settings.durationMs, records, running.size, runner.kills, sampler.latest()));
-    }, PROGRESS_EVERY_MS);
+      progress(statusLine(tMs, settings.durationMs, records, running.size, runner.kills, sampler.latest()));
+    };
+    const status = setInterval(() => report(clock()), PROGRESS_EVERY_MS);
 
     try {
       for (const planned of planTraffic(settings.seed, settings.ratePerS)) {
@@ -150,7 +151,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     }
     await sampler.stop();
     const elapsedMs = clock();
-    progress(statusLine(elapsedMs, settings.durationMs, records, running.size, runner.kills, sampler.latest()));
+    report(elapsedMs);
     return summarise(settings, startedAt, elapsedMs, records, runner, sampler.samples, failures);
   } finally {
     await stack.close();
