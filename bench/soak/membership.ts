@@ -50,13 +50,11 @@ export class Membership {
 
   private async untilEnvoyLists(pool: string, addresses: string[]): Promise<void> {
     const want = [...addresses].sort().join(",");
-    const watch = new ClusterWatch(this.opts.envoyAdminUrl(), `llm_gateway_pool_${pool}`, () => 0);
     const deadline = Date.now() + APPLIED_TIMEOUT_MS;
     let seen = "";
     while (Date.now() < deadline) {
-      // A fresh sample each time; the watch's own history is not needed.
-      watch.samples.length = 0;
-      seen = Object.keys((await watch.sample()).hosts).sort().join(",");
+      const sample = await new ClusterWatch(this.opts.envoyAdminUrl(), `llm_gateway_pool_${pool}`, () => 0).sample();
+      seen = Object.keys(sample.hosts).sort().join(",");
       if (seen === want) return;
       await new Promise((r) => setTimeout(r, POLL_MS));
     }

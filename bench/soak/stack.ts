@@ -107,8 +107,9 @@ async function untilEveryPoolAnswers(gatewayUrl: string): Promise<void> {
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ model: pool.baseModel, messages: [{ role: "user", content: "ready?" }], max_tokens: 2 }),
       }).catch((err: Error) => err);
+      const answer = res instanceof Error ? res.message : `${res.status} ${await res.text()}`;
       if (!(res instanceof Error) && res.status === 200) break;
-      last = res instanceof Error ? res.message : `${res.status} ${await res.text()}`;
+      last = answer;
       if (Date.now() > deadline) throw new Error(`pool ${pool.name} did not answer within ${READY_TIMEOUT_MS} ms (last: ${last})`);
       await new Promise((r) => setTimeout(r, 200));
     }
