@@ -6,8 +6,6 @@ import type { WriteStream } from "node:fs";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Engine } from "../../host/config.js";
-import { normalise } from "../../host/aggregator/normalise.js";
-import { parsePrometheusText } from "../../host/aggregator/scrape.js";
 import type { PodSpec } from "../../host/fakeserver/index.js";
 import { projectRoot } from "../../host/paths.js";
 import { startNodeChild, type NodeChild } from "./children.js";
@@ -55,7 +53,8 @@ export class PodProcess {
   async start(): Promise<void> {
     if (this.child) throw new Error(`pod ${this.name} is already running`);
     this.child = await startNodeChild({
-      args: [FAKESERVER_MAIN, "--pods", this.specFile],
+      // --admin: GET /admin/state tells what the engine holds (Envoy's routes never reach it).
+      args: [FAKESERVER_MAIN, "--pods", this.specFile, "--admin"],
       log: this.opts.log,
       name: this.name,
       ready: /^fleet ready$/,
@@ -76,11 +75,11 @@ export class PodProcess {
     await child?.stop();
   }
 
-  /** Requests the engine holds now (running + waiting), from its own /metrics. */
+  /** Requests the engine holds now (running + waiting). */
   async requestsHeld(): Promise<number> {
-    const res = await fetch(`http://${this.address}/metrics`);
-    if (res.status !== 200) throw new Error(`pod ${this.name}: GET /metrics answered ${res.status}`);
-    const m = normalise(this.opts.engine, parsePrometheusText(await res.text()));
-    return m.running + m.waiting;
+    const res = await fetch(`http://${this.address}/admin/state`);
+    if (res.status !== 200) throw new Error(`pod ${this.name}: GET /admin/state answered ${res.status}`);
+    const state = (await res.json()) as { numRunning: number; numWaiting: number };
+    return state.numRunning + state.numWaiting;
   }
 }
