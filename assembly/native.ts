@@ -18,6 +18,7 @@ import { appendRecords, LOG_BYTES, PrefixLogReader } from "./core/prefix-log";
 import { hashBuffer, mix64 } from "./core/hash";
 import { PoolLoad } from "./core/admission";
 import { LocalRefusals } from "./core/refusals";
+import { findUsage, Usage, UsageTail } from "./core/usage";
 
 let router = new Router(1);
 let view = new FleetView();
@@ -147,7 +148,7 @@ export function exchangePrefixLog(log: Uint8Array): Uint8Array {
  * header asked for (-1 none, -2 not a class, else core/priority.ts).
  * Returns a JSON object:
  * {"endpoint": "ip:port" | null, "fallbacks": [...], "pool", "model", "target",
- * "class", "downgraded", "retried", "stream", "prompt": [start, end], "explanation"?}
+ * "class", "downgraded", "retried", "stream", "includeUsage", "prompt": [start, end], "explanation"?}
  * (endpoint null when the view is too old to rank; target is the model served
  * after a canary split) or {"status": N, "error": {message, type, param, code},
  * "retryAfterS"?, "explanation"?} (the OpenAI error body; retryAfterS with a 429).
@@ -179,6 +180,39 @@ export function route(body: Uint8Array, kind: i32, priority: i32, mayClaimCritic
     ',"downgraded":' + (router.downgraded ? "true" : "false") +
     ',"retried":' + (router.retried ? "true" : "false") +
     ',"stream":' + (req.stream ? "true" : "false") +
+    ',"includeUsage":' + (req.includeUsage ? "true" : "false") +
     ',"prompt":[' + req.promptStart.toString() + "," + req.promptEnd.toString() + "]" +
     (explain ? explained + jsonString(router.explanation) : "") + "}";
+}
+
+// The answer side: token counts from a model server's usage object, read as
+// the filter reads them (core/usage.ts).
+let usageTail = new UsageTail();
+const usage = new Usage();
+
+function usageJson(found: bool): string {
+  if (!found) return "null";
+  return '{"promptTokens":' + usage.promptTokens.toString() + ',"completionTokens":' + usage.completionTokens.toString() + "}";
+}
+
+/** The last complete usage in a whole body: {"promptTokens","completionTokens"} or null. */
+export function usageIn(body: Uint8Array): string {
+  return usageJson(findUsage(body.dataStart, body.byteLength, usage));
+}
+
+/** Starts a new answer's tail, as a stream's first response chunk does. */
+export function usageTailReset(): void {
+  usageTail = new UsageTail();
+}
+
+/** One response chunk, of which the filter reads only the part UsageTail.wanted allows (its end). */
+export function usageTailPush(chunk: Uint8Array): i32 {
+  const wanted = UsageTail.wanted(chunk.byteLength);
+  usageTail.push(chunk.dataStart + <usize>(chunk.byteLength - wanted), wanted);
+  return wanted;
+}
+
+/** What the filter counts when the stream ends: the usage in the tail, or null. */
+export function usageTailFind(): string {
+  return usageJson(usageTail.find(usage));
 }

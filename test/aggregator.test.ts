@@ -258,7 +258,7 @@ describe("aggregator", () => {
 
     const text = await aggregatorMetrics(agg);
     expect(text).toContain(`llm_gateway_endpoint_fresh{pool="llama",endpoint="127.0.0.1:${llamaB.port}"} 0`);
-    expect(text).toMatch(new RegExp(`llm_gateway_endpoint_scrape_errors_total\\{pool="llama",endpoint="127.0.0.1:${llamaB.port}"\\} [1-9]`));
+    expect(text).toMatch(new RegExp(`llm_gateway_endpoint_scrape_errors_total\\{pool="llama",endpoint="127.0.0.1:${llamaB.port}",kind="timeout"\\} [1-9]`));
 
     llamaB.mode = "ok";
     const back = await waitFor("llama-b fresh again", () => endpointOf(last(w), 0, llamaB.port)?.fresh === true && last(w), 2000);
@@ -289,6 +289,13 @@ describe("aggregator", () => {
     expect(text).toContain(`llm_gateway_endpoint_waiting{pool="qwen",endpoint="127.0.0.1:${qwen.port}"} 1`);
     expect(text).toContain(`llm_gateway_endpoint_lora_adapter{pool="llama",endpoint=`);
     expect(Number(/^llm_gateway_snapshots_pushed_total (\d+)$/m.exec(text)?.[1])).toBeGreaterThanOrEqual(3);
+  });
+
+  it("answers its probe path cheaply and anything else with 404", async () => {
+    const { agg } = await startStack();
+    const health = await fetch(`http://127.0.0.1:${agg.metricsPort}/healthz`);
+    expect([health.status, await health.text()]).toEqual([200, "ok\n"]);
+    expect((await fetch(`http://127.0.0.1:${agg.metricsPort}/secrets`)).status).toBe(404);
   });
 
   it("close() ends streams and frees the port", async () => {
@@ -374,7 +381,7 @@ pools: [{ name: llama, baseModel: m, endpoints: ["127.0.0.1:${good.port}", "127.
     expect(nanLines).toEqual([`endpoint 127.0.0.1:${pod.port} scrape failed: malformed vllm:num_requests_waiting: NaN (expected a finite number >= 0)`]);
     const text = await aggregatorMetrics(agg);
     expect(text).toContain(`llm_gateway_endpoint_fresh{pool="llama",endpoint="127.0.0.1:${pod.port}"} 0`);
-    expect(text).toMatch(new RegExp(`llm_gateway_endpoint_scrape_errors_total\\{pool="llama",endpoint="127.0.0.1:${pod.port}"\\} ([5-9]|\\d\\d)`));
+    expect(text).toMatch(new RegExp(`llm_gateway_endpoint_scrape_errors_total\\{pool="llama",endpoint="127.0.0.1:${pod.port}",kind="parse"\\} ([5-9]|\\d\\d)`));
 
     pod.body = vllm("-1");
     await waitFor("a log line for the new value", () => logs.some((l) => l.endsWith("malformed vllm:num_requests_waiting: -1 (expected a finite number >= 0)")));

@@ -199,8 +199,9 @@ describe("losing the aggregator, then a pod", () => {
       served.push(response.headers.get("x-served-by") ?? "");
     }
     expect(served.every((s) => s === "llama-b" || s === "llama-c")).toBe(true);
-    const stats = await stack.envoy.stats("llm_gateway");
-    expect(stats["wasmcustom.llm_gateway.requests_routed_blind"]).toBeGreaterThanOrEqual(30);
+    // The filter hands its counters to Envoy on its next tick.
+    await waitFor("30 blind routes counted", async () =>
+      ((await stack.envoy.stats("llm_gateway"))["wasmcustom.llm_gateway.requests_routed_blind;pool=llama;model=llama-3.1-8b"] ?? 0) >= 30);
   });
 });
 

@@ -257,16 +257,16 @@ describe("admission", () => {
     );
     expect(received["sat-a"] + received["sat-b"]).toBe(6);
     await expectStats(ps, {
-      "llm_gateway.class.sheddable.admitted": 0,
-      "llm_gateway.class.sheddable.refused": 6,
-      "llm_gateway.class.standard.admitted": 2,
-      "llm_gateway.class.standard.refused": 4,
-      "llm_gateway.class.critical.admitted": 4,
-      "llm_gateway.class.critical.refused": 2,
-      "llm_gateway.class.critical.downgraded": 0,
-      "llm_gateway.refused.pool_saturated": 12,
-      [`llm_gateway.pool.llama.pod.${statSegment(ps.addressOf("sat-a"))}.picks`]: received["sat-a"],
-      [`llm_gateway.pool.llama.pod.${statSegment(ps.addressOf("sat-b"))}.picks`]: received["sat-b"],
+      "llm_gateway.class_admitted;class=sheddable": 0,
+      "llm_gateway.class_refused;class=sheddable": 6,
+      "llm_gateway.class_admitted;class=standard": 2,
+      "llm_gateway.class_refused;class=standard": 4,
+      "llm_gateway.class_admitted;class=critical": 4,
+      "llm_gateway.class_refused;class=critical": 2,
+      "llm_gateway.critical_downgraded": 0,
+      "llm_gateway.requests_refused;status=429;reason=pool_saturated": 12,
+      [`llm_gateway.pod_picks;pool=llama;pod=${ps.addressOf("sat-a")}`]: received["sat-a"],
+      [`llm_gateway.pod_picks;pool=llama;pod=${ps.addressOf("sat-b")}`]: received["sat-b"],
     });
   });
 });
@@ -309,14 +309,14 @@ describe("who may claim Critical", () => {
       await hold(ps, idle(list, w), "batch-lora", { ...premium, ...priority("critical") });
     }
     await expectStats(ps, {
-      "llm_gateway.class.critical.downgraded": 6,
-      "llm_gateway.class.critical.admitted": 4,
-      "llm_gateway.class.critical.refused": 0,
-      "llm_gateway.class.standard.admitted": 0,
-      "llm_gateway.class.standard.refused": 6,
-      "llm_gateway.class.sheddable.admitted": 0,
-      "llm_gateway.class.sheddable.refused": 2,
-      "llm_gateway.refused.pool_saturated": 8,
+      "llm_gateway.critical_downgraded": 6,
+      "llm_gateway.class_admitted;class=critical": 4,
+      "llm_gateway.class_refused;class=critical": 0,
+      "llm_gateway.class_admitted;class=standard": 0,
+      "llm_gateway.class_refused;class=standard": 6,
+      "llm_gateway.class_admitted;class=sheddable": 0,
+      "llm_gateway.class_refused;class=sheddable": 2,
+      "llm_gateway.requests_refused;status=429;reason=pool_saturated": 8,
     });
   });
 });
@@ -401,9 +401,9 @@ describe("a canary split", () => {
     expect(submitted["c32-a"]).toBe(toNext);
     expect(submitted["c31-a"] + submitted["c31-b"]).toBe(TOTAL - toNext);
     await expectStats(ps, {
-      [`llm_gateway.model.${CANARY}.served_as.${statSegment(LLAMA)}`]: TOTAL - toNext,
-      [`llm_gateway.model.${CANARY}.served_as.${statSegment(LLAMA_NEXT)}`]: toNext,
-      "llm_gateway.class.standard.admitted": TOTAL,
+      [`llm_gateway.canary_served;model=${CANARY};target=${LLAMA}`]: TOTAL - toNext,
+      [`llm_gateway.canary_served;model=${CANARY};target=${LLAMA_NEXT}`]: toNext,
+      "llm_gateway.class_admitted;class=standard": TOTAL,
     });
   }, 45_000);
 });
@@ -552,8 +552,8 @@ describe("debug output", () => {
     expect(new Set(withDecision)).toEqual(new Set(decisionsForPods));
     // Picks per pod in Envoy's stats match what each pod received.
     const expected: Record<string, number> = {};
-    for (const p of pods) expected[`llm_gateway.pool.llama.pod.${statSegment(ps.addressOf(p))}.picks`] = ps.seen.get(p)!.length;
-    expect(expected[`llm_gateway.pool.llama.pod.${statSegment(ps.addressOf("dbg-a"))}.picks`]).toBe(0);
-    await expectStats(ps, { ...expected, "llm_gateway.class.critical.admitted": 2, "llm_gateway.class.critical.downgraded": 0 });
+    for (const p of pods) expected[`llm_gateway.pod_picks;pool=llama;pod=${ps.addressOf(p)}`] = ps.seen.get(p)!.length;
+    expect(expected[`llm_gateway.pod_picks;pool=llama;pod=${ps.addressOf("dbg-a")}`]).toBe(0);
+    await expectStats(ps, { ...expected, "llm_gateway.class_admitted;class=critical": 2, "llm_gateway.critical_downgraded": 0 });
   });
 });

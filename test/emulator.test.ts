@@ -164,6 +164,7 @@ describe("the gateway on several workers", () => {
     gw.publish(TWO_PODS);
     gw.host.tick();
     for (let i = 0; i < 3; i++) gw.request(post(), 0).finish({ responseCode: 503, upstreamAddress: "10.0.0.1:80" });
+    gw.workers[0].vm.tick(); // counters reach Envoy on the tick
     expect(gw.host.metric("llm_gateway.endpoint_failures")).toBe(3);
     expect(primary(gw.request(post(), 0))).toBe("10.0.0.2:80");
     expect(primary(gw.request(post(), 1))).toBe("10.0.0.1:80");
@@ -190,6 +191,7 @@ describe("the gateway on several workers", () => {
     const stream = gw.request(post({ "x-gateway-destination-endpoint": "6.6.6.6:1", "X-Gateway-Pool": "evil" }));
     expect(stream.requestHeaders.get("x-gateway-destination-endpoint")).toBe("10.0.0.1:80,10.0.0.2:80");
     expect(stream.requestHeaders.get("x-gateway-pool")).toBe("p");
+    gw.host.tick(); // counters reach Envoy on the tick
     expect(gw.host.metric("llm_gateway.client_control_headers_removed")).toBe(2);
   });
 

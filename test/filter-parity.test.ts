@@ -117,11 +117,13 @@ describe("the filter decides as the native build does", () => {
         expect(seen["404"]).toBeGreaterThan(20);
         // The filter's own counters tell the same story (they reach Envoy on the next tick).
         gateway.host.tick();
-        const m = (name: string) => gateway.host.metric(`llm_gateway.${name}`);
-        expect(m("requests_routed")).toBe(seen.ranked);
+        const m = (name: string) => gateway.host.metricTotal(`llm_gateway.${name}`);
+        expect(m("requests_routed")).toBe(seen.ranked + (seen.blind ?? 0));
         expect(m("requests_routed_blind")).toBe(seen.blind ?? 0);
-        expect(m("requests_rejected_4xx")).toBe(seen["400"] + seen["404"]);
-        expect(m("requests_unavailable")).toBe((seen["503"] ?? 0) + (seen["stale 503"] ?? 0));
+        expect(m("pod_picks")).toBe(seen.ranked);
+        expect(m("requests_refused;status=400")).toBe(seen["400"]);
+        expect(m("requests_refused;status=404;reason=model_not_found")).toBe(seen["404"]);
+        expect(m("requests_refused;status=503")).toBe((seen["503"] ?? 0) + (seen["stale 503"] ?? 0));
       });
     }
   }
@@ -189,7 +191,7 @@ describe("the filter decides as the native build does", () => {
   it("the seed is what makes tie-breaks agree: with another seed the native side decides differently", async () => {
     const { pairs, gateway } = await runParity(randomScenario(1, SCENARIO), SETUPS["default settings"], (seeds) => ({ seeds: seeds.map((s) => s + 1) }));
     expect(firstMismatch(pairs)).toBeDefined();
-    expect(gateway.host.metric("llm_gateway.requests_routed")).toBeGreaterThan(0);
+    expect(gateway.host.metricTotal("llm_gateway.requests_routed")).toBeGreaterThan(0);
   });
 
   it("stream ends feed passive health: a native side that never ejects decides differently", async () => {
@@ -204,6 +206,7 @@ describe("host calls per request", () => {
   let gateway: EmulatedGateway;
   const body = '{"model":"llama","messages":[{"role":"user","content":"hi"}]}';
   const headers = { ":method": "POST", ":path": "/v1/chat/completions", "content-length": String(body.length) };
+  const answer = '{"id":"c","object":"chat.completion","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}';
 
   beforeAll(() => {
     gateway = new EmulatedGateway({ startMs: START_MS });
@@ -215,12 +218,18 @@ describe("host calls per request", () => {
   });
 
   function warmUp(): void {
-    for (let i = 0; i < 8; i++) {
-      const routed = gateway.request({ headers, body });
-      routed.finish({ responseCode: 200, upstreamAddress: routed.requestHeaders.get("x-gateway-destination-endpoint")!.split(",")[0] });
-    }
+    for (let i = 0; i < 8; i++) routed(undefined, [answer]);
     const unknown = '{"model":"nope","messages":[]}';
     gateway.request({ headers: { ...headers, "content-length": String(unknown.length) }, body: unknown }).finish();
+  }
+
+  /** One routed request that ends 200, with its answer in `chunks` (none: no body passed the filter). */
+  function routed(requestBody = body, chunks: string[] = []): void {
+    const stream = gateway.request({ headers: { ...headers, "content-length": String(requestBody.length) }, body: requestBody });
+    const primary = stream.requestHeaders.get("x-gateway-destination-endpoint")!.split(",")[0];
+    expect(primary).toBeDefined();
+    if (chunks.length > 0) stream.respond(chunks);
+    stream.finish({ responseCode: 200, upstreamAddress: primary });
   }
 
   function measure(run: () => void): { total: number; byImport: Record<string, number> } {
@@ -230,28 +239,50 @@ describe("host calls per request", () => {
     return { total: vm.hostCallTotal(), byImport: vm.hostCalls() };
   }
 
-  // Measured: get_header_map_pairs 1, get_buffer_bytes 1, get/set_shared_data 1+1 (in-flight),
+  // Sixteen in a row, so that exactly one decision is timed whatever the worker's count stood at.
+  const SAMPLE = 16;
+  const timedCalls = (run: () => void) => measure(() => {
+    for (let i = 0; i < SAMPLE; i++) run();
+  });
+
+  // Measured per request: get_header_map_pairs 1, get_buffer_bytes 1, get/set_shared_data 1+1 (in-flight),
   // replace_header_map_value 4 (pool, model name, base model, destination); at the end get_property 2
-  // (response.code, upstream.address) and get/set_shared_data 1+1. Counters wait for the tick.
-  it("a routed request that ends 200 makes at most 12 host calls (header pairs, body, in-flight read+write, 4 headers set; at the end 2 properties, in-flight read+write)", () => {
-    const calls = measure(() => {
-      const stream = gateway.request({ headers, body });
-      expect(stream.requestHeaders.get("x-gateway-destination-endpoint")).toBeDefined();
-      stream.finish({ responseCode: 200, upstreamAddress: stream.requestHeaders.get("x-gateway-destination-endpoint")!.split(",")[0] });
-    });
-    expect(calls.total, JSON.stringify(calls.byImport)).toBeLessThanOrEqual(12);
+  // (response.code, upstream.address) and get/set_shared_data 1+1. Counters wait for the tick. One
+  // decision in 16 is timed: get_current_time_nanoseconds 2 and record_metric 1 (the histogram).
+  it("a routed request that ends 200 makes 12 host calls, and one in 16 three more to time its decision (two clock reads, the histogram record)", () => {
+    const samples = gateway.host.samples("llm_gateway.decision_time_us").length;
+    const calls = timedCalls(() => routed());
+    expect(calls.total, JSON.stringify(calls.byImport)).toBe(SAMPLE * 12 + 3);
+    expect(calls.byImport.proxy_get_current_time_nanoseconds).toBe(2);
+    expect(calls.byImport.proxy_record_metric).toBe(1);
+    expect(gateway.host.samples("llm_gateway.decision_time_us").length).toBe(samples + 1);
+  });
+
+  // Any answer that is not a stream ends with its usage: each chunk costs one get_buffer_bytes (its last 2 KiB at most).
+  it("reading a non-streamed answer's token counts costs one call per chunk of the answer", () => {
+    expect(timedCalls(() => routed(body, [answer])).total).toBe(SAMPLE * 13 + 3);
+    const half = answer.length >> 1;
+    expect(timedCalls(() => routed(body, [answer.slice(0, half), answer.slice(half)])).total).toBe(SAMPLE * 14 + 3);
+  });
+
+  it("a stream that did not ask for usage is not read at all; one that did costs a call per chunk", () => {
+    const events = ["data: {}\n\n", "data: {}\n\n", "data: {}\n\n", "data: [DONE]\n\n"];
+    const stream = body.replace('"messages"', '"stream":true,"messages"');
+    expect(timedCalls(() => routed(stream, events)).total).toBe(SAMPLE * 12 + 3);
+    const withUsage = body.replace('"messages"', '"stream":true,"stream_options":{"include_usage":true},"messages"');
+    expect(timedCalls(() => routed(withUsage, events)).total).toBe(SAMPLE * (12 + events.length) + 3);
   });
 
   // Measured: get_header_map_pairs 1, get_buffer_bytes 1, replace_header_map_value 1 (x-gateway-reply),
-  // increment_metric 1 (requests_rejected_4xx), send_local_response 1; nothing at the end.
-  it("a request for an unknown model makes at most 5 host calls (header pairs, body, marker header, counter, local reply)", () => {
-    const calls = measure(() => {
-      const unknown = '{"model":"nope","messages":[]}';
+  // send_local_response 1; nothing at the end (its counter waits for the tick). A timed one adds 3.
+  it("a request for an unknown model makes 4 host calls (header pairs, body, marker header, local reply)", () => {
+    const unknown = '{"model":"nope","messages":[]}';
+    const calls = timedCalls(() => {
       const stream = gateway.request({ headers: { ...headers, "content-length": String(unknown.length) }, body: unknown });
       expect(stream.localResponse?.status).toBe(404);
       stream.finish();
     });
-    expect(calls.total, JSON.stringify(calls.byImport)).toBeLessThanOrEqual(5);
+    expect(calls.total, JSON.stringify(calls.byImport)).toBe(SAMPLE * 4 + 3);
   });
 
   // Measured: get_current_time_nanoseconds 1, get_shared_data 2 (the health ledger, absent; the snapshot cell).
@@ -259,5 +290,15 @@ describe("host calls per request", () => {
     gateway.workers[0].vm.tick(); // hands over the counts of the requests above
     const calls = measure(() => gateway.workers[0].vm.tick());
     expect(calls.total, JSON.stringify(calls.byImport)).toBeLessThanOrEqual(3);
+  });
+
+  // The view's age moves every tick, but is sent at most once a second; the pools' gauges only when they change.
+  it("once a second a tick also sets the view's age gauge: one call more", () => {
+    gateway.workers[0].vm.tick();
+    gateway.host.advance(1_000);
+    const calls = measure(() => gateway.workers[0].vm.tick());
+    expect(calls.byImport.proxy_record_metric, JSON.stringify(calls.byImport)).toBe(1);
+    expect(calls.total).toBeLessThanOrEqual(4);
+    expect(gateway.host.metric("llm_gateway.snapshot_age_ms")).toBeGreaterThanOrEqual(1_000);
   });
 });

@@ -71,8 +71,10 @@ describe("routing headers and canary rewrites", () => {
     }
     expect(served.sort()).toEqual(["llama-3.1-8b", "llama-3.1-8b", "llama-3.2-8b", "llama-3.2-8b"]);
     gateway.host.tick();
-    expect(gateway.host.metric("llm_gateway.model.llama.served_as.llama-3_1-8b")).toBe(2);
-    expect(gateway.host.metric("llm_gateway.model.llama.served_as.llama-3_2-8b")).toBe(2);
+    expect(gateway.host.metric("llm_gateway.canary_served;model=llama;target=llama-3.1-8b")).toBe(2);
+    expect(gateway.host.metric("llm_gateway.canary_served;model=llama;target=llama-3.2-8b")).toBe(2);
+    expect(gateway.host.metric("llm_gateway.requests_routed;pool=p;model=llama-3.1-8b")).toBe(2);
+    expect(gateway.host.metric("llm_gateway.requests_routed;pool=q;model=llama-3.2-8b")).toBe(2);
   });
 
   it("rewrites a body that arrived in several chunks, and one without content-length (chunked)", () => {
@@ -113,13 +115,13 @@ describe("admission in the filter", () => {
 
     gateway.host.tick();
     const m = (name: string) => gateway.host.metric(`llm_gateway.${name}`);
-    expect(m("class.sheddable.refused")).toBe(1);
-    expect(m("class.standard.admitted")).toBe(2);
-    expect(m("class.critical.downgraded")).toBe(1);
-    expect(m("refused.pool_saturated")).toBe(1);
-    expect(m("refused.invalid_request")).toBe(1);
-    expect(m("requests_routed")).toBe(2);
-    expect(m("pool.p.pod.10_0_0_1_80.picks") + m("pool.p.pod.10_0_0_2_80.picks")).toBe(2);
+    expect(m("class_refused;class=sheddable")).toBe(1);
+    expect(m("class_admitted;class=standard")).toBe(2);
+    expect(m("critical_downgraded")).toBe(1);
+    expect(m("requests_refused;status=429;reason=pool_saturated")).toBe(1);
+    expect(m("requests_refused;status=400;reason=invalid_request")).toBe(1);
+    expect(m("requests_routed;pool=p;model=llama-3.1-8b")).toBe(2);
+    expect(m("pod_picks;pool=p;pod=10.0.0.1:80") + m("pod_picks;pool=p;pod=10.0.0.2:80")).toBe(2);
   });
 
   it("releases a routed request's count and feeds the drain rate whatever the answer was", () => {

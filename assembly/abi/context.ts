@@ -32,6 +32,8 @@ export class HttpContext {
   onRequestHeaders(headerCount: i32, endOfStream: bool): HeaderAction { return HeaderAction.Continue; }
   onRequestBody(bodySize: i32, endOfStream: bool): DataAction { return DataAction.Continue; }
   onRequestTrailers(trailerCount: i32): HeaderAction { return HeaderAction.Continue; }
+  /** A chunk of the answer passing through (never held: the filter only looks). */
+  onResponseBody(bodySize: i32, endOfStream: bool): DataAction { return DataAction.Continue; }
   onDone(): void {}
 }
 

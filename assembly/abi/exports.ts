@@ -49,6 +49,11 @@ export function proxy_on_request_trailers(id: u32, trailerCount: u32): u32 {
   return stream == null ? HeaderAction.StopIteration : stream.onRequestTrailers(<i32>trailerCount);
 }
 
+export function proxy_on_response_body(id: u32, bodySize: u32, endOfStream: u32): u32 {
+  const stream = streamOf(id);
+  return stream == null ? DataAction.Continue : stream.onResponseBody(<i32>bodySize, endOfStream != 0);
+}
+
 export function proxy_on_grpc_receive_initial_metadata(id: u32, token: u32, headerCount: u32): void {}
 
 export function proxy_on_grpc_receive(id: u32, token: u32, size: u32): void {

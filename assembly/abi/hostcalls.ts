@@ -64,8 +64,12 @@ export function log(level: LogLevel, message: string): void {
 }
 
 export function nowMillis(): u64 {
+  return nowNanos() / 1_000_000;
+}
+
+export function nowNanos(): u64 {
   host.proxy_get_current_time_nanoseconds(RET_EXTRA);
-  return load<u64>(RET_EXTRA) / 1_000_000;
+  return load<u64>(RET_EXTRA);
 }
 
 export function setTickPeriod(ms: u32): void {

@@ -29,6 +29,8 @@ export class OpenAIRequest extends JsonScanner {
   model: string = "";
   hasModel: bool = false;
   stream: bool = false;
+  /** A stream that asked for stream_options.include_usage: its last event carries the token counts. */
+  includeUsage: bool = false;
   promptStart: i32 = -1;
   promptEnd: i32 = -1;
   /** Which field held the prompt: "messages", "prompt" or "". */
@@ -40,6 +42,7 @@ export class OpenAIRequest extends JsonScanner {
 
   private modelMember: Member = new Member();
   private streamMember: Member = new Member();
+  private streamOptionsMember: Member = new Member();
   private messagesMember: Member = new Member();
   private promptMember: Member = new Member();
 
@@ -52,6 +55,7 @@ export class OpenAIRequest extends JsonScanner {
     this.model = "";
     this.hasModel = false;
     this.stream = false;
+    this.includeUsage = false;
     this.promptStart = -1;
     this.promptEnd = -1;
     this.promptField = "";
@@ -59,6 +63,7 @@ export class OpenAIRequest extends JsonScanner {
     this.problemParam = "";
     this.modelMember.type = 0;
     this.streamMember.type = 0;
+    this.streamOptionsMember.type = 0;
     this.messagesMember.type = 0;
     this.promptMember.type = 0;
     if (!this.scanObject(ptr, len)) {
@@ -77,6 +82,12 @@ export class OpenAIRequest extends JsonScanner {
     if (stream == JsonType.True) this.stream = true;
     else if (stream != 0 && stream != JsonType.False && stream != JsonType.Null) {
       return this.reject("'stream' must be a boolean", "stream");
+    }
+    const options = this.streamOptionsMember;
+    if (this.stream && options.type == JsonType.Object) {
+      // Already validated by the scan above; only include_usage is read.
+      STREAM_OPTIONS.includeUsage = false;
+      this.includeUsage = STREAM_OPTIONS.scanObject(this.base + <usize>options.start, options.end - options.start) && STREAM_OPTIONS.includeUsage;
     }
 
     const messages = this.messagesMember;
@@ -128,6 +139,7 @@ export class OpenAIRequest extends JsonScanner {
   protected member(keyStart: i32, keyEnd: i32, type: JsonType, valueStart: i32, valueEnd: i32): void {
     if (this.keyIs(keyStart, keyEnd, "model")) this.modelMember.set(type, valueStart, valueEnd);
     else if (this.keyIs(keyStart, keyEnd, "stream")) this.streamMember.set(type, valueStart, valueEnd);
+    else if (this.keyIs(keyStart, keyEnd, "stream_options")) this.streamOptionsMember.set(type, valueStart, valueEnd);
     else if (this.keyIs(keyStart, keyEnd, "messages")) this.messagesMember.set(type, valueStart, valueEnd);
     else if (this.keyIs(keyStart, keyEnd, "prompt")) this.promptMember.set(type, valueStart, valueEnd);
   }
@@ -144,3 +156,14 @@ export class OpenAIRequest extends JsonScanner {
     return false;
   }
 }
+
+/** A stream's options: the gateway reads only include_usage (whether the answer will carry token counts). */
+class StreamOptions extends JsonScanner {
+  includeUsage: bool = false;
+
+  protected member(keyStart: i32, keyEnd: i32, type: JsonType, valueStart: i32, valueEnd: i32): void {
+    if (this.keyIs(keyStart, keyEnd, "include_usage")) this.includeUsage = type == JsonType.True;
+  }
+}
+
+const STREAM_OPTIONS = new StreamOptions();

@@ -118,6 +118,8 @@ export class ModelRoute {
   /** Canary targets; empty when requests for `name` are served as `name`. */
   splits: Split[] = [];
   splitTotal: i32 = 0;
+  /** The filter's counters for this model (gateway/traffic-stats.ts); -1 until first used. */
+  statIndex: i32 = -1;
 }
 
 export class Snapshot {

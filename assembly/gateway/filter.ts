@@ -18,11 +18,16 @@
 // pairs, read the body, read and write the shared in-flight table, set four
 // headers, and at the end read two properties to learn how the request went
 // (passive health) and read and write the in-flight table. Counters are kept
-// in Wasm memory and handed to Envoy on the tick (traffic-stats.ts).
+// in Wasm memory and handed to Envoy on the tick (traffic-stats.ts); one
+// decision in 16 is timed for the decision-time histogram (metrics.ts: two
+// clock reads and the record). An answer that will carry token counts (any
+// answer that is not a stream, and streams that asked for
+// stream_options.include_usage) costs one read per chunk of at most its last
+// 2 KiB, kept in a bounded tail (core/usage.ts); nothing is buffered.
 import { DataAction, HeaderAction, HttpContext, RootContext } from "../abi/context";
 import {
   BufferType, getBufferBytes, getBufferSize, getHeaderPairs, getPropertyBytes, HostBytes, log, LogLevel, MapType,
-  nowMillis, propertyPath, removeHeaderRaw, replaceHeader, replaceHeaderRaw, sendLocalResponse, setBufferBytes,
+  nowMillis, nowNanos, propertyPath, removeHeaderRaw, replaceHeader, replaceHeaderRaw, sendLocalResponse, setBufferBytes,
   setTickPeriod, utf8,
 } from "../abi/hostcalls";
 import { encodePairs, PairsReader } from "../abi/pairs";
@@ -31,7 +36,8 @@ import { PoolLoad } from "../core/admission";
 import { NO_PRIORITY, parsePriority } from "../core/priority";
 import { ApiKind } from "../core/request";
 import { RequestMeta, Router } from "../core/router";
-import { Endpoint, Snapshot } from "../core/snapshot";
+import { Endpoint, ModelRoute, Pool, Snapshot } from "../core/snapshot";
+import { Usage, UsageTail } from "../core/usage";
 import { FleetView } from "../core/fleet-view";
 import { viewIsStale, StaleViewPolicy } from "../core/view";
 import { FilterConfig, Gate } from "./config";
@@ -80,6 +86,8 @@ export class GatewayRoot extends RootContext {
   stats: TrafficStats | null = null;
   /** Filled per request from its headers and handed to the router. */
   meta: RequestMeta = new RequestMeta();
+  /** An answer's token counts, read when its stream ends. */
+  usage: Usage = new Usage();
   scratch: HostBytes = new HostBytes();
   pairs: PairsReader = new PairsReader();
   /** Envoy's clock at the last tick: fine for ages and deadlines, and no host call per request. */
@@ -117,6 +125,7 @@ export class GatewayRoot extends RootContext {
 
   onTick(): void {
     this.refresh();
+    this.metrics!.tick(this.view.current, this.nowMs, this.view.heardMs);
     this.stats!.flush();
     reportMemoryGrowth();
   }
@@ -183,7 +192,7 @@ export class GatewayRoot extends RootContext {
       return;
     }
     this.applyHealth();
-    if (failures > 0) this.metrics!.add(this.metrics!.endpointFailures, failures);
+    if (failures > 0) this.stats!.failures(failures);
   }
 
   private refresh(): void {
@@ -208,12 +217,7 @@ export class GatewayRoot extends RootContext {
       if (w.prefix > 0 || w.lora > 0) prefixOn = true;
     }
     this.prefixOn = prefixOn;
-    const m = this.metrics!;
-    m.count(m.snapshotUpdates);
-    let endpoints = 0;
-    for (let i = 0; i < snap.pools.length; i++) endpoints += snap.pools[i].endpoints.length;
-    m.set(m.snapshotEndpoints, <u64>endpoints);
-    m.set(m.snapshotVersion, snap.version);
+    this.metrics!.installed(snap, this.nowMs, this.view.heardMs);
   }
 
   private applyHealth(): void {
@@ -238,6 +242,12 @@ class GatewayStream extends HttpContext {
   private mayClaimCritical: bool = false;
   private explain: bool = false;
   private contentLength: i64 = -1;
+  /** Where the request was sent and as which model: its answer's tokens count there. */
+  private pool: Pool | null = null;
+  private served: ModelRoute | null = null;
+  /** The end of the answer so far, kept when the answer will carry token counts. */
+  private tail: UsageTail | null = null;
+  private readsUsage: bool = false;
 
   constructor(id: u32, private root: GatewayRoot) {
     super(id);
@@ -266,7 +276,7 @@ class GatewayStream extends HttpContext {
           } else if (config.debug == Gate.Claim && equals(k, kl, DEBUG_CLAIM)) {
             debugClaim = root.claimAllows(pairs.valuePtr, pairs.valueLen, config.debugClaims);
           } else {
-            root.metrics!.count(root.metrics!.spoofedHeaders);
+            root.stats!.spoofedHeader();
           }
           removeHeaderRaw(MapType.RequestHeaders, k, kl);
         } else if (equals(k, kl, "x-llm-priority")) {
@@ -327,7 +337,21 @@ class GatewayStream extends HttpContext {
     return this.decide(size < 0 ? 0 : size) ? HeaderAction.Continue : HeaderAction.StopIteration;
   }
 
+  /** Keeps the last bytes of an answer that will carry token counts; the chunk itself passes on untouched. */
+  onResponseBody(bodySize: i32, endOfStream: bool): DataAction {
+    if (!this.readsUsage || bodySize <= 0) return DataAction.Continue;
+    const wanted = UsageTail.wanted(bodySize);
+    const bytes = this.root.scratch;
+    if (getBufferBytes(BufferType.ResponseBody, bodySize - wanted, wanted, bytes)) {
+      if (this.tail == null) this.tail = new UsageTail();
+      this.tail!.push(bytes.ptr, bytes.len);
+    }
+    bytes.release();
+    return DataAction.Continue;
+  }
+
   onDone(): void {
+    this.countTokens();
     const primary = this.primary;
     if (primary == null) return;
     const root = this.root;
@@ -348,8 +372,26 @@ class GatewayStream extends HttpContext {
     bytes.release();
   }
 
-  /** Routes the complete body; false after answering with an error. */
+  /** The answer's usage, if it had one, into the pool's and model's token counters. */
+  private countTokens(): void {
+    const tail = this.tail;
+    if (tail == null) return;
+    const usage = this.root.usage;
+    if (tail.find(usage)) this.root.stats!.tokens(this.pool!, this.served!, usage);
+  }
+
+  /** Routes the complete body (timing one decision in 16); false after answering with an error. */
   private decide(bodySize: i32): bool {
+    const metrics = this.root.metrics!;
+    if (!metrics.sampleDecision()) return this.routeBody(bodySize);
+    const startNs = nowNanos();
+    const routed = this.routeBody(bodySize);
+    const endNs = nowNanos();
+    metrics.decisionTook(endNs > startNs ? (endNs - startNs) / 1000 : 0);
+    return routed;
+  }
+
+  private routeBody(bodySize: i32): bool {
     this.holding = false;
     const root = this.root;
     const router = root.router;
@@ -374,10 +416,13 @@ class GatewayStream extends HttpContext {
     replaceHeader(MapType.RequestHeaders, BASE_MODEL_HEADER, pool.baseModelBytes);
     if (router.split != null) this.rewriteModel(router.target!.name, body.len);
     if (router.downgraded) stats.downgrade();
+    this.pool = pool;
+    this.served = router.target;
+    // Streams carry usage only when asked to; every other answer ends with it.
+    this.readsUsage = !router.body.stream || router.body.includeUsage;
     if (router.blind) {
       body.release();
-      stats.admit(router.priority, pool, null);
-      root.metrics!.count(root.metrics!.routedBlind);
+      stats.admit(router.priority, pool, router.target!, null);
       return true;
     }
     // The body stays readable until ranked: the prefix keys hash the prompt in place.
@@ -385,6 +430,7 @@ class GatewayStream extends HttpContext {
     const admitted = router.rank(root.inflight.table, root.refusals);
     body.release();
     if (!admitted) {
+      this.readsUsage = false;
       stats.refuseSaturated(router.priority);
       this.failSaturated(router.error!, router.retryAfterS, router.explanation);
       return false;
@@ -395,7 +441,7 @@ class GatewayStream extends HttpContext {
     if (router.explanation.length > 0) replaceHeader(MapType.RequestHeaders, DECISION_HEADER, utf8(router.explanation));
     this.primary = primary;
     this.load = pool.load;
-    stats.admit(router.priority, pool, primary);
+    stats.admit(router.priority, pool, router.target!, primary);
     if (router.retried) stats.retryAdmitted(router.priority);
     if (router.split != null) stats.split(requested, router.split!);
     return true;
@@ -476,7 +522,6 @@ class GatewayStream extends HttpContext {
   }
 
   private count(error: ApiError): void {
-    this.root.metrics!.rejected(error.status);
     this.root.stats!.refuse(error.code, error.status);
   }
 

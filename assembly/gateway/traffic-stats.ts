@@ -1,43 +1,30 @@
-// Per-decision counters: picks per pod, refusals per reason, admissions and
-// refusals per class, canary targets. They are counted in Wasm memory and
-// handed to Envoy on the refresh tick, so a request pays no host call for
-// them however many there are. Envoy shows them as
-// wasmcustom.llm_gateway.<...>; names are sanitised to [A-Za-z0-9_-] per
-// segment so dots in addresses and model names do not split the stat tree.
-import { defineMetric, incrementMetric, MetricType } from "../abi/hostcalls";
+// The filter's per-request counters: requests routed and tokens per pool and
+// model, picks per pod, refusals by status and reason, admissions and
+// refusals per class, canary targets, pod failures, removed client headers.
+// All are counted in Wasm memory and handed to Envoy on the refresh tick
+// (deferred-counters.ts), so a request pays no host call for them. Names and
+// labels follow stat-names.ts; each counter's name is built once, the first
+// time its labels are seen, and remembered on the snapshot object it counts
+// (pod, model, split) or here (reason).
 import { Priority, PRIORITY_COUNT, priorityName } from "../core/priority";
 import { Endpoint, ModelRoute, Pool, Split } from "../core/snapshot";
+import { Usage } from "../core/usage";
+import { DeferredCounters } from "./deferred-counters";
+import { statName } from "./stat-names";
 
-export class DeferredCounters {
-  private ids: u32[] = [];
-  private pending: u64[] = [];
-  private dirty: i32[] = [];
-  private byName: Map<string, i32> = new Map();
+/** The counters of one served model, all labelled with its pool and name. */
+class ModelCounters {
+  routed: i32;
+  blind: i32;
+  tokensIn: i32;
+  tokensOut: i32;
 
-  /** The counter `name`, defined in Envoy the first time it is asked for. */
-  index(name: string): i32 {
-    if (this.byName.has(name)) return this.byName.get(name);
-    const i = this.ids.length;
-    this.ids.push(defineMetric(MetricType.Counter, name));
-    this.pending.push(0);
-    this.byName.set(name, i);
-    return i;
-  }
-
-  add(i: i32, n: u64): void {
-    if (unchecked(this.pending[i]) == 0) this.dirty.push(i);
-    unchecked(this.pending[i] += n);
-  }
-
-  /** Hands the counts to Envoy: one host call per counter that moved. */
-  flush(): void {
-    const dirty = this.dirty;
-    for (let k = 0; k < dirty.length; k++) {
-      const i = unchecked(dirty[k]);
-      incrementMetric(unchecked(this.ids[i]), <i64>unchecked(this.pending[i]));
-      unchecked(this.pending[i] = 0);
-    }
-    dirty.length = 0;
+  constructor(c: DeferredCounters, pool: string, model: string) {
+    const labels = ["pool", pool, "model", model];
+    this.routed = c.index(statName("requests_routed", labels));
+    this.blind = c.index(statName("requests_routed_blind", labels));
+    this.tokensIn = c.index(statName("tokens_in", labels));
+    this.tokensOut = c.index(statName("tokens_out", labels));
   }
 }
 
@@ -47,30 +34,50 @@ export class TrafficStats {
   private refusedSaturated: StaticArray<i32> = new StaticArray<i32>(PRIORITY_COUNT);
   private retriesAdmitted: StaticArray<i32> = new StaticArray<i32>(PRIORITY_COUNT);
   private downgraded: i32;
-  /** Refusal counters by error code, so a refusal builds no name once its reason was seen. */
+  private endpointFailures: i32;
+  private spoofedHeaders: i32;
+  /** Refusal counters by status and code, so a refusal builds no name once its reason was seen. */
   private byReason: Map<string, i32> = new Map();
-  readonly routed: i32;
+  /** Per served model; ModelRoute.statIndex points here. */
+  private models: ModelCounters[] = [];
+  private modelsByName: Map<string, i32> = new Map();
 
   constructor() {
     const c = this.counters;
     for (let p = 0; p < PRIORITY_COUNT; p++) {
-      const prefix = "llm_gateway.class." + priorityName(<Priority>p) + ".";
-      unchecked(this.admitted[p] = c.index(prefix + "admitted"));
-      unchecked(this.refusedSaturated[p] = c.index(prefix + "refused"));
-      unchecked(this.retriesAdmitted[p] = c.index(prefix + "retry_admitted"));
+      const labels = ["class", priorityName(<Priority>p)];
+      unchecked(this.admitted[p] = c.index(statName("class_admitted", labels)));
+      unchecked(this.refusedSaturated[p] = c.index(statName("class_refused", labels)));
+      unchecked(this.retriesAdmitted[p] = c.index(statName("class_retry_admitted", labels)));
     }
-    this.downgraded = c.index("llm_gateway.class.critical.downgraded");
-    this.routed = c.index("llm_gateway.requests_routed");
+    this.downgraded = c.index(statName("critical_downgraded"));
+    this.endpointFailures = c.index(statName("endpoint_failures"));
+    this.spoofedHeaders = c.index(statName("client_control_headers_removed"));
   }
 
-  /** A request was admitted at class `p` and sent to `primary` (null when Envoy picks: blind routing, counted apart). */
-  admit(p: i32, pool: Pool, primary: Endpoint | null): void {
+  /**
+   * A request for `model` (the model served, after any canary split) was
+   * admitted at class `p` and sent to `pool`: to `primary` first, or, when
+   * null, to whichever host Envoy's balancer picks (routing blind).
+   */
+  admit(p: i32, pool: Pool, model: ModelRoute, primary: Endpoint | null): void {
     const c = this.counters;
     c.add(unchecked(this.admitted[p]), 1);
-    if (primary == null) return;
-    c.add(this.routed, 1);
-    if (primary.statIndex < 0) primary.statIndex = c.index("llm_gateway.pool." + segment(pool.name) + ".pod." + segment(primary.address) + ".picks");
+    const m = this.modelCounters(pool, model);
+    c.add(m.routed, 1);
+    if (primary == null) {
+      c.add(m.blind, 1);
+      return;
+    }
+    if (primary.statIndex < 0) primary.statIndex = c.index(statName("pod_picks", ["pool", pool.name, "pod", primary.address]));
     c.add(primary.statIndex, 1);
+  }
+
+  /** The answer to a request for `model` in `pool` reported these token counts. */
+  tokens(pool: Pool, model: ModelRoute, usage: Usage): void {
+    const m = this.modelCounters(pool, model);
+    this.counters.add(m.tokensIn, usage.promptTokens);
+    this.counters.add(m.tokensOut, usage.completionTokens);
   }
 
   /** Refused because the pool is saturated for class `p`. */
@@ -83,16 +90,28 @@ export class TrafficStats {
     this.counters.add(unchecked(this.retriesAdmitted[p]), 1);
   }
 
+  /** A request asked for Critical without being allowed to. */
   downgrade(): void {
     this.counters.add(this.downgraded, 1);
   }
 
-  /** Every refusal, by the error's code (or the status's kind). */
+  /** Failures recorded against pods (a 5xx, or the request had to leave its first pod). */
+  failures(n: i32): void {
+    this.counters.add(this.endpointFailures, <u64>n);
+  }
+
+  /** A client-sent x-gateway-* header was removed. */
+  spoofedHeader(): void {
+    this.counters.add(this.spoofedHeaders, 1);
+  }
+
+  /** Every answer the filter gave itself instead of routing, by status and error code. */
   refuse(code: string, status: i32): void {
-    const key = code.length > 0 ? code : status.toString();
+    // Only the 400s for unusable bodies come without a code.
+    const reason = code.length > 0 ? code : "invalid_request";
+    const key = status.toString() + reason;
     if (!this.byReason.has(key)) {
-      const reason = code.length > 0 ? code : status == 400 ? "invalid_request" : "status_" + key;
-      this.byReason.set(key, this.counters.index("llm_gateway.refused." + segment(reason)));
+      this.byReason.set(key, this.counters.index(statName("requests_refused", ["status", status.toString(), "reason", reason])));
     }
     this.counters.add(this.byReason.get(key), 1);
   }
@@ -100,7 +119,7 @@ export class TrafficStats {
   /** A canary split sent a request for `requested` as `split.target`. */
   split(requested: ModelRoute, split: Split): void {
     if (split.statIndex < 0) {
-      split.statIndex = this.counters.index("llm_gateway.model." + segment(requested.name) + ".served_as." + segment(split.target!.name));
+      split.statIndex = this.counters.index(statName("canary_served", ["model", requested.name, "target", split.target!.name]));
     }
     this.counters.add(split.statIndex, 1);
   }
@@ -108,15 +127,17 @@ export class TrafficStats {
   flush(): void {
     this.counters.flush();
   }
-}
 
-/** A stat name segment: anything but letters, digits, '-' and '_' becomes '_'. */
-function segment(s: string): string {
-  let out = "";
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    const ok = (c >= 0x30 && c <= 0x39) || ((c | 0x20) >= 0x61 && (c | 0x20) <= 0x7a) || c == 0x2d || c == 0x5f;
-    out += ok ? String.fromCharCode(c) : "_";
+  private modelCounters(pool: Pool, model: ModelRoute): ModelCounters {
+    if (model.statIndex < 0) {
+      // A new snapshot decodes new ModelRoute objects: find the counters by name again.
+      const key = pool.name + ";" + model.name;
+      if (!this.modelsByName.has(key)) {
+        this.modelsByName.set(key, this.models.length);
+        this.models.push(new ModelCounters(this.counters, pool.name, model.name));
+      }
+      model.statIndex = this.modelsByName.get(key);
+    }
+    return unchecked(this.models[model.statIndex]);
   }
-  return out;
 }

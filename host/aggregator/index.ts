@@ -1,16 +1,19 @@
-// The metrics aggregator: scrapes every pod, keeps the latest normalised state,
-// and pushes a Snapshot to Watch streams whenever the routing state changes.
-import { lookup } from "node:dns/promises";
-import http from "node:http";
-import { isIP } from "node:net";
-import { formatHostPort, parseEndpoint, type Engine, type GatewayConfig } from "../config.js";
-import { startMetricsServer, type AggregatorStats, type MetricsServer } from "./metrics.js";
-import { normalise, wantedMetrics } from "./normalise.js";
+// The metrics aggregator, wired from its steps: discovery (each pool's
+// targets, host/discovery/) -> the scrape loop (cycle.ts) -> fetch, parse
+// and normalise per pod (pod.ts) -> at each cycle's end Envoy's endpoint
+// sets (xds.ts) and one snapshot (snapshot-builder.ts), pushed over gRPC (push.ts).
+import type { GatewayConfig } from "../config.js";
+import { discoverySources } from "../discovery/index.js";
+import type { Lookup } from "../discovery/dns.js";
+import type { DiscoverySink } from "../discovery/source.js";
+import { ScrapeLoop } from "./cycle.js";
+import { AggregatorMetrics, startMetricsServer, type AggregatorStats, type MetricsServer } from "./metrics.js";
+import { PoolState } from "./pool.js";
+import { SnapshotBuilder } from "./snapshot-builder.js";
 import { startSnapshotServer, type SnapshotServer } from "./push.js";
-import { fetchMetrics, parsePrometheusText } from "./scrape.js";
-import { CapacityLearner } from "./capacity.js";
-import { buildSnapshotBody, isFresh, recordScrape, SnapshotTracker, type EndpointState, type Snapshot } from "./snapshot.js";
-import { createEndpointDiscovery } from "./xds.js";
+import type { Snapshot } from "./snapshot.js";
+import { NO_TELEMETRY, type AggregatorTelemetry } from "./telemetry.js";
+import { createEndpointDiscovery, type EndpointDiscovery } from "./xds.js";
 
 export type { Snapshot } from "./snapshot.js";
 
@@ -21,7 +24,9 @@ export interface AggregatorOptions {
   metricsPort?: number | false;
   log?: (line: string) => void;
   /** Resolves a DNS name to its addresses; default node:dns lookup (tests pass their own). */
-  lookup?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
+  lookup?: Lookup;
+  /** What the aggregator reports about its own work; default its /metrics registry (none when that is off). */
+  telemetry?: AggregatorTelemetry;
 }
 
 export interface Aggregator {
@@ -34,244 +39,132 @@ export interface Aggregator {
   close(): Promise<void>;
 }
 
-/** Re-resolve DNS names this often while their endpoint is healthy... */
-const RESOLVE_EVERY_MS = 30_000;
-/** ...and this often while unresolved or stale: a restarted container may have a new IP. */
-const RESOLVE_RETRY_MS = 1_000;
-const DNS_TIMEOUT_MS = 2_000;
-
-interface Endpoint extends EndpointState {
-  pool: string;
-  engine: Engine;
-  /** As configured. */
-  configured: string;
-  host: string;
-  port: number;
-  /** The host is a DNS name, not an IP literal. */
-  dnsName: boolean;
-  /** Set when `address` is known; what we connect to. */
-  ip: string | null;
-  scrapeInFlight: boolean;
-  resolving: boolean;
-  lastResolveMs: number;
-  scrapes: number;
-  scrapeErrors: number;
-  /** Last scrape error, so only changes get logged (not 20 lines/s). */
-  lastError: string | null;
+/** Routes each source's reports to its pool's state, and counts its events. */
+function discoverySink(pools: ReadonlyMap<string, PoolState>, telemetry: AggregatorTelemetry, log: (line: string) => void): DiscoverySink {
+  return {
+    targets(pool, targets) {
+      pools.get(pool)?.setTargets(targets, Date.now());
+    },
+    event(pool, kind, detail) {
+      telemetry.discovery(pool, kind);
+      if (kind === "error" || kind === "relist") log(`pool ${pool} discovery ${kind}${detail ? `: ${detail}` : ""}`);
+    },
+  };
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+/** Pushes each pool's pod addresses to Envoy (ADS): all of them, or only the pools whose pods changed. */
+function publishEndpoints(discovery: EndpointDiscovery, pools: readonly PoolState[]): void {
+  if (pools.length > 0) discovery.update(new Map(pools.map((p) => [p.name, p.addresses()])));
+}
+
+function aggregatorStats(pools: readonly PoolState[], staleAfterMs: number, snapshot: Snapshot, push: SnapshotServer, discovery: EndpointDiscovery): AggregatorStats {
+  const now = Date.now();
+  return {
+    endpoints: pools.flatMap((pool) =>
+      Array.from(pool.pods, (pod) => ({
+        pool: pool.name,
+        endpoint: pod.target.name,
+        metrics: pod.metrics,
+        learnedCapacity: pod.capacity.value,
+        fresh: pod.isFresh(now, staleAfterMs),
+      })),
+    ),
+    snapshotVersion: snapshot.version,
+    snapshotsPushed: push.pushed(),
+    streams: push.streams(),
+    endpointsVersion: discovery.version(),
+    adsStreams: discovery.streams(),
+  };
 }
 
 export async function startAggregator(config: GatewayConfig, opts: AggregatorOptions = {}): Promise<Aggregator> {
   const log = opts.log ?? ((line: string) => console.log(`[aggregator] ${line}`));
   const { host, scrapeIntervalMs, scrapeTimeoutMs, staleAfterMs } = config.aggregator;
+  const metricsPortOpt = opts.metricsPort ?? (config.aggregator.metricsPort === 0 ? false : config.aggregator.metricsPort);
+  const ownMetrics = metricsPortOpt === false ? null : new AggregatorMetrics(config.pools.map((p) => p.name));
+  const telemetry = opts.telemetry ?? ownMetrics ?? NO_TELEMETRY;
 
-  const endpoints: Endpoint[][] = config.pools.map((pool) =>
-    pool.endpoints.map((configured) => {
-      const hp = parseEndpoint(configured);
-      if (!hp) throw new Error(`pool ${pool.name}: bad endpoint ${configured}`); // config validation prevents this
-      const literal = isIP(hp.host) !== 0;
-      return {
-        pool: pool.name,
-        engine: pool.engine,
-        configured,
-        host: hp.host,
-        port: hp.port,
-        dnsName: !literal,
-        ip: literal ? hp.host : null,
-        address: literal ? formatHostPort(hp.host, hp.port) : null,
-        metrics: null,
-        lastGoodMs: null,
-        capacity: new CapacityLearner(),
-        scrapeInFlight: false,
-        resolving: false,
-        lastResolveMs: 0,
-        scrapes: 0,
-        scrapeErrors: 0,
-        lastError: null,
-      };
-    }),
-  );
-  const all = endpoints.flat();
-  const lookupHost = opts.lookup ?? ((hostname: string) => lookup(hostname, { all: true }));
-  // Envoy's pool clusters list exactly these addresses (ADS on the gRPC port).
+  // A reload replaces entries of this map (a pool's state, made from its source).
+  const sources = discoverySources(config, { lookup: opts.lookup, log });
+  const poolStates = new Map(config.pools.map((pool) => [pool.name, new PoolState(pool, sources.get(pool.name)!)]));
+  const pools = () => config.pools.map((pool) => poolStates.get(pool.name)!);
   const discovery = createEndpointDiscovery({ log });
-  const publishEndpoints = () =>
-    discovery.update(new Map(config.pools.map((pool, p) => [
-      pool.name,
-      endpoints[p].flatMap((ep) => (ep.address === null ? [] : [ep.address])),
-    ])));
-
-  // One socket per pod, reused across scrapes.
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const stop = new AbortController();
-  let closed = false;
-  let started = false;
-
-  async function resolve(ep: Endpoint): Promise<void> {
-    ep.resolving = true;
-    ep.lastResolveMs = Date.now();
-    try {
-      // Prefer IPv4: Envoy clusters and compose networks are IPv4 first, and
-      // "localhost" may list ::1 where the pod only listens on 127.0.0.1.
-      const answers = await withTimeout(lookupHost(ep.host), DNS_TIMEOUT_MS, `DNS lookup of ${ep.host}`);
-      const pick = answers.find((a) => a.family === 4) ?? answers[0];
-      if (closed || !pick) return;
-      if (pick.address !== ep.ip) {
-        log(`endpoint ${ep.configured} resolved to ${pick.address}${ep.ip ? ` (was ${ep.ip})` : ""}`);
-        ep.ip = pick.address;
-        ep.address = formatHostPort(pick.address, ep.port);
-        publishEndpoints();
-      }
-    } catch (err) {
-      if (!closed) log(`endpoint ${ep.configured}: ${(err as Error).message}`);
-    } finally {
-      ep.resolving = false;
-    }
-  }
-
-  const wanted = new Map(config.pools.map((p) => [p.engine, wantedMetrics(p.engine)]));
-
-  async function scrape(ep: Endpoint): Promise<void> {
-    if (ep.ip === null) return;
-    ep.scrapeInFlight = true;
-    ep.scrapes++;
-    try {
-      const text = await fetchMetrics({ ip: ep.ip, port: ep.port, hostHeader: ep.configured }, scrapeTimeoutMs, agent, stop.signal);
-      const names = wanted.get(ep.engine)!;
-      const metrics = normalise(ep.engine, parsePrometheusText(text, (name) => names.has(name)));
-      if (closed) return;
-      recordScrape(ep, metrics, Date.now());
-      if (ep.lastError !== null) log(`endpoint ${ep.configured} scrapes OK again`);
-      ep.lastError = null;
-    } catch (err) {
-      if (closed) return;
-      ep.scrapeErrors++;
-      const message = (err as Error).message;
-      if (message !== ep.lastError) log(`endpoint ${ep.configured} scrape failed: ${message}`);
-      ep.lastError = message;
-    } finally {
-      ep.scrapeInFlight = false;
-    }
-    refresh();
-  }
-
-  // Start-up: resolve names and take one scrape round first, so the first
-  // snapshot a filter receives already carries real state.
-  // (refresh() does nothing until the gRPC server is up.)
-  await Promise.all(all.filter((ep) => ep.dnsName).map(resolve));
-  publishEndpoints();
-  await Promise.all(all.map(scrape));
-
-  const startMs = Date.now();
-  const tracker = new SnapshotTracker(buildSnapshotBody(config, endpoints, startMs), startMs, startMs);
   const listeners = new Set<(s: Snapshot) => void>();
+  let push: SnapshotServer | null = null;
+  let metrics: MetricsServer | null = null;
+  let closed = false;
 
-  let push: SnapshotServer;
-  try {
-    push = await startSnapshotServer({
-      host,
-      port: opts.port ?? config.aggregator.port,
-      current: () => tracker.current,
-      log,
-      heartbeatMs: config.aggregator.heartbeatMs,
-      services: [discovery.service],
-    });
-  } catch (err) {
-    closed = true;
-    agent.destroy();
-    throw err;
-  }
-  started = true;
-
-  function refresh(): void {
-    if (closed || !started) return;
-    const now = Date.now();
-    const changed = tracker.update(buildSnapshotBody(config, endpoints, now), now);
-    if (!changed) return;
-    push.publish(changed);
+  function endCycle(): void {
+    if (closed || !push) return;
+    const moved = pools().filter((p) => p.membersChanged);
+    for (const p of moved) p.membersChanged = false;
+    publishEndpoints(discovery, moved);
+    const built = builder.next(pools(), moved.length > 0, Date.now());
+    if (!built) return;
+    const bytes = push.publish(built.snapshot);
+    telemetry.snapshotPushed(bytes, Date.now() - built.oldestChangeMs);
     for (const cb of listeners) {
       // A throwing listener must not stop the scrape loop.
       try {
-        cb(changed);
+        cb(built.snapshot);
       } catch (err) {
         log(`onSnapshot listener failed: ${(err as Error).message}`);
       }
     }
   }
 
-  const metricsPortOpt = opts.metricsPort ?? (config.aggregator.metricsPort === 0 ? false : config.aggregator.metricsPort);
-  let metrics: MetricsServer | null = null;
-  if (metricsPortOpt !== false) {
-    const stats = (): AggregatorStats => {
-      const now = Date.now();
-      return {
-        endpoints: all.map((ep) => ({
-          pool: ep.pool,
-          endpoint: ep.configured,
-          metrics: ep.metrics,
-          learnedCapacity: ep.capacity.value,
-          fresh: isFresh(ep, now, staleAfterMs),
-          scrapes: ep.scrapes,
-          scrapeErrors: ep.scrapeErrors,
-        })),
-        snapshotVersion: tracker.current.version,
-        snapshotsPushed: push.pushed(),
-        streams: push.streams(),
-        endpointsVersion: discovery.version(),
-        adsStreams: discovery.streams(),
-      };
-    };
-    try {
-      metrics = await startMetricsServer(host, metricsPortOpt, stats);
-    } catch (err) {
-      closed = true;
-      agent.destroy();
-      discovery.close();
-      await push.close();
-      throw err;
-    }
+  const loop = new ScrapeLoop({ intervalMs: scrapeIntervalMs, timeoutMs: scrapeTimeoutMs, staleAfterMs, pools, endCycle, telemetry, log });
+
+  async function shutdown(): Promise<void> {
+    closed = true;
+    loop.stop();
+    for (const pool of poolStates.values()) pool.close();
+    listeners.clear();
+    discovery.close();
+    await Promise.all([push?.close(), metrics?.close()]);
   }
 
-  // Each tick starts a scrape for every idle endpoint (never two at once per
-  // endpoint, so in-flight work is bounded by the endpoint count), re-resolves
-  // DNS names when due, and re-evaluates freshness, which changes with time
-  // alone when a pod goes quiet.
-  const timer = setInterval(() => {
-    const now = Date.now();
-    for (const ep of all) {
-      if (ep.dnsName && !ep.resolving) {
-        const healthy = ep.address !== null && isFresh(ep, now, staleAfterMs);
-        if (now - ep.lastResolveMs >= (healthy ? RESOLVE_EVERY_MS : RESOLVE_RETRY_MS)) void resolve(ep);
-      }
-      if (!ep.scrapeInFlight) void scrape(ep);
+  let builder: SnapshotBuilder;
+  try {
+    // Start-up: every source's first answer, then one scrape of every pod,
+    // so the first snapshot a filter receives already carries real state.
+    const sink = discoverySink(poolStates, telemetry, log);
+    await Promise.all([...poolStates.values()].map((pool) => pool.source.start(sink)));
+    for (const pool of pools()) pool.membersChanged = false;
+    publishEndpoints(discovery, pools());
+    await loop.firstRound();
+    const startMs = Date.now();
+    builder = new SnapshotBuilder(config, pools(), startMs, startMs);
+    push = await startSnapshotServer({
+      host,
+      port: opts.port ?? config.aggregator.port,
+      current: () => builder.current,
+      log,
+      heartbeatMs: config.aggregator.heartbeatMs,
+      services: [discovery.service],
+    });
+    if (ownMetrics !== null && metricsPortOpt !== false) {
+      const server = push;
+      metrics = await startMetricsServer(host, metricsPortOpt, ownMetrics, () => aggregatorStats(pools(), staleAfterMs, builder.current, server, discovery));
     }
-    refresh();
-  }, scrapeIntervalMs);
+  } catch (err) {
+    await shutdown();
+    throw err;
+  }
+  loop.start();
 
+  const grpcPort = push.port;
   return {
-    grpcPort: push.port,
+    grpcPort,
     metricsPort: metrics?.port ?? null,
-    current: () => tracker.current,
+    current: () => builder.current,
     onSnapshot(cb) {
       listeners.add(cb);
       return () => listeners.delete(cb);
     },
     async close() {
       if (closed) return;
-      closed = true;
-      clearInterval(timer);
-      stop.abort();
-      agent.destroy();
-      listeners.clear();
-      discovery.close();
-      await Promise.all([push.close(), metrics?.close()]);
+      await shutdown();
     },
   };
 }

@@ -1,8 +1,17 @@
-// The aggregator's own Prometheus /metrics: what it last saw per endpoint,
-// how scraping goes, how many snapshots it pushed, and what it serves Envoy over ADS.
+// The aggregator's own Prometheus /metrics, a prom-client Registry.
+// Two sources feed it: events as they happen (AggregatorTelemetry, called
+// by the scrape loop, discovery and the push path: scrape latency and
+// errors, discovery events, snapshots published, cycle CPU), and, at each
+// Prometheus scrape, a pull of AggregatorStats for state (what each pod last
+// reported, freshness, connected Envoys), so state never goes stale between
+// events. Plus prom-client's default process metrics (CPU, memory, event
+// loop lag, GC).
 import http from "node:http";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import { formatHostPort } from "../config.js";
+import type { DiscoveryEventKind } from "../discovery/source.js";
 import type { EndpointMetrics } from "./normalise.js";
+import type { AggregatorTelemetry } from "./telemetry.js";
 
 export interface EndpointStats {
   pool: string;
@@ -12,61 +21,179 @@ export interface EndpointStats {
   /** CapacityLearner.value: tokens/s per sequence; 0 = not known yet. */
   learnedCapacity: number;
   fresh: boolean;
-  scrapes: number;
-  scrapeErrors: number;
 }
 
 export interface AggregatorStats {
   endpoints: EndpointStats[];
   snapshotVersion: number;
+  /** Snapshot messages written to Watch streams (one per stream per new version). */
   snapshotsPushed: number;
+  /** Open Watch streams: one per connected Envoy. */
   streams: number;
   /** Version of the pool endpoint sets served over ADS. */
   endpointsVersion: number;
   adsStreams: number;
 }
 
-const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
-const labelText = (labels: Record<string, string>) =>
-  "{" + Object.entries(labels).map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(",") + "}";
+const DISCOVERY_KINDS: DiscoveryEventKind[] = ["added", "removed", "error", "relist"];
+const PER_ENDPOINT = ["pool", "endpoint"] as const;
 
-export function renderMetrics(stats: AggregatorStats): string {
-  const out: string[] = [];
-  const family = (name: string, type: "gauge" | "counter", help: string, rows: Array<[Record<string, string>, number]>) => {
-    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    for (const [labels, value] of rows) out.push(`${name}${Object.keys(labels).length ? labelText(labels) : ""} ${value}`);
-  };
-  const perEndpoint = (value: (e: EndpointStats) => number) =>
-    stats.endpoints.map((e): [Record<string, string>, number] => [{ pool: e.pool, endpoint: e.endpoint }, value(e)]);
+export class AggregatorMetrics implements AggregatorTelemetry {
+  readonly registry = new Registry();
+  /** The pull the state gauges read; set by render() at each Prometheus scrape. */
+  private latest: AggregatorStats | null = null;
+  private readonly scrapeDuration: Histogram<"pool">;
+  private readonly lastScrape: Gauge<"pool" | "endpoint">;
+  private readonly scrapes: Counter<"pool" | "endpoint">;
+  private readonly scrapeErrors: Counter<"pool" | "endpoint" | "kind">;
+  private readonly discoveryEvents: Counter<"pool" | "kind">;
+  private readonly snapshotBytes: Histogram;
+  private readonly snapshotDelay: Histogram;
+  private readonly cycleCpu: Histogram;
+  private readonly interval: Gauge;
 
-  family("llm_gateway_endpoint_waiting", "gauge", "Requests queued on the model server (last good scrape).", perEndpoint((e) => e.metrics?.waiting ?? 0));
-  family("llm_gateway_endpoint_running", "gauge", "Requests in the model server's running batch (last good scrape).", perEndpoint((e) => e.metrics?.running ?? 0));
-  family("llm_gateway_endpoint_kv_cache_usage", "gauge", "KV-cache utilisation 0..1 (last good scrape; 0 for TGI).", perEndpoint((e) => e.metrics?.kvCacheUsage ?? 0));
-  family("llm_gateway_endpoint_max_lora", "gauge", "LoRA adapter slots reported by the model server.", perEndpoint((e) => e.metrics?.maxLora ?? 0));
-  family(
-    "llm_gateway_endpoint_learned_capacity",
-    "gauge",
-    "Service rate learned from the inter-token latency histogram, tokens/s per sequence (0 = not known yet); the snapshot carries it unless the pool configures capacities.",
-    perEndpoint((e) => e.learnedCapacity),
-  );
-  family("llm_gateway_endpoint_fresh", "gauge", "1 when the endpoint's metrics are recent enough to route on.", perEndpoint((e) => (e.fresh ? 1 : 0)));
-  family(
-    "llm_gateway_endpoint_lora_adapter",
-    "gauge",
-    "LoRA adapters resident (state=running) or queued for loading (state=waiting) per endpoint.",
-    stats.endpoints.flatMap((e) => [
-      ...(e.metrics?.runningAdapters ?? []).map((adapter): [Record<string, string>, number] => [{ pool: e.pool, endpoint: e.endpoint, adapter, state: "running" }, 1]),
-      ...(e.metrics?.waitingAdapters ?? []).map((adapter): [Record<string, string>, number] => [{ pool: e.pool, endpoint: e.endpoint, adapter, state: "waiting" }, 1]),
-    ]),
-  );
-  family("llm_gateway_endpoint_scrapes_total", "counter", "Scrapes of the endpoint's /metrics.", perEndpoint((e) => e.scrapes));
-  family("llm_gateway_endpoint_scrape_errors_total", "counter", "Failed scrapes (network, HTTP status, timeout, missing metrics).", perEndpoint((e) => e.scrapeErrors));
-  family("llm_gateway_snapshot_version", "gauge", "Version of the current snapshot.", [[{}, stats.snapshotVersion]]);
-  family("llm_gateway_snapshots_pushed_total", "counter", "Snapshot messages written to Watch streams.", [[{}, stats.snapshotsPushed]]);
-  family("llm_gateway_connected_streams", "gauge", "Open SnapshotService/Watch streams.", [[{}, stats.streams]]);
-  family("llm_gateway_endpoints_version", "gauge", "Version of the pools' endpoint sets served to Envoy over ADS.", [[{}, stats.endpointsVersion]]);
-  family("llm_gateway_ads_streams", "gauge", "Open ADS streams (one per Envoy).", [[{}, stats.adsStreams]]);
-  return out.join("\n") + "\n";
+  /** `pools`: the configured pools, whose discovery counters start at 0 so every kind is a series from the start. */
+  constructor(pools: string[]) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+
+    this.scrapeDuration = new Histogram({
+      name: "llm_gateway_scrape_duration_seconds",
+      help: "Wall time of one scrape of a pod's /metrics, failed ones included.",
+      labelNames: ["pool"],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers,
+    });
+    this.lastScrape = new Gauge({ name: "llm_gateway_endpoint_scrape_seconds", help: "Wall time of the pod's latest scrape.", labelNames: PER_ENDPOINT, registers });
+    this.scrapes = new Counter({ name: "llm_gateway_endpoint_scrapes_total", help: "Scrapes of the pod's /metrics.", labelNames: PER_ENDPOINT, registers });
+    this.scrapeErrors = new Counter({
+      name: "llm_gateway_endpoint_scrape_errors_total",
+      help: "Failed scrapes by kind (timeout, refused, http_<status>, parse, ...).",
+      labelNames: [...PER_ENDPOINT, "kind"],
+      registers,
+    });
+    this.discoveryEvents = new Counter({
+      name: "llm_gateway_discovery_events_total",
+      help: "Pods discovered (added), gone (removed), discovery failures (error) and full re-lists (relist), per pool.",
+      labelNames: ["pool", "kind"],
+      registers,
+    });
+    for (const pool of pools) for (const kind of DISCOVERY_KINDS) this.discoveryEvents.inc({ pool, kind }, 0);
+    this.snapshotBytes = new Histogram({
+      name: "llm_gateway_snapshot_bytes",
+      help: "Size of each snapshot version published to the connected Envoys (its count: snapshots published).",
+      buckets: [256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304],
+      registers,
+    });
+    this.snapshotDelay = new Histogram({
+      name: "llm_gateway_snapshot_delay_seconds",
+      help: "Time from the newest scrape a snapshot carries to its publication.",
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers,
+    });
+    this.cycleCpu = new Histogram({
+      name: "llm_gateway_scrape_cycle_cpu_seconds",
+      help: "CPU the aggregator's main thread spent per scrape cycle.",
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      registers,
+    });
+    this.interval = new Gauge({ name: "llm_gateway_scrape_interval_seconds", help: "The scrape interval in force (it may adapt to the fleet size).", registers });
+    this.pulledState(registers);
+  }
+
+  scrape(pool: string, pod: string, seconds: number, error: string | null): void {
+    this.scrapeDuration.observe({ pool }, seconds);
+    this.lastScrape.set({ pool, endpoint: pod }, seconds);
+    this.scrapes.inc({ pool, endpoint: pod });
+    if (error !== null) this.scrapeErrors.inc({ pool, endpoint: pod, kind: error });
+  }
+
+  discovery(pool: string, kind: DiscoveryEventKind): void {
+    this.discoveryEvents.inc({ pool, kind });
+  }
+
+  snapshotPushed(bytes: number, delayMs: number): void {
+    this.snapshotBytes.observe(bytes);
+    this.snapshotDelay.observe(Math.max(0, delayMs) / 1000);
+  }
+
+  cycle(cpuMs: number, intervalMs: number): void {
+    this.cycleCpu.observe(cpuMs / 1000);
+    this.interval.set(intervalMs / 1000);
+  }
+
+  /** The exposition text, with state pulled from `stats` now (two scrapes at once may both read the newer pull). */
+  render(stats: AggregatorStats): Promise<string> {
+    this.latest = stats;
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** Gauges (and two counters kept elsewhere) read from the pull at each Prometheus scrape. */
+  private pulledState(registers: Registry[]): void {
+    const self = this;
+    const perEndpoint = (name: string, help: string, value: (e: EndpointStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: PER_ENDPOINT,
+        registers,
+        collect() {
+          this.reset();
+          for (const e of self.latest?.endpoints ?? []) this.set({ pool: e.pool, endpoint: e.endpoint }, value(e));
+        },
+      });
+    const single = (name: string, help: string, value: (s: AggregatorStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          if (self.latest) this.set(value(self.latest));
+        },
+      });
+
+    perEndpoint("llm_gateway_endpoint_waiting", "Requests queued on the model server (last good scrape).", (e) => e.metrics?.waiting ?? 0);
+    perEndpoint("llm_gateway_endpoint_running", "Requests in the model server's running batch (last good scrape).", (e) => e.metrics?.running ?? 0);
+    perEndpoint("llm_gateway_endpoint_kv_cache_usage", "KV-cache utilisation 0..1 (last good scrape; 0 for TGI).", (e) => e.metrics?.kvCacheUsage ?? 0);
+    perEndpoint("llm_gateway_endpoint_max_lora", "LoRA adapter slots reported by the model server.", (e) => e.metrics?.maxLora ?? 0);
+    perEndpoint(
+      "llm_gateway_endpoint_learned_capacity",
+      "Service rate learned from the inter-token latency histogram, tokens/s per sequence (0 = not known yet); the snapshot carries it unless the pool configures capacities.",
+      (e) => e.learnedCapacity,
+    );
+    perEndpoint("llm_gateway_endpoint_fresh", "1 when the endpoint's metrics are recent enough to route on.", (e) => (e.fresh ? 1 : 0));
+    new Gauge({
+      name: "llm_gateway_endpoint_lora_adapter",
+      help: "LoRA adapters resident (state=running) or queued for loading (state=waiting) per endpoint.",
+      labelNames: [...PER_ENDPOINT, "adapter", "state"],
+      registers,
+      collect() {
+        this.reset();
+        for (const e of self.latest?.endpoints ?? []) {
+          for (const adapter of e.metrics?.runningAdapters ?? []) this.set({ pool: e.pool, endpoint: e.endpoint, adapter, state: "running" }, 1);
+          for (const adapter of e.metrics?.waitingAdapters ?? []) this.set({ pool: e.pool, endpoint: e.endpoint, adapter, state: "waiting" }, 1);
+        }
+      },
+    });
+    single("llm_gateway_snapshot_version", "Version of the current snapshot.", (s) => s.snapshotVersion);
+    single("llm_gateway_connected_streams", "Open SnapshotService/Watch streams: one per connected Envoy.", (s) => s.streams);
+    single("llm_gateway_endpoints_version", "Version of the pools' endpoint sets served to Envoy over ADS.", (s) => s.endpointsVersion);
+    single("llm_gateway_ads_streams", "Open ADS streams (one per Envoy).", (s) => s.adsStreams);
+    new Counter({
+      name: "llm_gateway_snapshots_pushed_total",
+      help: "Snapshot messages written to Watch streams (one per stream per new version).",
+      registers,
+      collect() {
+        if (!self.latest) return;
+        this.reset();
+        this.inc(self.latest.snapshotsPushed);
+      },
+    });
+  }
 }
 
 export interface MetricsServer {
@@ -74,13 +201,24 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
-export async function startMetricsServer(host: string, port: number, stats: () => AggregatorStats): Promise<MetricsServer> {
+export async function startMetricsServer(host: string, port: number, metrics: AggregatorMetrics, stats: () => AggregatorStats): Promise<MetricsServer> {
   const server = http.createServer((req, res) => {
-    if (req.method !== "GET" || (req.url ?? "").split("?")[0] !== "/metrics") {
-      res.writeHead(404, { "content-type": "text/plain" }).end("not found; try GET /metrics\n");
+    const path = (req.url ?? "").split("?")[0];
+    // Liveness/readiness probe: this server starts only once discovery has
+    // answered and the gRPC server is up, and answers without rendering the
+    // per-pod series (which grow with the fleet).
+    if (req.method === "GET" && path === "/healthz") {
+      res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
       return;
     }
-    res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }).end(renderMetrics(stats()));
+    if (req.method !== "GET" || path !== "/metrics") {
+      res.writeHead(404, { "content-type": "text/plain" }).end("not found; try GET /metrics or /healthz\n");
+      return;
+    }
+    metrics.render(stats()).then(
+      (text) => res.writeHead(200, { "content-type": metrics.contentType }).end(text),
+      (err: Error) => res.writeHead(500, { "content-type": "text/plain" }).end(`metrics failed: ${err.message}\n`),
+    );
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

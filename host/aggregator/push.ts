@@ -1,19 +1,25 @@
 // gRPC server for llmgateway.v1.SnapshotService/Watch: each stream gets the
 // current snapshot at once, then every changed one, and an empty message (a
 // heartbeat) whenever it has heard nothing for `heartbeatMs`, so the filter
-// can tell a quiet fleet from a dead aggregator.
+// can tell a quiet fleet from a dead aggregator. A snapshot is encoded once
+// and the same bytes go to every stream.
 import * as grpc from "@grpc/grpc-js";
 import { formatHostPort } from "../config.js";
-import { snapshotServiceDefinition, type HelloMsg } from "../proto.js";
+import { encodeSnapshot, snapshotServiceDefinition, type HelloMsg } from "../proto.js";
 import type { Snapshot } from "./snapshot.js";
 
-type WatchCall = grpc.ServerDuplexStream<HelloMsg, Snapshot>;
+/** Streams are written encoded snapshots (Buffers), so the service's serializer passes them through. */
+type WatchCall = grpc.ServerDuplexStream<HelloMsg, Buffer>;
+const watchDefinition: grpc.ServiceDefinition = {
+  ...snapshotServiceDefinition,
+  Watch: { ...snapshotServiceDefinition.Watch, responseSerialize: (bytes: Buffer) => bytes },
+};
 
 /** Per stream: only the newest snapshot matters, so a slow reader gets at most one queued. */
 interface Subscriber {
   call: WatchCall;
   blocked: boolean;
-  pending: Snapshot | null;
+  pending: Buffer | null;
   lastSentMs: number;
 }
 
@@ -23,7 +29,8 @@ export interface SnapshotServer {
   streams(): number;
   /** Messages written to streams so far. */
   pushed(): number;
-  publish(snapshot: Snapshot): void;
+  /** Sends `snapshot` to every stream; returns its encoded size in bytes. */
+  publish(snapshot: Snapshot): number;
   /** Ends every stream with OK and stops the server. */
   close(): Promise<void>;
 }
@@ -42,21 +49,28 @@ export interface SnapshotServerOptions {
 const SHUTDOWN_GRACE_MS = 1000;
 export const DEFAULT_HEARTBEAT_MS = 1000;
 // An empty Snapshot (version 0, which no real snapshot has) is the heartbeat.
-const HEARTBEAT = {} as Snapshot;
+const HEARTBEAT = encodeSnapshot({} as Snapshot);
 
 export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<SnapshotServer> {
   const subscribers = new Set<Subscriber>();
   let pushedCount = 0;
   let nextStreamId = 1;
 
-  function send(sub: Subscriber, snapshot: Snapshot): void {
+  // The encoding of the snapshot current() returned last, for streams that open later.
+  let encoded: { snapshot: Snapshot; bytes: Buffer } | null = null;
+  const encode = (snapshot: Snapshot): Buffer => {
+    if (encoded?.snapshot !== snapshot) encoded = { snapshot, bytes: encodeSnapshot(snapshot) };
+    return encoded.bytes;
+  };
+
+  function send(sub: Subscriber, bytes: Buffer): void {
     if (sub.blocked) {
-      sub.pending = snapshot;
+      sub.pending = bytes;
       return;
     }
     pushedCount++;
     sub.lastSentMs = Date.now();
-    if (!sub.call.write(snapshot)) sub.blocked = true;
+    if (!sub.call.write(bytes)) sub.blocked = true;
   }
 
   function watch(call: WatchCall): void {
@@ -89,7 +103,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     // The client may half-close after its Hello (proxy_grpc_close does that);
     // the stream stays open for pushes, so 'end' is deliberately not handled.
 
-    send(sub, opts.current());
+    send(sub, encode(opts.current()));
   }
 
   const server = new grpc.Server({
@@ -98,7 +112,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     "grpc.keepalive_time_ms": 10_000,
     "grpc.keepalive_timeout_ms": 5_000,
   });
-  server.addService(snapshotServiceDefinition, { Watch: watch });
+  server.addService(watchDefinition, { Watch: watch });
   for (const s of opts.services ?? []) server.addService(s.definition, s.implementation);
 
   const port = await new Promise<number>((resolve, reject) => {
@@ -120,7 +134,9 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     streams: () => subscribers.size,
     pushed: () => pushedCount,
     publish(snapshot) {
-      for (const sub of subscribers) send(sub, snapshot);
+      const bytes = encode(snapshot);
+      for (const sub of subscribers) send(sub, bytes);
+      return bytes.length;
     },
     close() {
       clearInterval(heartbeat);

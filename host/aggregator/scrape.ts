@@ -1,68 +1,13 @@
-// Fetching a pod's Prometheus /metrics and parsing the text exposition format.
-import http from "node:http";
+// Parsing the Prometheus text exposition format. A model server's page is
+// tens of KB, mostly histogram buckets the aggregator does not read: lines
+// are found and their names compared as bytes, and only the wanted ones are
+// decoded and parsed.
 
 /** One sample line: `name{label="value",...} value [timestamp]`. */
 export interface Sample {
   name: string;
   labels: Record<string, string>;
   value: number;
-}
-
-/** vLLM's /metrics with histograms is ~100-300 KB; anything far beyond is not a model server. */
-const MAX_BODY_BYTES = 8 * 1024 * 1024;
-
-export interface ScrapeTarget {
-  /** IP literal to connect to (no brackets). */
-  ip: string;
-  port: number;
-  /** Host header: the endpoint as configured (may be a DNS name). */
-  hostHeader: string;
-}
-
-/**
- * GET http://ip:port/metrics within `timeoutMs` (connect + whole body).
- * Use a keep-alive agent: at 20 scrapes/s per pod a new TCP connection per
- * scrape would cost more than the scrape itself.
- */
-export function fetchMetrics(target: ScrapeTarget, timeoutMs: number, agent: http.Agent, signal?: AbortSignal): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: target.ip,
-        port: target.port,
-        path: "/metrics",
-        method: "GET",
-        agent,
-        signal,
-        headers: { host: target.hostHeader, accept: "text/plain" },
-      },
-      (res) => {
-        if (res.statusCode !== 200) {
-          res.resume();
-          fail(new Error(`HTTP ${res.statusCode}`));
-          return;
-        }
-        res.setEncoding("utf8");
-        let body = "";
-        res.on("data", (chunk: string) => {
-          body += chunk;
-          if (body.length > MAX_BODY_BYTES) req.destroy(new Error(`metrics body larger than ${MAX_BODY_BYTES} bytes`));
-        });
-        res.on("end", () => {
-          clearTimeout(timer);
-          resolve(body);
-        });
-        res.on("error", fail);
-      },
-    );
-    const timer = setTimeout(() => req.destroy(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
-    function fail(err: Error): void {
-      clearTimeout(timer);
-      reject(err);
-    }
-    req.on("error", fail);
-    req.end();
-  });
 }
 
 const isNameStart = (c: number) => (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c === 58; // A-Z a-z _ :
@@ -84,20 +29,12 @@ function parseValue(token: string): number | null {
   return Number.isNaN(v) ? null : v;
 }
 
-/**
- * Parses one sample line; null when malformed. `want` is checked right after
- * the name so label parsing is only paid for metrics we use.
- */
-function parseLine(line: string, want: ((name: string) => boolean) | undefined): Sample | null | undefined {
-  let i = 0;
+/** Parses one sample line that starts with a metric name; null when malformed. */
+function parseLine(line: string): Sample | null {
   const n = line.length;
-  while (i < n && isSpace(line.charCodeAt(i))) i++;
-  if (i === n || line.charCodeAt(i) === 35 /* # */) return undefined;
-  const nameStart = i;
-  if (!isNameStart(line.charCodeAt(i))) return null;
+  let i = 0;
   while (i < n && isNameChar(line.charCodeAt(i))) i++;
-  const name = line.slice(nameStart, i);
-  if (want && !want(name)) return undefined;
+  const name = line.slice(0, i);
 
   const labels: Record<string, string> = {};
   if (line.charCodeAt(i) === 123 /* { */) {
@@ -152,21 +89,94 @@ function parseLine(line: string, want: ((name: string) => boolean) | undefined):
 }
 
 /**
- * Parses Prometheus text exposition (0.0.4, and the OpenMetrics subset model
- * servers emit). Comments, blank lines and malformed lines are skipped: one
- * odd line should not cost a whole scrape. `want` filters by metric name.
+ * For a line at body[start, end) that is no comment: where its metric name
+ * ends if it is a name to parse, else -1.
  */
-export function parsePrometheusText(text: string, want?: (name: string) => boolean): Sample[] {
+type NameFilter = (body: Buffer, start: number, end: number) => number;
+
+/**
+ * Every sample line whose name passes `accept`. Comments, blank lines and
+ * malformed lines are skipped: one odd line should not cost a whole scrape.
+ */
+function scan(body: Buffer, accept: NameFilter): Sample[] {
   const out: Sample[] = [];
+  const n = body.length;
   let start = 0;
-  while (start < text.length) {
-    let end = text.indexOf("\n", start);
-    if (end < 0) end = text.length;
-    let line = text.slice(start, end);
-    if (line.endsWith("\r")) line = line.slice(0, -1);
-    const sample = parseLine(line, want);
-    if (sample) out.push(sample);
+  while (start < n) {
+    let end = body.indexOf(10 /* \n */, start);
+    if (end < 0) end = n;
+    if (body[start] !== 35 /* # */) {
+      let nameStart = start;
+      while (nameStart < end && isSpace(body[nameStart])) nameStart++;
+      const nameEnd = nameStart < end ? accept(body, nameStart, end) : -1;
+      if (nameEnd > nameStart) {
+        const sample = parseLine(body.toString("utf8", nameStart, body[end - 1] === 13 /* \r */ ? end - 1 : end));
+        if (sample) out.push(sample);
+      }
+    }
     start = end + 1;
   }
   return out;
+}
+
+const isNameEnd = (c: number) => c === 123 /* { */ || isSpace(c);
+
+function sameBytes(body: Buffer, start: number, name: Buffer): boolean {
+  // From the end: wanted names differ from their neighbours in their suffix (_sum, _count, _bucket).
+  for (let k = name.length - 1; k >= 0; k--) if (body[start + k] !== name[k]) return false;
+  return true;
+}
+
+/**
+ * The filter for a set of names, which never walks a line's name byte by
+ * byte: for each length a wanted name has, one byte tells whether the line's
+ * name could end there, and only then are the bytes compared. Most lines
+ * cost a few byte reads.
+ */
+const filters = new WeakMap<ReadonlySet<string>, NameFilter>();
+function namesFilter(names: ReadonlySet<string>): NameFilter {
+  let filter = filters.get(names);
+  if (filter) return filter;
+  const byLength = new Map<number, Buffer[]>();
+  for (const name of names) {
+    const bytes = Buffer.from(name, "latin1");
+    byLength.set(bytes.length, [...(byLength.get(bytes.length) ?? []), bytes]);
+  }
+  const lengths = [...byLength.keys()];
+  const candidates = [...byLength.values()];
+  // Indexed loops: this runs for every line of every page.
+  filter = (body, start, end) => {
+    for (let g = 0; g < lengths.length; g++) {
+      const after = start + lengths[g];
+      if (after >= end || !isNameEnd(body[after])) continue;
+      const group = candidates[g];
+      for (let c = 0; c < group.length; c++) if (sameBytes(body, start, group[c])) return after;
+    }
+    return -1;
+  };
+  filters.set(names, filter);
+  return filter;
+}
+
+/** Any name `want` accepts (all when absent): the general path, one name decoded per line. */
+function predicateFilter(want: ((name: string) => boolean) | undefined): NameFilter {
+  return (body, start, end) => {
+    if (!isNameStart(body[start])) return -1;
+    let i = start + 1;
+    while (i < end && isNameChar(body[i])) i++;
+    return !want || want(body.toString("latin1", start, i)) ? i : -1;
+  };
+}
+
+/** The samples of the metrics named in `names`, from a scraped body (the aggregator's path). */
+export function parseMetrics(body: Buffer, names: ReadonlySet<string>): Sample[] {
+  return scan(body, namesFilter(names));
+}
+
+/**
+ * Parses Prometheus text exposition (0.0.4, and the OpenMetrics subset model
+ * servers emit); `want` filters by metric name.
+ */
+export function parsePrometheusText(text: string, want?: (name: string) => boolean): Sample[] {
+  return scan(Buffer.from(text, "utf8"), predicateFilter(want));
 }

@@ -1,5 +1,7 @@
 // Builds the Snapshot message (proto/gateway.proto) from the config and the
-// latest per-endpoint state, and tells whether the routing state changed.
+// latest per-endpoint state: whole (buildSnapshotBody, SnapshotTracker: the
+// simulator), or entry by entry (endpointMsg, sameEndpoint: the aggregator,
+// which rebuilds only what a scrape or the clock changed).
 // The objects use host/proto.ts's shapes (proto-loader's camelCase field
 // names), so they go to the grpc-js encoder as they are.
 import { servedModels, type GatewayConfig, type PoolConfig, type ProfileConfig, type ScorerWeights } from "../config.js";
@@ -42,35 +44,63 @@ export function isFresh(state: EndpointState, now: number, staleAfterMs: number)
 const quantiseKv = (kv: number) => Math.round(kv * 1000) / 1000;
 
 /**
+ * One endpoint's entry. Stale endpoints keep their last values, with
+ * fresh=false. `capacity` is the configured one when the pool has them,
+ * else the learned one: the two are in different units and never mixed.
+ */
+export function endpointMsg(address: string, m: EndpointMetrics | null, capacity: number, fresh: boolean): EndpointMsg {
+  return {
+    address,
+    waiting: m?.waiting ?? 0,
+    running: m?.running ?? 0,
+    kvCacheUsage: quantiseKv(m?.kvCacheUsage ?? 0),
+    kvTokens: m?.kvTokens ?? 0,
+    fresh,
+    maxLora: m?.maxLora ?? 0,
+    runningAdapters: m?.runningAdapters ?? [],
+    waitingAdapters: m?.waitingAdapters ?? [],
+    capacity,
+  };
+}
+
+const sameList = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+/** Whether two entries would route alike (every field compared). */
+export function sameEndpoint(a: EndpointMsg, b: EndpointMsg): boolean {
+  return (
+    a.address === b.address &&
+    a.waiting === b.waiting &&
+    a.running === b.running &&
+    a.kvCacheUsage === b.kvCacheUsage &&
+    a.kvTokens === b.kvTokens &&
+    a.fresh === b.fresh &&
+    a.maxLora === b.maxLora &&
+    a.capacity === b.capacity &&
+    sameList(a.runningAdapters, b.runningAdapters) &&
+    sameList(a.waitingAdapters, b.waitingAdapters)
+  );
+}
+
+/**
  * `states[p][e]` belongs to `config.pools[p].endpoints[e]`. Endpoints without
  * a resolved address are left out: the filter must only ever see ip:port
- * literals. Stale endpoints keep their last values, with fresh=false. A pool
- * with configured capacities uses them for every endpoint, never a learned
- * one: the two are in different units.
+ * literals. A pool with configured capacities uses them for every endpoint,
+ * never a learned one.
  */
 export function buildSnapshotBody(config: GatewayConfig, states: EndpointState[][], now: number): SnapshotBody {
   const pools: PoolMsg[] = config.pools.map((pool, p) => {
     const endpoints: EndpointMsg[] = [];
     for (const [e, state] of states[p].entries()) {
       if (state.address === null) continue;
-      const m = state.metrics;
-      endpoints.push({
-        address: state.address,
-        waiting: m?.waiting ?? 0,
-        running: m?.running ?? 0,
-        kvCacheUsage: quantiseKv(m?.kvCacheUsage ?? 0),
-        kvTokens: m?.kvTokens ?? 0,
-        fresh: isFresh(state, now, config.aggregator.staleAfterMs),
-        maxLora: m?.maxLora ?? 0,
-        runningAdapters: m?.runningAdapters ?? [],
-        waitingAdapters: m?.waitingAdapters ?? [],
-        capacity: pool.capacities?.[e] ?? state.capacity.value,
-      });
+      const fresh = isFresh(state, now, config.aggregator.staleAfterMs);
+      endpoints.push(endpointMsg(state.address, state.metrics, pool.capacities?.[e] ?? state.capacity.value, fresh));
     }
-    return { name: pool.name, baseModel: pool.baseModel, weights: weightsMsg(pool.weights), endpoints };
+    return poolMsg(pool, endpoints);
   });
   return { ...modelsAndProfiles(config), pools };
 }
+
+export const poolMsg = (pool: PoolConfig, endpoints: EndpointMsg[]): PoolMsg => ({ name: pool.name, baseModel: pool.baseModel, weights: weightsMsg(pool.weights), endpoints });
 
 // Fixed field order, so equal state gives an equal snapshotKey.
 const weightsMsg = (w: ScorerWeights): WeightsMsg => ({ queue: w.queue, kvCache: w.kvCache, running: w.running, lora: w.lora, prefix: w.prefix });
@@ -106,7 +136,7 @@ function effectiveProfile(config: GatewayConfig, name: string, pool: PoolConfig)
  * indexes) and its profile (its own, else its pool's); the profiles in use
  * are sent once each, in order of first use.
  */
-function modelsAndProfiles(config: GatewayConfig): { models: ModelMsg[]; profiles: ProfileMsg[] } {
+export function modelsAndProfiles(config: GatewayConfig): { models: ModelMsg[]; profiles: ProfileMsg[] } {
   const named: Array<Pick<ModelMsg, "name" | "pool" | "adapter">> = [];
   config.pools.forEach((pool, p) => {
     named.push({ name: pool.baseModel, pool: p, adapter: "" });
@@ -153,19 +183,28 @@ export function snapshotKey(body: SnapshotBody): string {
   return JSON.stringify(body);
 }
 
-/** Holds the current snapshot; the version moves only when the body changes. */
+/** The snapshot after `previous` with a new body: the next version. */
+export function nextSnapshot(previous: Snapshot, body: SnapshotBody, now: number): Snapshot {
+  return { version: previous.version + 1, ...body, generatedUnixMs: now };
+}
+
+/**
+ * `firstVersion` should grow across restarts (the aggregator uses its start
+ * time in ms), so a filter that ignores versions it has already seen never
+ * takes a restarted aggregator's snapshots for old ones.
+ */
+export function firstSnapshot(body: SnapshotBody, firstVersion: number, now: number): Snapshot {
+  return { version: firstVersion, ...body, generatedUnixMs: now };
+}
+
+/** Holds the current snapshot; the version moves only when the body changes (compared whole: for callers that rebuild everything each time). */
 export class SnapshotTracker {
   private key: string;
   private snapshot: Snapshot;
 
-  /**
-   * `firstVersion` should grow across restarts (the aggregator uses its start
-   * time in ms), so a filter that ignores versions it has already seen never
-   * takes a restarted aggregator's snapshots for old ones.
-   */
   constructor(body: SnapshotBody, firstVersion: number, now: number) {
     this.key = snapshotKey(body);
-    this.snapshot = { version: firstVersion, ...body, generatedUnixMs: now };
+    this.snapshot = firstSnapshot(body, firstVersion, now);
   }
 
   get current(): Snapshot {
@@ -177,7 +216,7 @@ export class SnapshotTracker {
     const key = snapshotKey(body);
     if (key === this.key) return null;
     this.key = key;
-    this.snapshot = { version: this.snapshot.version + 1, ...body, generatedUnixMs: now };
+    this.snapshot = nextSnapshot(this.snapshot, body, now);
     return this.snapshot;
   }
 }

@@ -10,7 +10,7 @@ export interface AggregatorTelemetry {
   scrape(pool: string, pod: string, seconds: number, error: string | null): void;
   /** A discovery source reported a change or a problem. */
   discovery(pool: string, kind: DiscoveryEventKind): void;
-  /** A snapshot went out to the connected Envoys: its size and how long after the newest scrape it carries. */
+  /** A snapshot went out to the connected Envoys: its encoded size, and how long the oldest change it carries waited (from its scrape landing). */
   snapshotPushed(bytes: number, delayMs: number): void;
   /** One scrape cycle: CPU it took on the main thread, and the interval in force (it adapts to the fleet size). */
   cycle(cpuMs: number, intervalMs: number): void;

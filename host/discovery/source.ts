@@ -14,7 +14,11 @@ export interface Target {
   name: string;
   /** Host header for scrapes (a DNS name's own name; the address otherwise). */
   hostHeader: string;
-  /** Configured capacity hint (tokens/s per sequence), when the source knows one. */
+  /**
+   * Configured capacity hint (relative speed), when the source knows one. A
+   * source gives every target of a pool one or none: configured and learned
+   * capacities are in different units.
+   */
   capacity?: number;
 }
 
@@ -30,5 +34,11 @@ export interface DiscoverySink {
 export interface DiscoverySource {
   /** Starts watching; resolves once every pool it serves has had a first answer (possibly empty). */
   start(sink: DiscoverySink): Promise<void>;
+  /**
+   * The aggregator's hint that a target has stopped answering its scrapes.
+   * A source that can only poll (DNS) looks again soon rather than at its
+   * usual period: the pod may be gone, or back under another address.
+   */
+  notAnswering?(pool: string, address: string): void;
   close(): void;
 }

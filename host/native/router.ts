@@ -44,6 +44,8 @@ export type RouteResult =
       /** A retry of a refused request, admitted on the next class's limit. */
       retried: boolean;
       stream: boolean;
+      /** A stream that asked for stream_options.include_usage (its answer will carry token counts). */
+      includeUsage: boolean;
       prompt: [number, number];
       explanation?: string;
     }

@@ -35,6 +35,8 @@ export interface CallContext {
    * end appends; anything else is BadArgument. False where there is no body.
    */
   setRequestBody(start: number, length: number, data: Uint8Array): "ok" | "bad" | "none";
+  /** The response data frame proxy_on_response_body is delivering; empty outside it. */
+  responseBody(): Uint8Array;
   property(path: string): Uint8Array | undefined;
   sendLocalResponse(reply: LocalResponse): void;
 }
@@ -65,6 +67,10 @@ export class RootContext implements CallContext {
 
   setRequestBody(): "none" {
     return "none";
+  }
+
+  responseBody(): Uint8Array {
+    return new Uint8Array(0);
   }
 
   property(path: string): Uint8Array | undefined {

@@ -47,4 +47,14 @@ export class ProxyWasmHost implements ProcessServices {
   metric(name: string): number {
     return Number(this.metrics.get(name)?.value ?? 0n);
   }
+
+  /** A metric summed over all its labels: every stat named `metric` or `metric;<tag>=<value>...` (assembly/gateway/stat-names.ts). */
+  metricTotal(metric: string): number {
+    return this.metrics.names().filter((n) => n === metric || n.startsWith(`${metric};`)).reduce((sum, n) => sum + this.metric(n), 0);
+  }
+
+  /** Every value a histogram recorded, in order. */
+  samples(name: string): number[] {
+    return (this.metrics.get(name)?.samples ?? []).map(Number);
+  }
 }

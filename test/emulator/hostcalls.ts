@@ -54,6 +54,8 @@ export function hostCalls(site: HostCallSite): Record<string, HostFunction> {
     switch (type) {
       case BufferType.HttpRequestBody:
         return ctx.requestBody();
+      case BufferType.HttpResponseBody:
+        return ctx.responseBody();
       case BufferType.GrpcCallMessage:
         return ctx.root.grpcMessage ?? new Uint8Array(0);
       case BufferType.VmConfiguration:

@@ -30,6 +30,10 @@ export class MetricStore {
   get(name: string): Stat | undefined {
     return this.stats.get(name);
   }
+
+  names(): string[] {
+    return [...this.stats.keys()];
+  }
 }
 
 /** One VM's metric ids, mapped onto the process-wide stats. */

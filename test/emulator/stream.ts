@@ -6,6 +6,9 @@
 //   chunk, so the next callback sees everything so far and its size;
 // - after proxy_send_local_response the filter chain stops: no further
 //   request callbacks;
+// - the answer passes in data frames (proxy_on_response_body), each readable
+//   as the response body while its callback runs (the filter never holds
+//   them here);
 // - at the end Envoy runs access logs (proxy_on_log), then destroys the
 //   filter (proxy_on_done, proxy_on_delete), with the response code and the
 //   upstream address readable as properties.
@@ -54,6 +57,7 @@ export class HttpStream implements CallContext {
   /** The body Envoy sent upstream, as the plugin left it when it let the request go. */
   forwardedBody: Uint8Array = new Uint8Array(0);
   private buffering = false;
+  private responseChunk: Uint8Array = new Uint8Array(0);
   private phase: Phase = "new";
 
   constructor(
@@ -118,6 +122,17 @@ export class HttpStream implements CallContext {
     return action;
   }
 
+  /** The upstream's answer, in data frames; the last one ends the stream. */
+  respond(chunks: Array<string | Uint8Array>): void {
+    if (this.answered) throw new Error(`stream ${this.id} was answered locally: no upstream answer passes the plugin`);
+    if (this.phase !== "ended") throw new Error(`stream ${this.id} is in phase '${this.phase}': the request must be complete before the answer`);
+    chunks.forEach((chunk, i) => {
+      this.responseChunk = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
+      this.run("proxy_on_response_body", [this.responseChunk.length, i === chunks.length - 1 ? 1 : 0]);
+    });
+    this.responseChunk = new Uint8Array(0);
+  }
+
   /** The stream is over: proxy_on_log, proxy_on_done, proxy_on_delete. */
   finish(end: StreamEnd = {}): void {
     if (this.phase === "finished") throw new Error(`stream ${this.id} finished twice`);
@@ -155,6 +170,10 @@ export class HttpStream implements CallContext {
       return "ok";
     }
     return "bad";
+  }
+
+  responseBody(): Uint8Array {
+    return this.responseChunk;
   }
 
   property(path: string): Uint8Array | undefined {

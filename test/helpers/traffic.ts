@@ -198,5 +198,5 @@ export async function gatewayStats(stack: Stack): Promise<Record<string, number>
   return out;
 }
 
-/** A stat-name segment as the filter writes it: anything but [A-Za-z0-9_-] becomes "_". */
+/** A name as the model routes' stat prefixes spell it (host/envoy/config.ts): anything but [A-Za-z0-9_-] becomes "_". */
 export const statSegment = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, "_");

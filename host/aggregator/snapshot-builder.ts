@@ -1,0 +1,52 @@
+// The cycle's end: the snapshot is rebuilt from the pods' entries only when
+// one of them (or a pool's membership) changed. Entries are compared pod by
+// pod as they are brought up to date, so nothing is serialised to find out.
+import type { GatewayConfig } from "../config.js";
+import type { PoolState } from "./pool.js";
+import { firstSnapshot, modelsAndProfiles, nextSnapshot, poolMsg, type Snapshot, type SnapshotBody } from "./snapshot.js";
+
+export interface Built {
+  snapshot: Snapshot;
+  /** Date.now() of the oldest change it carries: how long the longest-waiting change took to go out. */
+  oldestChangeMs: number;
+}
+
+export class SnapshotBuilder {
+  /** The config's part of every snapshot (models, profiles), built once. */
+  private readonly frame: Pick<SnapshotBody, "models" | "profiles">;
+  private snapshot: Snapshot;
+
+  /** `firstVersion` should grow across restarts: the aggregator's start time in ms. */
+  constructor(
+    private readonly config: GatewayConfig,
+    pools: readonly PoolState[],
+    firstVersion: number,
+    now: number,
+  ) {
+    this.frame = modelsAndProfiles(config);
+    for (const pool of pools) for (const pod of pool.pods) pod.updateEntry(now, config.aggregator.staleAfterMs);
+    this.snapshot = firstSnapshot(this.body(pools), firstVersion, now);
+  }
+
+  get current(): Snapshot {
+    return this.snapshot;
+  }
+
+  /** A new snapshot if an entry or, with `membersChanged`, a pool's pod set changed; else null. */
+  next(pools: readonly PoolState[], membersChanged: boolean, now: number): Built | null {
+    let oldestChangeMs = membersChanged ? now : Infinity;
+    for (const pool of pools) {
+      for (const pod of pool.pods) {
+        const changedAt = pod.updateEntry(now, this.config.aggregator.staleAfterMs);
+        if (changedAt !== null && changedAt < oldestChangeMs) oldestChangeMs = changedAt;
+      }
+    }
+    if (oldestChangeMs === Infinity) return null;
+    this.snapshot = nextSnapshot(this.snapshot, this.body(pools), now);
+    return { snapshot: this.snapshot, oldestChangeMs };
+  }
+
+  private body(pools: readonly PoolState[]): SnapshotBody {
+    return { ...this.frame, pools: pools.map((pool) => poolMsg(pool.config, Array.from(pool.pods, (pod) => pod.entry))) };
+  }
+}

@@ -1,0 +1,48 @@
+// Loads build/native.wasm for the answer side of the filter: the usage
+// scanner (assembly/core/usage.ts) that reads token counts from a model
+// server's answer, whole or as the bounded tail the filter keeps per stream.
+import { readFile } from "node:fs/promises";
+import { pathToFileURL } from "node:url";
+import { nativeBindingsPath, nativeWasmPath } from "../paths.js";
+
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+interface Bindings {
+  usageIn(body: Uint8Array): string;
+  usageTailReset(): void;
+  usageTailPush(chunk: Uint8Array): number;
+  usageTailFind(): string;
+}
+
+export class NativeUsageScanner {
+  private constructor(private readonly wasm: Bindings) {}
+
+  static async load(): Promise<NativeUsageScanner> {
+    const bindings = await import(pathToFileURL(nativeBindingsPath).href);
+    const module = await WebAssembly.compile(await readFile(nativeWasmPath));
+    return new NativeUsageScanner(await bindings.instantiate(module, {}));
+  }
+
+  /** The last complete usage object in a whole body, or null. */
+  find(body: string | Uint8Array): TokenUsage | null {
+    return JSON.parse(this.wasm.usageIn(bytes(body))) as TokenUsage | null;
+  }
+
+  /**
+   * The answer delivered in `chunks`, seen as the filter sees it: only each
+   * chunk's end, kept in the bounded tail, read once the stream is over.
+   * `read` receives how many bytes of each chunk were copied.
+   */
+  fromChunks(chunks: Array<string | Uint8Array>, read: (n: number) => void = () => {}): TokenUsage | null {
+    this.wasm.usageTailReset();
+    for (const c of chunks) read(this.wasm.usageTailPush(bytes(c)));
+    return JSON.parse(this.wasm.usageTailFind()) as TokenUsage | null;
+  }
+}
+
+function bytes(s: string | Uint8Array): Uint8Array {
+  return typeof s === "string" ? Buffer.from(s) : s;
+}
