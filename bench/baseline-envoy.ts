@@ -36,6 +36,7 @@ interface Route {
 interface Bootstrap {
   bootstrap_extensions?: Named[];
   dynamic_resources?: unknown;
+  stats_config?: unknown;
   static_resources: {
     listeners: Array<{ filter_chains: Array<{ filters: Array<{ typed_config?: HttpConnectionManager }> }> }>;
     clusters: Named[];
@@ -68,6 +69,8 @@ export function baselineEnvoyConfig(gatewayYaml: string, pools: BaselinePool[], 
 
   if (!cfg.dynamic_resources) throw templateDrift("dynamic_resources (the ADS link)");
   delete cfg.dynamic_resources;
+  // Its tag rules and buckets are for the filter's stats, which the baseline has not.
+  delete cfg.stats_config;
 
   const hcms = cfg.static_resources.listeners.flatMap((l) => l.filter_chains.flatMap((c) => c.filters.map((f) => f.typed_config)));
   const hcm = hcms.find((h) => h?.http_filters?.some((f) => f.name === WASM_HTTP_FILTER));

@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { isIP, isIPv4, isIPv6 } from "node:net";
 import { dirname, resolve } from "node:path";
 import * as z from "zod";
+import { isLabelKey, isLabelValue, LABEL_KEY_TEXT, LABEL_VALUE_TEXT, matchLabelsSelector, selectorProblem } from "./discovery/label-selector.js";
 import { msg, validateYaml } from "./validation.js";
 
 export const ENGINES = ["vllm", "sglang", "tgi"] as const;
@@ -78,8 +79,13 @@ export interface PoolConfig {
   weights: ScorerWeights;
   /** The fields the pool's `weights` gave: they override every profile's weights for this pool's models. */
   weightOverrides: Partial<ScorerWeights>;
-  /** `host:port` or `[v6]:port`; host may be a DNS name, resolved by the aggregator. */
+  /**
+   * `host:port` or `[v6]:port`; host may be a DNS name, resolved by the
+   * aggregator. Empty when the pool's pods are discovered through `kubernetes`.
+   */
   endpoints: string[];
+  /** Present when the pool's pods are the Ready pods a label selector matches (then `endpoints` is empty). */
+  kubernetes?: KubernetesPoolConfig;
   /**
    * Relative capacities, one per endpoint, present when the file gives any
    * endpoint of the pool one (the others get 1); absent, the aggregator
@@ -87,6 +93,21 @@ export interface PoolConfig {
    * configured ones are in different units.
    */
   capacities?: number[];
+}
+
+/** A pool discovered like an InferencePool: the Ready pods with an IP that a label selector matches in one namespace. */
+export interface KubernetesPoolConfig {
+  namespace: string;
+  /** The API's selector string (a `matchLabels` mapping becomes `key=value,...`). */
+  selector: string;
+  /** The port the pods' model servers listen on (an InferencePool's target port). */
+  port: number;
+  /**
+   * A kubeconfig file for an aggregator running outside the cluster; a
+   * relative path is resolved against the config file's folder. Absent: the
+   * KUBECONFIG variable, else the in-cluster service account.
+   */
+  kubeconfig?: string;
 }
 
 export interface LocalPodConfig {
@@ -378,6 +399,45 @@ const claimGateSchema = z.strictObject({
 const gateSchema = <W extends readonly [string, string]>(words: W) =>
   z.union([z.enum(words), claimGateSchema], { error: msg(`expected ${words.join(" or ")}, or { claim, values }`) });
 
+const NAMESPACE_TEXT = "expected a namespace name (lower-case letters, digits and -, 63 characters at most)";
+const SELECTOR_TEXT = 'expected { matchLabels: { label: value, ... } } or a selector string such as "app=vllm"';
+
+/** Where a selector as the file gives it is wrong: [path below `selector`, message] pairs. */
+function selectorIssues(v: unknown): Array<[PropertyKey[], string]> {
+  if (v === undefined) return [[[], "is required"]];
+  if (typeof v === "string") {
+    const problem = selectorProblem(v);
+    return problem ? [[[], problem]] : [];
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return [[[], SELECTOR_TEXT]];
+  const unknown = Object.keys(v).filter((k) => k !== "matchLabels");
+  if (unknown.length > 0) return [[[], `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => JSON.stringify(k)).join(", ")} (${SELECTOR_TEXT})`]];
+  const labels = (v as { matchLabels?: unknown }).matchLabels;
+  if (typeof labels !== "object" || labels === null || Array.isArray(labels) || Object.keys(labels).length === 0) {
+    return [[["matchLabels"], "expected a non-empty mapping of label: value (an empty selector selects every pod in the namespace)"]];
+  }
+  return Object.entries(labels).flatMap(([key, value]): Array<[PropertyKey[], string]> => {
+    if (!isLabelKey(key)) return [[["matchLabels", key], LABEL_KEY_TEXT]];
+    return isLabelValue(value) ? [] : [[["matchLabels", key], LABEL_VALUE_TEXT]];
+  });
+}
+
+const selectorSchema = z
+  .unknown()
+  .superRefine((v, ctx) => {
+    for (const [path, message] of selectorIssues(v)) ctx.addIssue({ code: "custom", message, path });
+  })
+  .transform((v) => (typeof v === "string" ? v.trim() : matchLabelsSelector((v as { matchLabels: Record<string, string> }).matchLabels)));
+
+const kubernetesSchema = z.strictObject({
+  namespace: z
+    .string({ error: msg(NAMESPACE_TEXT) })
+    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, { error: NAMESPACE_TEXT }),
+  selector: selectorSchema,
+  port: port(false),
+  kubeconfig: z.string({ error: msg("expected the path of a kubeconfig file") }).min(1, { error: "expected the path of a kubeconfig file" }).optional(),
+});
+
 const poolSchema = z
   .strictObject({
     name,
@@ -386,10 +446,20 @@ const poolSchema = z
     adapters: z.array(name, { error: msg("expected a list of adapter names") }).default([]),
     profile: name.default("latency"),
     weights: partialWeightsSchema.default({}),
-    endpoints: z.array(endpointEntry, { error: msg("expected a list of host:port") }).min(1, { error: "expected at least one endpoint" }),
+    endpoints: z.array(endpointEntry, { error: msg("expected a list of host:port") }).min(1, { error: "expected at least one endpoint" }).optional(),
+    kubernetes: kubernetesSchema.optional(),
   })
-  .transform(({ endpoints, ...pool }) => {
-    const entries = endpoints.map((e) => (typeof e === "string" ? { address: e, capacity: undefined } : e));
+  // A pool's pods come from one place: two sources would each report the whole set and overwrite the other's.
+  .superRefine((pool, ctx) => {
+    if (pool.endpoints && pool.kubernetes) {
+      ctx.addIssue({ code: "custom", path: ["kubernetes"], message: "a pool takes its pods from endpoints or from kubernetes, not both" });
+    } else if (!pool.endpoints && !pool.kubernetes) {
+      ctx.addIssue({ code: "custom", path: ["endpoints"], message: "is required (or kubernetes: { namespace, selector, port } to discover the pool's pods by label)" });
+    }
+  })
+  .transform(({ endpoints, kubernetes, ...pool }): Omit<PoolConfig, "weights" | "weightOverrides"> & { weights: Partial<ScorerWeights> } => {
+    if (kubernetes) return { ...pool, endpoints: [], kubernetes };
+    const entries = (endpoints ?? []).map((e) => (typeof e === "string" ? { address: e, capacity: undefined } : e));
     const configured = entries.some((e) => e.capacity !== undefined);
     return {
       ...pool,
@@ -504,7 +574,10 @@ function crossCheck(raw: RawConfig): string[] {
       return;
     }
     // A pod the gateway never routes to is almost certainly a typo.
-    if (!raw.pools[i].endpoints.some((ep) => parseEndpoint(ep)?.port === pod.port)) {
+    const kube = raw.pools[i].kubernetes;
+    if (kube && kube.port !== pod.port) {
+      issues.push(`${path}.port: pool "${pod.pool}" reaches its pods on port ${kube.port} (pools[${i}].kubernetes.port), not ${pod.port}`);
+    } else if (!kube && !raw.pools[i].endpoints.some((ep) => parseEndpoint(ep)?.port === pod.port)) {
       issues.push(`${path}.port: no endpoint of pool "${pod.pool}" (pools[${i}].endpoints) uses port ${pod.port}`);
     }
   });
@@ -667,6 +740,9 @@ export function loadGatewayConfig(path: string): GatewayConfig {
   const config = parseGatewayConfig(text, path);
   const jwt = config.gateway.jwt;
   if (jwt) jwt.jwksFile = resolve(dirname(path), jwt.jwksFile);
+  for (const pool of config.pools) {
+    if (pool.kubernetes?.kubeconfig) pool.kubernetes.kubeconfig = resolve(dirname(path), pool.kubernetes.kubeconfig);
+  }
   return config;
 }
 

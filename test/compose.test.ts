@@ -1,24 +1,31 @@
-// docker-compose.yml cannot be run here (no container engine or registry), so
-// this checks it the way docker-compose itself reads it (`docker-compose
-// config`), and checks that the pieces it wires together fit: the gateway
-// config it mounts, the render CLI it runs, and the Envoy config that results.
+// docker-compose.yml and the project image it runs. CI runs the stack for
+// real (scripts/compose/run-standins.sh: stand-in base images, a private
+// dockerd, the openai client through Envoy); this file checks, without a
+// container engine, that the pieces fit: the file as docker-compose reads it
+// (`docker-compose config`), the gateway config it mounts, the Envoy init
+// step's bootstrap, and that the image holds every file the code loads.
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { loadGatewayConfig, parseEndpoint } from "../host/config.js";
 import {
   envoyParamsFromGatewayConfig,
+  gatewayTemplatePath,
   renderEnvoyConfig,
   validateEnvoyConfig,
 } from "../host/envoy/index.js";
-import { filterWasmPath, projectRoot } from "../host/paths.js";
+import { filterWasmPath, projectRoot, protoPath } from "../host/paths.js";
 
 const root = projectRoot;
 const composeFile = join(root, "docker-compose.yml");
-const gatewayConfigInContainer = "/app/config/compose.yaml";
+const version = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).version as string;
+const gatewayImage = `llm-gateway:${version}`;
+// config/ is mounted at /etc/llm-gateway in every container of the project image.
+const gatewayConfigInContainer = "/etc/llm-gateway/compose.yaml";
+const envoyDir = "/envoy-config";
 
 // The file as docker-compose resolves it, with only the given variables set.
 function composeConfig(vars: Record<string, string> = {}): any {
@@ -44,62 +51,90 @@ describe.skipIf(!haveCompose)("docker-compose.yml", () => {
   const doc = composeConfig();
   const svc = doc.services;
 
-  it("has the four services with the expected images", () => {
-    expect(Object.keys(svc).sort()).toEqual(["aggregator", "envoy", "envoy-config", "fleet"]);
+  it("runs the project image (built from the Dockerfile) for all but Envoy, the official Envoy image for Envoy", () => {
+    expect(Object.keys(svc).sort()).toEqual(["aggregator", "envoy", "envoy-init", "fleet"]);
     expect(svc.envoy.image).toBe("envoyproxy/envoy:v1.40.0");
-    for (const name of ["aggregator", "envoy-config", "fleet"]) expect(svc[name].image).toBe("node:20-bookworm-slim");
-  });
-
-  it("runs the built project, mounted read-only, with the compose gateway config", () => {
-    const mains: Record<string, string> = {
-      fleet: "dist/host/fakeserver/main.js",
-      aggregator: "dist/host/aggregator/main.js",
-      "envoy-config": "dist/host/envoy/render-main.js",
-    };
-    for (const [name, main] of Object.entries(mains)) {
-      const s = svc[name];
-      expect(s.command.slice(0, 2)).toEqual(["node", main]);
-      expect(arg(s.command, "--config")).toBe(gatewayConfigInContainer);
-      expect(s.working_dir).toBe("/app");
-      expect(s.volumes).toContain(`${root}:/app:ro`);
+    for (const name of ["aggregator", "envoy-init", "fleet"]) {
+      expect(svc[name].image, name).toBe(gatewayImage);
+      expect(svc[name].build, name).toEqual({ context: root });
+      expect(svc[name].volumes, name).toContain(`${join(root, "config")}:/etc/llm-gateway:ro`);
     }
   });
 
-  it("starts Envoy only after the config is rendered, from the same file and wasm path", () => {
-    expect(svc.envoy.depends_on["envoy-config"]).toEqual({ condition: "service_completed_successfully" });
-    expect(svc.envoy.depends_on.aggregator).toEqual({ condition: "service_started" });
-
-    const render = svc["envoy-config"].command;
-    const out = arg(render, "--out");
-    const wasm = arg(render, "--wasm");
-    expect(arg(svc.envoy.command, "-c")).toBe(out);
-    // The rendered file travels in a named volume, read-only for Envoy.
-    expect(doc.volumes).toHaveProperty("envoy-config");
-    expect(svc["envoy-config"].volumes).toContain("envoy-config:/envoy-config:rw");
-    expect(svc.envoy.volumes).toContain("envoy-config:/envoy-config:ro");
-    expect(out.startsWith("/envoy-config/")).toBe(true);
-    // Envoy sees the built filter at the path the render step wrote into its config.
-    expect(svc.envoy.volumes).toContain(`${join(root, "build")}:/app/build:ro`);
-    expect(wasm).toBe("/app/build/filter.wasm");
+  it("starts the fleet and the aggregator from the image's build, with the compose gateway config", () => {
+    expect(svc.fleet.command.slice(0, 2)).toEqual(["node", "dist/host/fakeserver/main.js"]);
+    expect(svc.aggregator.command.slice(0, 2)).toEqual(["node", "dist/host/aggregator/main.js"]);
+    for (const name of ["fleet", "aggregator"]) expect(arg(svc[name].command, "--config")).toBe(gatewayConfigInContainer);
+    // Pods must be reachable from the aggregator's and Envoy's containers.
+    expect(arg(svc.fleet.command, "--host")).toBe("0.0.0.0");
   });
 
-  it("publishes the gateway port (GATEWAY_PORT, default 8080) and the aggregator's metrics", () => {
-    expect(svc.envoy.ports).toEqual([{ published: 8080, target: 8080 }]);
-    expect(composeConfig({ GATEWAY_PORT: "18080" }).services.envoy.ports).toEqual([{ published: 18080, target: 8080 }]);
-    expect(svc.aggregator.ports).toEqual([{ published: 9464, target: 9464 }]);
+  it("starts Envoy only after the init step filled the shared volume, which Envoy mounts read-only at the same path", () => {
+    expect(svc["envoy-init"].command).toEqual(["llm-gateway-envoy-init", gatewayConfigInContainer, envoyDir]);
+    expect(svc.envoy.depends_on["envoy-init"]).toEqual({ condition: "service_completed_successfully" });
+    expect(svc.envoy.depends_on.aggregator).toEqual({ condition: "service_started" });
+    expect(doc.volumes).toHaveProperty("envoy-config");
+    expect(svc["envoy-init"].volumes).toContain(`envoy-config:${envoyDir}:rw`);
+    expect(svc.envoy.volumes).toEqual([`envoy-config:${envoyDir}:ro`]);
+    expect(arg(svc.envoy.command, "-c")).toBe(`${envoyDir}/envoy.yaml`);
+  });
+
+  it("runs every container as the Kubernetes manifests do: non-root, read-only root, no capabilities, no privilege gain", () => {
+    for (const [name, s] of Object.entries<any>(svc)) {
+      expect(s.read_only, name).toBe(true);
+      expect(s.cap_drop, name).toEqual(["ALL"]);
+      expect(s.security_opt, name).toEqual(["no-new-privileges:true"]);
+    }
+    // The project image's USER (the Dockerfile test below), and the envoy user of the Envoy image.
+    expect(svc.envoy.user).toBe("101:101");
+  });
+
+  it("publishes the gateway port (GATEWAY_PORT, default 8080) and the aggregator's metrics on loopback only", () => {
+    expect(svc.envoy.ports).toEqual(["127.0.0.1:8080:8080/tcp"]);
+    expect(composeConfig({ GATEWAY_PORT: "18080" }).services.envoy.ports).toEqual(["127.0.0.1:18080:8080/tcp"]);
+    expect(svc.aggregator.ports).toEqual(["127.0.0.1:9464:9464/tcp"]);
     expect(arg(svc.envoy.command, "--concurrency")).toBe("2");
+  });
+});
+
+describe("the project image (Dockerfile)", () => {
+  const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
+  const ignore = readFileSync(join(root, ".dockerignore"), "utf8")
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith("#"));
+  /** Source paths of the COPY instructions (the last word is the destination). */
+  const copied = [...dockerfile.matchAll(/^COPY\s+(.+)$/gm)].flatMap((m) => m[1].split(/\s+/).slice(0, -1));
+  /** The build context keeps only what .dockerignore lets back in after its leading `*`. */
+  const kept = ignore.filter((l) => l.startsWith("!")).map((l) => l.slice(1));
+  const inside = (path: string, dirOrFile: string) =>
+    dirOrFile.endsWith("/") ? path.startsWith(dirOrFile) : path === dirOrFile;
+
+  it("copies every file the code loads at run time, and the build context lets each one through", () => {
+    expect(ignore[0]).toBe("*");
+    const needed = [protoPath, filterWasmPath, gatewayTemplatePath(), join(root, "dist/host/aggregator/main.js"), join(root, "package.json")];
+    for (const path of needed.map((p) => relative(root, p))) {
+      expect(copied.some((src) => inside(path, src)), `${path} is not copied into the image`).toBe(true);
+      expect(kept.some((src) => inside(path, src)), `${path} is excluded from the build context`).toBe(true);
+    }
+  });
+
+  it("is built from node:20-bookworm-slim, runs as the node user, and installs runtime dependencies only", () => {
+    expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim$/m);
+    expect(dockerfile).toMatch(/^USER 1000:1000$/m);
+    expect(dockerfile).toMatch(/npm ci --omit=dev/);
   });
 });
 
 describe("config/compose.yaml", () => {
   const cfg = loadGatewayConfig(join(root, "config", "compose.yaml"));
-  const compose = composeConfig();
 
-  it("matches the ports and service names of docker-compose.yml", () => {
+  it.skipIf(!haveCompose)("matches the ports and service names of docker-compose.yml", () => {
+    const compose = composeConfig();
     // Envoy must listen on all interfaces of its container for the published port.
     expect(cfg.gateway.host).toBe("0.0.0.0");
-    expect(compose.services.envoy.ports[0].target).toBe(cfg.gateway.port);
-    expect(compose.services.aggregator.ports[0].target).toBe(cfg.aggregator.metricsPort);
+    expect(compose.services.envoy.ports[0]).toMatch(new RegExp(`:${cfg.gateway.port}/tcp$`));
+    expect(compose.services.aggregator.ports[0]).toMatch(new RegExp(`:${cfg.aggregator.metricsPort}/tcp$`));
     expect(Object.keys(compose.services)).toContain(cfg.aggregator.host);
     for (const pool of cfg.pools) {
       for (const ep of pool.endpoints) expect(parseEndpoint(ep)?.host).toBe("fleet");
@@ -114,16 +149,14 @@ describe("config/compose.yaml", () => {
     const scratch = mkdtempSync(join(tmpdir(), "compose-render-test-"));
     afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-    it("the render CLI writes the same config as the library", () => {
-      const out = join(scratch, "envoy.yaml");
-      execFileSync(
-        process.execPath,
-        [join(root, "dist/host/envoy/render-main.js"), "--config", "config/compose.yaml", "--out", out, "--wasm", "/app/build/filter.wasm"],
-        { cwd: root, encoding: "utf8" },
-      );
-      expect(readFileSync(out, "utf8")).toBe(
-        renderEnvoyConfig(envoyParamsFromGatewayConfig(cfg, { wasmPath: "/app/build/filter.wasm" })),
-      );
+    it("the init step copies the filter and renders the bootstrap the library renders, naming the copy", () => {
+      execFileSync("sh", [join(root, "deploy", "envoy-init.sh"), "config/compose.yaml", scratch], {
+        cwd: root,
+        env: { ...process.env, LLM_GATEWAY_HOME: root },
+      });
+      const wasm = join(scratch, "filter.wasm");
+      expect(readFileSync(wasm).equals(readFileSync(filterWasmPath))).toBe(true);
+      expect(readFileSync(join(scratch, "envoy.yaml"), "utf8")).toBe(renderEnvoyConfig(envoyParamsFromGatewayConfig(cfg, { wasmPath: wasm })));
     });
 
     it("passes envoy --mode validate (with the local build of the filter)", async () => {

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { BUILTIN_PROFILES, ConfigError, DEFAULT_WEIGHTS, loadGatewayConfig, parseEndpoint, parseGatewayConfig, resolveConfigHosts } from "../host/config.js";
@@ -410,5 +413,72 @@ profiles:
       ["qwen3-32b", "standard", 0, null],
     ]);
     expect(c.traffic).toEqual({ critical: { claim: "tier", values: ["gold", "platinum"] }, debug: { claim: "team", values: ["sre"] } });
+  });
+});
+
+describe("kubernetes pools: pods discovered by label selector", () => {
+  const kubePool = (kubernetes: string, rest = "") => `
+pools:
+  - { name: llama, baseModel: llama-3.1-8b, kubernetes: ${kubernetes}${rest} }
+`;
+
+  it("takes the selector as matchLabels or as a selector string; such a pool has no endpoints", () => {
+    const c = parseGatewayConfig(kubePool(`{ namespace: models, selector: { matchLabels: { app: vllm, "example.com/pool": llama } }, port: 8000 }`));
+    expect(c.pools[0].endpoints).toEqual([]);
+    expect(c.pools[0].kubernetes).toEqual({ namespace: "models", selector: "app=vllm,example.com/pool=llama", port: 8000 });
+    const s = parseGatewayConfig(kubePool(`{ namespace: models, selector: " app=vllm, tier in (a, b), !canary, rev!=" , port: 8000 }`));
+    expect(s.pools[0].kubernetes?.selector).toBe("app=vllm, tier in (a, b), !canary, rev!=");
+    // Static pools are as they were.
+    expect(parseGatewayConfig(MINIMAL).pools[0].kubernetes).toBeUndefined();
+  });
+
+  it("wants exactly one of endpoints and kubernetes", () => {
+    expect(issues(kubePool(`{ namespace: models, selector: "app=vllm", port: 8000 }`, `, endpoints: ["10.0.0.1:8000"]`))).toEqual([
+      "pools[0].kubernetes: a pool takes its pods from endpoints or from kubernetes, not both",
+    ]);
+    expect(issues(`pools: [{ name: llama, baseModel: m }]`)).toEqual([
+      "pools[0].endpoints: is required (or kubernetes: { namespace, selector, port } to discover the pool's pods by label)",
+    ]);
+  });
+
+  it("names each bad field of the kubernetes block", () => {
+    expect(issues(kubePool(`{ namespace: Models, selector: { matchLabels: { app: 2, "bad key": x, ok: "" } }, port: 0, watch: true }`))).toEqual([
+      "pools[0].kubernetes.namespace: expected a namespace name (lower-case letters, digits and -, 63 characters at most)",
+      "pools[0].kubernetes.selector.matchLabels.app: expected a label value (a string of letters, digits, - _ . ; 63 characters at most; quote numbers and booleans)",
+      "pools[0].kubernetes.selector.matchLabels.bad key: expected a label name ([prefix/]name: letters, digits, - _ . ; 63 characters at most)",
+      "pools[0].kubernetes.port: expected an integer port 1..65535",
+      'pools[0].kubernetes: unknown field "watch"',
+    ]);
+    expect(issues(kubePool(`{ selector: "app=vllm" }`))).toEqual(["pools[0].kubernetes.namespace: is required", "pools[0].kubernetes.port: is required"]);
+    const selector = (s: string) => issues(kubePool(`{ namespace: models, selector: ${s}, port: 8000 }`));
+    expect(selector(`"app in (a"`)).toEqual(['pools[0].kubernetes.selector: expected a label selector such as "app=vllm,tier in (a,b)"; cannot read "app in (a"']);
+    expect(selector(`"app=vllm,,x=y"`)).toEqual(['pools[0].kubernetes.selector: expected a label selector such as "app=vllm,tier in (a,b)"; cannot read ""']);
+    // An empty selector would select every pod in the namespace.
+    expect(selector(`"  "`)).toEqual(["pools[0].kubernetes.selector: expected a non-empty label selector (an empty one selects every pod in the namespace)"]);
+    expect(selector(`{ matchLabels: {} }`)).toEqual([
+      "pools[0].kubernetes.selector.matchLabels: expected a non-empty mapping of label: value (an empty selector selects every pod in the namespace)",
+    ]);
+    expect(selector(`{ matchLabel: { app: vllm } }`)).toEqual([
+      'pools[0].kubernetes.selector: unknown field "matchLabel" (expected { matchLabels: { label: value, ... } } or a selector string such as "app=vllm")',
+    ]);
+    expect(selector(`[app=vllm]`)).toEqual(['pools[0].kubernetes.selector: expected { matchLabels: { label: value, ... } } or a selector string such as "app=vllm"']);
+    expect(issues(kubePool(`{ namespace: models, port: 8000 }`))).toEqual(["pools[0].kubernetes.selector: is required"]);
+  });
+
+  it("checks local pods of a kubernetes pool against its port", () => {
+    const fleet = (port: number) => `${kubePool(`{ namespace: models, selector: "app=vllm", port: 8000 }`)}localFleet: { pods: [{ name: a, pool: llama, port: ${port} }] }\n`;
+    expect(parseGatewayConfig(fleet(8000)).localFleet?.pods[0].port).toBe(8000);
+    expect(issues(fleet(8001))).toEqual(['localFleet.pods[0].port: pool "llama" reaches its pods on port 8000 (pools[0].kubernetes.port), not 8001']);
+  });
+
+  it("resolves a kubeconfig path against the config file's folder", () => {
+    const dir = mkdtempSync(join(tmpdir(), "gw-config-"));
+    try {
+      const file = join(dir, "gw.yaml");
+      writeFileSync(file, kubePool(`{ namespace: models, selector: "app=vllm", port: 8000, kubeconfig: creds/kubeconfig }`));
+      expect(loadGatewayConfig(file).pools[0].kubernetes?.kubeconfig).toBe(join(dir, "creds/kubeconfig"));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -4,6 +4,7 @@
 import { isIP } from "node:net";
 import { parseEndpoint, type GatewayConfig, type PoolConfig } from "../config.js";
 import { dnsSource, type Lookup } from "./dns.js";
+import { kubernetesSource } from "./kubernetes.js";
 import type { DiscoverySink, DiscoverySource, Target } from "./source.js";
 import { staticSource, type ConfiguredEndpoint } from "./static.js";
 
@@ -23,9 +24,7 @@ function configuredEndpoints(pool: PoolConfig): ConfiguredEndpoint[] {
 }
 
 function poolSource(pool: PoolConfig, opts: DiscoveryOptions): DiscoverySource {
-  // KUBERNETES: a pool with a `kubernetes:` selector instead of `endpoints`
-  // gets its source here, before the config's endpoints are looked at
-  // (host/discovery/kubernetes.ts, one source per pool like the others).
+  if (pool.kubernetes) return kubernetesSource({ name: pool.name, kubernetes: pool.kubernetes }, { log: opts.log });
   const endpoints = configuredEndpoints(pool);
   const literals = endpoints.filter((e) => isIP(e.host) !== 0);
   const names = endpoints.filter((e) => isIP(e.host) === 0);

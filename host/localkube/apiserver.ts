@@ -36,6 +36,12 @@ export interface LocalApiServer {
   kubeConfig(user?: string): KubeConfig;
   /** Writes a kubeconfig file for kubectl acting as `user`; returns its path. */
   writeKubeconfig(user?: string): string;
+  /**
+   * Stops kube-apiserver and starts it again on the same port, etcd (and so
+   * every object) kept: open watches break, and the new server's watch cache
+   * begins at etcd's current revision, so older resourceVersions get 410 Gone.
+   */
+  restartApiServer(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -142,7 +148,7 @@ export async function startLocalApiServer(opts: LocalApiServerOptions = {}): Pro
     "--listen-peer-urls", peerUrl, "--initial-advertise-peer-urls", peerUrl,
     "--initial-cluster", `default=${peerUrl}`,
   ]);
-  const apiserver = launch("kube-apiserver", bins.apiserver, [
+  const apiserverArgs = [
     `--etcd-servers=${etcdUrl}`,
     "--bind-address=127.0.0.1",
     "--advertise-address=127.0.0.1",
@@ -158,20 +164,24 @@ export async function startLocalApiServer(opts: LocalApiServerOptions = {}): Pro
     "--service-cluster-ip-range=10.96.0.0/16",
     // No controller manager creates the default ServiceAccounts this plugin waits for.
     "--disable-admission-plugins=ServiceAccount",
-  ]);
+  ];
+  let apiserver = launch("kube-apiserver", bins.apiserver, apiserverArgs);
 
   const url = `https://127.0.0.1:${securePort}`;
-  const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
-  while (!(await getReady(url, tokens.get(ADMIN)!))) {
-    const dead = [etcd, apiserver].find((p) => p.child.exitCode !== null || p.child.signalCode !== null);
-    if (dead || Date.now() > deadline) {
-      const why = dead ? `exited early:\n${dead.tail()}` : `not ready after ${opts.readyTimeoutMs ?? 60_000} ms:\n${apiserver.tail()}`;
-      await stopAll();
-      throw new Error(`local kube-apiserver ${why}`);
+  const untilReady = async () => {
+    const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
+    while (!(await getReady(url, tokens.get(ADMIN)!))) {
+      const dead = [etcd, apiserver].find((p) => p.child.exitCode !== null || p.child.signalCode !== null);
+      if (dead || Date.now() > deadline) {
+        const why = dead ? `exited early:\n${dead.tail()}` : `not ready after ${opts.readyTimeoutMs ?? 60_000} ms:\n${apiserver.tail()}`;
+        await stopAll();
+        throw new Error(`local kube-apiserver ${why}`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
     }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  log(`kube-apiserver ready at ${url}`);
+    log(`kube-apiserver ready at ${url}`);
+  };
+  await untilReady();
 
   const tokenOf = (user: string) => {
     const token = tokens.get(user);
@@ -198,6 +208,12 @@ export async function startLocalApiServer(opts: LocalApiServerOptions = {}): Pro
       const path = join(dir, `kubeconfig-${user.replace(/[^A-Za-z0-9_.-]/g, "_")}`);
       writeFileSync(path, kubeConfig(user).exportConfig(), { mode: 0o600 });
       return path;
+    },
+    async restartApiServer() {
+      await stopProcess(apiserver.child);
+      children.splice(children.indexOf(apiserver.child), 1);
+      apiserver = launch("kube-apiserver", bins.apiserver, apiserverArgs);
+      await untilReady();
     },
     stop: () => (stopped ??= stopAll()),
   };

@@ -1,0 +1,31 @@
+# The gateway's one image, llm-gateway:<version of package.json>: the metrics
+# aggregator, the fake model servers, and the step that hands Envoy its files
+# (llm-gateway-envoy-init: the Wasm filter and the bootstrap rendered for it)
+# for the official envoyproxy/envoy image to run. The filter and the
+# aggregator come from the same build, so both ends of the snapshot protocol
+# always match.
+#
+# It packs the project as built on the host, so build first:
+#   npm ci && npm run build && docker build -t llm-gateway:0.1.0 .
+FROM node:20-bookworm-slim
+
+WORKDIR /app
+ENV NODE_ENV=production
+
+# Runtime dependencies only; in their own layer, so a code change reuses it.
+# No install scripts: none of the runtime dependencies needs one.
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+
+COPY proto/ proto/
+COPY envoy/gateway.yaml envoy/
+COPY build/filter.wasm build/
+COPY dist/host/ dist/host/
+COPY deploy/envoy-init.sh /usr/local/bin/llm-gateway-envoy-init
+# Where docker-compose.yml mounts the volume the init step fills: a new named
+# volume takes this folder's owner, so the node user may write it.
+RUN mkdir /envoy-config && chown node:node /envoy-config
+
+# The node user of the base image; nothing in /app is writable by it.
+USER 1000:1000
+CMD ["node", "dist/host/aggregator/main.js", "--config", "/etc/llm-gateway/config.yaml"]
