@@ -1,9 +1,10 @@
 // Starts the whole local gateway: the fake fleet (when the config has a
 // localFleet block), the metrics aggregator, and Envoy with our filter.
 // Used by `npm start`, the end-to-end tests and the live benchmark.
-import { resolveConfigHosts, type Engine, type GatewayConfig } from "./config.js";
+import { loadGatewayConfig, resolveConfigHosts, type Engine, type GatewayConfig } from "./config.js";
+import { watchConfigFile, type ConfigWatch } from "./aggregator/config-watch.js";
 import { startAggregator, type Aggregator } from "./aggregator/index.js";
-import { envoyParamsFromGatewayConfig, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "./envoy/index.js";
+import { envoyParamsFromGatewayConfig, renderEnvoyXds, startEnvoy, type EnvoyProcess } from "./envoy/index.js";
 import { stringify } from "yaml";
 import { parseGatewayConfig } from "./config.js";
 import { localFleetSpecs, startFleet, type Fleet, type PodSpec } from "./fakeserver/index.js";
@@ -29,6 +30,13 @@ export interface StackOptions {
   /** Called with every line Envoy prints. */
   onEnvoyLog?: (line: string) => void;
   log?: (line: string) => void;
+  /**
+   * The file the config came from: its edits are applied to the running
+   * gateway (host/aggregator/reload.ts), or refused with the fields named.
+   */
+  configPath?: string;
+  /** How often the watched file is read again (config-watch.ts); default 2 s. */
+  configPollMs?: number;
 }
 
 export interface Stack {
@@ -98,21 +106,37 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
     }).catch(naming(claims.aggregator));
     started.push(() => aggregator.close());
 
+    // The aggregator serves the pools' clusters and the route table; the
+    // bootstrap holds what only a restart changes.
     const params = envoyParamsFromGatewayConfig(config, { wasmPath: opts.wasmPath ?? filterWasmPath });
     const envoy = await startEnvoy({
-      configYaml: renderEnvoyConfig({
+      configYaml: renderEnvoyXds({
         ...params,
         gatewayPort: opts.gatewayPort ?? params.gatewayPort,
         adminPort: opts.adminPort ?? params.adminPort,
         aggregatorPort: aggregator.grpcPort,
         wasmFilter: opts.wasmFilter,
-      }),
+      }).bootstrap,
       concurrency: opts.concurrency ?? 2,
       logLevel: opts.envoyLogLevel,
       logFile: opts.envoyLogFile,
       onLog: opts.onEnvoyLog,
     }).catch(naming(claims.gateway));
     started.push(() => envoy.stop());
+
+    const configPath = opts.configPath;
+    if (configPath !== undefined) {
+      const watcher: ConfigWatch = await watchConfigFile({
+        path: configPath,
+        // As at start, so the two compare field by field.
+        load: async (path) => resolveConfigHosts(loadGatewayConfig(path), path),
+        apply: (next) => aggregator.reload(next),
+        refuse: (reason) => aggregator.refuseReload(reason),
+        log: (line) => log(`[aggregator] ${line}`),
+        pollMs: opts.configPollMs,
+      });
+      started.push(async () => watcher.close());
+    }
 
     return {
       config,

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { startAggregator, type Aggregator, type Snapshot } from "../host/aggregator/index.js";
 import { adaptInterval, CORE_SHARE } from "../host/aggregator/cycle.js";
 import type { AggregatorTelemetry } from "../host/aggregator/telemetry.js";
-import { createEndpointDiscovery, poolClusterName, type DiscoveryRequest } from "../host/aggregator/xds.js";
+import { createDiscoveryServer, poolClusterName, type DiscoveryRequest } from "../host/aggregator/xds.js";
 import { parseGatewayConfig } from "../host/config.js";
 import type { DiscoveryEventKind } from "../host/discovery/source.js";
 import { encodeSnapshot, snapshotServiceDefinition } from "../host/proto.js";
@@ -101,7 +101,7 @@ function watch(port: number): Snapshot[] {
 /** The latest endpoint set of one pool's cluster an ADS subscriber (standing in for Envoy) was sent. */
 function watchEndpoints(port: number, pool: string): { hosts: () => string[] | undefined } {
   const cluster = poolClusterName(pool);
-  const Client = grpc.makeGenericClientConstructor(createEndpointDiscovery({ log: () => {} }).service.definition, "ADS");
+  const Client = grpc.makeGenericClientConstructor(createDiscoveryServer({ log: () => {} }).service.definition, "ADS");
   const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
   const call = (client as unknown as { StreamAggregatedResources(): grpc.ClientDuplexStream<DiscoveryRequest, { nonce: string; version_info: string; resources: any[] }> }).StreamAggregatedResources();
   let hosts: string[] | undefined;

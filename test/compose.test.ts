@@ -15,6 +15,7 @@ import {
   envoyParamsFromGatewayConfig,
   gatewayTemplatePath,
   renderEnvoyConfig,
+  renderEnvoyXds,
   validateEnvoyConfig,
 } from "../host/envoy/index.js";
 import { filterWasmPath, projectRoot, protoPath } from "../host/paths.js";
@@ -156,7 +157,7 @@ describe("config/compose.yaml", () => {
       });
       const wasm = join(scratch, "filter.wasm");
       expect(readFileSync(wasm).equals(readFileSync(filterWasmPath))).toBe(true);
-      expect(readFileSync(join(scratch, "envoy.yaml"), "utf8")).toBe(renderEnvoyConfig(envoyParamsFromGatewayConfig(cfg, { wasmPath: wasm })));
+      expect(readFileSync(join(scratch, "envoy.yaml"), "utf8")).toBe(renderEnvoyXds(envoyParamsFromGatewayConfig(cfg, { wasmPath: wasm })).bootstrap);
     });
 
     it("passes envoy --mode validate (with the local build of the filter)", async () => {

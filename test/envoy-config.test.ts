@@ -11,7 +11,9 @@ import {
   findEnvoy,
   gatewayTemplatePath,
   renderEnvoyConfig,
+  renderEnvoyXds,
   startEnvoy,
+  xdsResourcesFromGatewayConfig,
   validateEnvoyConfig,
   CLAIM_HEADERS,
   envoyParamsFromGatewayConfig,
@@ -21,6 +23,8 @@ import {
   type EnvoyProcess,
   type ModelRouteParams,
 } from "../host/envoy/index.js";
+import { encodeResource } from "../host/aggregator/xds-codec.js";
+import { CLUSTER_TYPE, ROUTE_CONFIGURATION_TYPE } from "../host/aggregator/xds.js";
 import { loadGatewayConfig, parseGatewayConfig } from "../host/config.js";
 import { filterWasmPath, projectRoot } from "../host/paths.js";
 
@@ -256,6 +260,9 @@ describe("renderEnvoyConfig", () => {
       expect(error.message).toMatch(/\S/);
     }
     expect(pick(307)).toBeUndefined(); // a redirect keeps its empty body
+    // No route table at all (routes over RDS not there yet): 503, ahead of the 404 mapper.
+    expect(mappers[1]).toMatchObject({ filter: { response_flag_filter: { flags: ["NR"] } }, status_code: 503 });
+    expect(mappers[1].body_format_override.json_format.error).toMatchObject({ type: "server_error", code: "service_unavailable", param: null });
   });
 
   it("leaves the Wasm filter out on request, and nothing else", () => {
@@ -424,6 +431,56 @@ models:
   });
 });
 
+describe("renderEnvoyXds: the same rendering split for the aggregator as control plane", () => {
+  const modelRoutes: ModelRouteParams[] = [{ model: "batch", pools: ["org/qwen:32b"], rateLimit: { requestsPerS: 5, burst: 10 } }];
+  const complete: Doc = parseYaml(renderEnvoyConfig({ ...params, modelRoutes }));
+  const split = renderEnvoyXds({ ...params, modelRoutes });
+  const bootstrap: Doc = parseYaml(split.bootstrap);
+  const OVER_ADS = { ads: {}, resource_api_version: "V3", initial_fetch_timeout: "3s" };
+
+  it("moves the pools' clusters to CDS and the route table to RDS, and changes nothing else", () => {
+    const poolClusters = complete.static_resources.clusters.filter((c: Doc) => c.name.startsWith("llm_gateway_pool_"));
+    expect(split.resources.clusters).toEqual(poolClusters);
+    expect(split.resources.routeConfigs).toEqual([hcmOf(complete).route_config]);
+
+    const expected = structuredClone(complete);
+    const hcm = hcmOf(expected);
+    delete hcm.route_config;
+    hcm.rds = { route_config_name: "llm_gateway", config_source: OVER_ADS };
+    expected.static_resources.clusters = expected.static_resources.clusters.filter((c: Doc) => !c.name.startsWith("llm_gateway_pool_"));
+    expected.dynamic_resources.cds_config = OVER_ADS;
+    expect(bootstrap).toEqual(expected);
+    expect(bootstrap.static_resources.clusters.map((c: Doc) => c.name)).toEqual(["llm_gateway_aggregator"]);
+  });
+
+  it("always has the local rate limit filter, so a reload can give a model a rate limit", () => {
+    const names = hcmOf(parseYaml(renderEnvoyXds(params).bootstrap)).http_filters.map((f: Doc) => f.name);
+    expect(names).toEqual(["envoy.filters.http.wasm", "envoy.filters.http.buffer", "envoy.filters.http.local_ratelimit", "envoy.filters.http.router"]);
+    expect(hcmOf(bootstrap).http_filters.map((f: Doc) => f.name)).toEqual(names);
+  });
+
+  it("keeps pools and models out of the bootstrap, and everything else out of the resources", () => {
+    expect(renderEnvoyXds({ ...params, pools: ["other"], modelRoutes: [] }).bootstrap).toBe(split.bootstrap);
+    const cfg = parseGatewayConfig(`
+gateway: { port: 0, adminPort: 0, maxBodyBytes: 1000, staleView: { policy: reject } }
+pools:
+  - { name: llama, baseModel: llama-3.1-8b, adapters: [sql-lora], endpoints: ["127.0.0.1:1"] }
+models:
+  - { name: sql-lora, route: { rateLimit: { requestsPerS: 2 } } }
+`);
+    const resources = xdsResourcesFromGatewayConfig(cfg);
+    expect(resources).toEqual(renderEnvoyXds(envoyParamsFromGatewayConfig(cfg, { wasmPath: "/x/filter.wasm" })).resources);
+    expect(xdsResourcesFromGatewayConfig({ ...cfg, gateway: { ...cfg.gateway, port: 9000, maxBodyBytes: 5 } })).toEqual(resources);
+    expect(resources.clusters.map((c) => c.name)).toEqual(["llm_gateway_pool_llama"]);
+    expect(JSON.stringify(resources.routeConfigs)).toContain("llm_gateway_model_sql-lora");
+  });
+
+  it("encodes every resource with Envoy's API", () => {
+    for (const c of split.resources.clusters) expect(encodeResource(CLUSTER_TYPE, c).value.length).toBeGreaterThan(100);
+    for (const r of split.resources.routeConfigs) expect(encodeResource(ROUTE_CONFIGURATION_TYPE, r).value.length).toBeGreaterThan(100);
+  });
+});
+
 describe("findEnvoy", () => {
   const scratch = mkdtempSync(join(tmpdir(), "find-envoy-test-"));
   afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -564,6 +621,10 @@ describe("validateEnvoyConfig", () => {
   it("accepts the rendered gateway config with the built filter", async () => {
     expect(existsSync(filterWasmPath), `${filterWasmPath} missing: run npm run build`).toBe(true);
     await validateEnvoyConfig(renderEnvoyConfig({ ...params, wasmPath: filterWasmPath }));
+  }, 30_000);
+
+  it("accepts the split bootstrap with the built filter", async () => {
+    await validateEnvoyConfig(renderEnvoyXds({ ...params, wasmPath: filterWasmPath }).bootstrap);
   }, 30_000);
 
   it("accepts it without the filter and with jwt_authn", async () => {

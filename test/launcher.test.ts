@@ -178,6 +178,24 @@ describe("npm start", () => {
     await expectAllStopped(envoyPid, ports);
   }, 60_000);
 
+  it("applies an edit of its config file to the running gateway, and refuses one of a field only a restart can change", async () => {
+    const ports = await allocatePorts();
+    const config = writeConfig(ports);
+    const { launched, url, envoyPid } = await startGateway(config);
+    const original = readFileSync(config, "utf8");
+    expect(launched.output()).toContain(`watching ${config} for changes`);
+
+    writeFileSync(config, original.replace("baseModel: llama-3.1-8b", "baseModel: llama-3.1-8b\n    weights: { queue: 3 }"));
+    await launched.waitForOutput(/^\[aggregator\] config reload applied: pool llama: weights$/m);
+    writeFileSync(config, original.replace(`port: ${ports.gateway}`, `port: ${ports.gateway + 1}`));
+    await launched.waitForOutput(/^\[aggregator\] config reload refused, the config in force stays: gateway\.port: is part of Envoy's bootstrap/m);
+    expect(await chat(url)).toBe(200);
+
+    launched.child.kill("SIGTERM");
+    expect(await launched.exitWithin(15_000)).toEqual({ code: 0, signal: null });
+    await expectAllStopped(envoyPid, ports);
+  }, 60_000);
+
   it("refuses a host that does not resolve, naming the field, before starting anything", async () => {
     const ports = await allocatePorts();
     const launched = launchGateway(["--config", writeConfig(ports, "no-such-host.invalid"), "--run-dir", runDir]);

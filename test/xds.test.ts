@@ -1,100 +1,61 @@
 // The aggregator's ADS server (host/aggregator/xds.ts): the state-of-the-world
-// protocol against a gRPC client playing Envoy, then a real Envoy whose pool
-// clusters follow the endpoint sets without a restart, then the aggregator
-// pushing a DNS name's new address.
-import * as grpc from "@grpc/grpc-js";
+// protocol for endpoints, clusters and routes against a gRPC client playing
+// Envoy; then real Envoys: one rendered complete whose pool clusters follow
+// the endpoint sets, one on the split bootstrap that takes its clusters and
+// routes from the server (and refuses a bad cluster, keeping its own), one
+// started before the aggregator; then the aggregator pushing a DNS name's
+// new address.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { startAggregator } from "../host/aggregator/index.js";
 import { startSnapshotServer, type SnapshotServer } from "../host/aggregator/push.js";
+import { serveResources } from "../host/aggregator/reload.js";
 import {
   CLUSTER_LOAD_ASSIGNMENT_TYPE as CLA,
-  createEndpointDiscovery,
+  CLUSTER_TYPE as CDS,
+  ROUTE_CONFIGURATION_TYPE as RDS,
+  createDiscoveryServer,
   poolClusterName,
-  type DiscoveryRequest,
-  type EndpointDiscovery,
+  type DiscoveryServer,
 } from "../host/aggregator/xds.js";
 import { parseGatewayConfig } from "../host/config.js";
-import { renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "../host/envoy/index.js";
+import { renderEnvoyConfig, renderEnvoyXds, startEnvoy, type EnvoyConfigParams, type EnvoyProcess } from "../host/envoy/index.js";
 import { filterWasmPath } from "../host/paths.js";
+import { FakeEnvoy, type AdsResponse } from "./helpers/fake-envoy.js";
 import { stablePort, waitFor } from "./helpers/stack.js";
 
-interface Assignment {
-  "@type": string;
-  cluster_name: string;
-  endpoints?: Array<{ lb_endpoints?: Array<{ endpoint: { address: { socket_address: { address: string; port_value: number } } } }> }>;
-}
-interface Response {
-  version_info: string;
-  type_url: string;
-  nonce: string;
-  resources: Assignment[];
-}
-
-/** "ip:port" per cluster name, from a response. */
-function hostsOf(r: Response): Record<string, string[]> {
+/** "ip:port" per cluster name, from an endpoints response. */
+function hostsOf(r: AdsResponse): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const a of r.resources) {
     expect(a["@type"]).toBe(CLA);
-    out[a.cluster_name] = (a.endpoints ?? []).flatMap((l) =>
-      (l.lb_endpoints ?? []).map((e) => `${e.endpoint.address.socket_address.address}:${e.endpoint.address.socket_address.port_value}`));
+    out[a.cluster_name] = (a.endpoints ?? []).flatMap((l: any) =>
+      (l.lb_endpoints ?? []).map((e: any) => `${e.endpoint.address.socket_address.address}:${e.endpoint.address.socket_address.port_value}`));
   }
   return out;
 }
 
-/** One ADS stream, as Envoy would hold it. */
-class FakeEnvoy {
-  private readonly client: grpc.Client;
-  private readonly call: grpc.ClientDuplexStream<DiscoveryRequest, Response>;
-  private readonly queue: Response[] = [];
-  private waiter: (() => void) | null = null;
-  ended = false;
-
-  constructor(definition: grpc.ServiceDefinition, address: string) {
-    const Client = grpc.makeGenericClientConstructor(definition, "AggregatedDiscoveryService");
-    this.client = new Client(address, grpc.credentials.createInsecure());
-    this.call = (this.client as unknown as { StreamAggregatedResources(): FakeEnvoy["call"] }).StreamAggregatedResources();
-    this.call.on("data", (r: Response) => {
-      this.queue.push(r);
-      this.waiter?.();
-    });
-    this.call.on("error", () => {}); // a cancelled stream at close
-    this.call.on("end", () => (this.ended = true));
-  }
-
-  send(req: DiscoveryRequest): void {
-    this.call.write({ type_url: CLA, ...req });
-  }
-
-  /** The next response, failing after `ms`. */
-  async next(ms = 3_000): Promise<Response> {
-    const deadline = Date.now() + ms;
-    while (this.queue.length === 0) {
-      if (Date.now() > deadline) throw new Error("no response");
-      await new Promise<void>((r) => {
-        this.waiter = r;
-        setTimeout(r, 20);
-      });
-    }
-    return this.queue.shift()!;
-  }
-
-  /** Fails if a response arrives within `ms`. */
-  async nothingFor(ms = 300): Promise<void> {
-    await new Promise((r) => setTimeout(r, ms));
-    expect(this.queue).toEqual([]);
-  }
-
-  close(): void {
-    this.call.cancel();
-    this.client.close();
-  }
-}
-
+const names = (r: AdsResponse) => r.resources.map((x) => x.name as string);
 const snapshot = { version: 1, models: [], pools: [], generatedUnixMs: 0 };
 
+/** A pool cluster as the template renders it, and its route table. */
+const cluster = (pool: string) => ({
+  name: poolClusterName(pool),
+  type: "EDS",
+  eds_cluster_config: { eds_config: { ads: {}, resource_api_version: "V3" } },
+  connect_timeout: "1s",
+});
+const routes = (pools: string[]) => ({
+  name: "llm_gateway",
+  virtual_hosts: [{
+    name: "llm_gateway",
+    domains: ["*"],
+    routes: pools.map((p) => ({ match: { prefix: "/", headers: [{ name: "x-gateway-pool", string_match: { exact: p } }] }, route: { cluster: poolClusterName(p), timeout: "0s" } })),
+  }],
+});
+
 describe("ADS protocol", () => {
-  let discovery: EndpointDiscovery;
+  let discovery: DiscoveryServer;
   let server: SnapshotServer;
   const logs: string[] = [];
   const envoys: FakeEnvoy[] = [];
@@ -106,7 +67,7 @@ describe("ADS protocol", () => {
   const [A, B, C] = ["a", "b:c/d", "e"].map(poolClusterName);
 
   beforeAll(async () => {
-    discovery = createEndpointDiscovery({ log: (l) => logs.push(l) });
+    discovery = createDiscoveryServer({ log: (l) => logs.push(l) });
     server = await startSnapshotServer({ host: "127.0.0.1", port: 0, current: () => snapshot, log: () => {}, services: [discovery.service] });
   });
   afterEach(() => {
@@ -118,7 +79,7 @@ describe("ADS protocol", () => {
   });
 
   it("answers a subscription with the subscribed pools only, sorted, with a version and a nonce", async () => {
-    discovery.update(new Map([
+    discovery.setEndpoints(new Map([
       ["a", ["127.0.0.1:9002", "127.0.0.1:9001"]],
       ["b:c/d", ["[::1]:9003"]],
       ["e", []],
@@ -127,7 +88,7 @@ describe("ADS protocol", () => {
     envoy.send({ node: { id: "envoy-1" }, resource_names: [A, B] });
     const r = await envoy.next();
     expect(r.type_url).toBe(CLA);
-    expect(r.version_info).toBe(String(discovery.version()));
+    expect(r.version_info).toBe(String(discovery.version(CLA)));
     expect(r.nonce).not.toBe("");
     expect(hostsOf(r)).toEqual({ [A]: ["127.0.0.1:9001", "127.0.0.1:9002"], [B]: ["::1:9003"] });
     expect(discovery.streams()).toBe(1);
@@ -141,11 +102,11 @@ describe("ADS protocol", () => {
     onE.send({ resource_names: [C] });
     const first = await onA.next();
     const firstE = await onE.next();
-    onA.send({ resource_names: [A, B], version_info: first.version_info, response_nonce: first.nonce });
-    onE.send({ resource_names: [C], version_info: firstE.version_info, response_nonce: firstE.nonce });
+    onA.ack(first, [A, B]);
+    onE.ack(firstE, [C]);
     await onA.nothingFor();
 
-    discovery.update(new Map([["a", ["127.0.0.1:9001"]]]));
+    discovery.setEndpoints(new Map([["a", ["127.0.0.1:9001"]]]));
     const pushed = await onA.next();
     expect(Number(pushed.version_info)).toBe(Number(first.version_info) + 1);
     expect(pushed.nonce).not.toBe(first.nonce);
@@ -154,9 +115,9 @@ describe("ADS protocol", () => {
     await onE.nothingFor();
 
     // The same set again is no change: no new version, no push.
-    const version = discovery.version();
-    discovery.update(new Map([["a", ["127.0.0.1:9001", "127.0.0.1:9001"]]]));
-    expect(discovery.version()).toBe(version);
+    const version = discovery.version(CLA);
+    discovery.setEndpoints(new Map([["a", ["127.0.0.1:9001", "127.0.0.1:9001"]]]));
+    expect(discovery.version(CLA)).toBe(version);
     await onA.nothingFor();
   });
 
@@ -164,7 +125,7 @@ describe("ADS protocol", () => {
     const envoy = connect();
     envoy.send({ resource_names: [A] });
     const r1 = await envoy.next();
-    discovery.update(new Map([["a", ["127.0.0.1:9005"]]]));
+    discovery.setEndpoints(new Map([["a", ["127.0.0.1:9005"]]]));
     const r2 = await envoy.next();
 
     // The ACK of r1 crossed r2 on the wire: stale, even though it asks for more.
@@ -178,27 +139,109 @@ describe("ADS protocol", () => {
       error_detail: { code: 3, message: "bad endpoint" },
     });
     await envoy.nothingFor();
-    expect(logs.some((l) => l.includes(`rejected version ${r2.version_info}: bad endpoint`))).toBe(true);
+    expect(logs.some((l) => l.includes(`rejected endpoints version ${r2.version_info} and keeps its previous ones: bad endpoint`))).toBe(true);
 
     envoy.send({ resource_names: [A, C], version_info: r1.version_info, response_nonce: r2.nonce });
     const r3 = await envoy.next();
     expect(hostsOf(r3)).toEqual({ [A]: ["127.0.0.1:9005"], [C]: [] });
   });
 
-  it("leaves out names that are no pool, and ignores other resource types", async () => {
+  it("leaves out names it does not serve, and ignores types it does not serve", async () => {
     const envoy = connect();
     envoy.send({ resource_names: [A, "llm_gateway_pool_ghost"] });
     expect(Object.keys(hostsOf(await envoy.next()))).toEqual([A]);
-    expect(logs.some((l) => l.includes("asks for llm_gateway_pool_ghost, which is no pool here"))).toBe(true);
+    expect(logs.some((l) => l.includes("asks for llm_gateway_pool_ghost, which is not served here"))).toBe(true);
 
     const other = connect();
-    other.send({ type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster", resource_names: [] });
+    other.send({ type_url: "type.googleapis.com/envoy.config.listener.v3.Listener", resource_names: [] });
     await other.nothingFor();
   });
 
   it("refuses an endpoint that is not an ip:port literal", () => {
-    expect(() => discovery.update(new Map([["a", ["pod-0:8000"]]]))).toThrow(/not an ip:port literal/);
-    expect(() => discovery.update(new Map([["a", ["127.0.0.1"]]]))).toThrow(/not an ip:port literal/);
+    expect(() => discovery.setEndpoints(new Map([["a", ["pod-0:8000"]]]))).toThrow(/not an ip:port literal/);
+    expect(() => discovery.setEndpoints(new Map([["a", ["127.0.0.1"]]]))).toThrow(/not an ip:port literal/);
+  });
+
+  it("serves every cluster to a wildcard subscription, a route table by name, and pushes each type's changes with its own version", async () => {
+    discovery.setResources(CDS, new Map([[A, cluster("a")], [B, cluster("b:c/d")]]));
+    discovery.setResources(RDS, new Map([["llm_gateway", routes(["a", "b:c/d"])]]));
+    const envoy = connect();
+    envoy.send({ type_url: CDS, resource_names: [] });
+    const clusters = await envoy.next();
+    expect(clusters.type_url).toBe(CDS);
+    expect(clusters.resources.map((c) => c["@type"])).toEqual([CDS, CDS]);
+    expect(names(clusters)).toEqual([A, B]);
+    // As encoded from proto3 JSON: the duration and the enum read back.
+    expect(clusters.resources[0]).toMatchObject({ type: "EDS", connect_timeout: { seconds: "1" } });
+    envoy.ack(clusters);
+    envoy.send({ type_url: RDS, resource_names: ["llm_gateway"] });
+    const table = await envoy.next();
+    expect(table.resources[0].virtual_hosts[0].routes.map((r: any) => r.route.cluster)).toEqual([A, B]);
+    envoy.ack(table, ["llm_gateway"]);
+    await envoy.nothingFor();
+
+    // A cluster left out of the wildcard set is removed; the route table moves on its own.
+    const rdsVersion = discovery.version(RDS);
+    expect(discovery.setResources(CDS, new Map([[A, cluster("a")]]))).toBe(true);
+    const fewer = await envoy.next();
+    expect([fewer.type_url, names(fewer), fewer.version_info]).toEqual([CDS, [A], String(discovery.version(CDS))]);
+    expect(discovery.version(RDS)).toBe(rdsVersion);
+    expect(discovery.setResources(CDS, new Map([[A, cluster("a")]]))).toBe(false);
+    envoy.ack(fewer);
+    await envoy.nothingFor();
+  });
+
+  it("refuses, changing nothing, a resource the API cannot encode", () => {
+    const version = discovery.version(CDS);
+    expect(() => discovery.setResources(CDS, new Map([[A, { ...cluster("a"), conect_timeout: "1s" }]]))).toThrow(
+      /Cluster\.conect_timeout: envoy\.config\.cluster\.v3\.Cluster has no field conect_timeout/,
+    );
+    expect(() => discovery.setResources(CDS, new Map([[A, { ...cluster("a"), type: "DNS" }]]))).toThrow(/"DNS" is no value of/);
+    expect(() => discovery.setResources(CDS, new Map([[A, { ...cluster("a"), connect_timeout: "1 s" }]]))).toThrow(/expected a duration/);
+    expect(discovery.version(CDS)).toBe(version);
+  });
+
+  it("settles once every Envoy accepted the resources and has the endpoints of each new cluster; a NACK of them ends the wait", async () => {
+    discovery.setResources(CDS, new Map([[A, cluster("a")]]));
+    discovery.setEndpoints(new Map([["e", ["127.0.0.1:9301"]]]));
+    const envoy = connect();
+    envoy.send({ type_url: CDS, resource_names: [] });
+    envoy.ack(await envoy.next());
+    envoy.send({ resource_names: [A] });
+    const eds = await envoy.next();
+    envoy.ack(eds, [A]);
+    expect(await discovery.settled(1_000)).toEqual({ ok: true });
+    // Endpoints of a pool this Envoy has no cluster of: nothing is sent, nothing to wait for.
+    discovery.setEndpoints(new Map([["e", ["127.0.0.1:9302"]]]));
+    expect(await discovery.settled(1_000)).toEqual({ ok: true });
+
+    discovery.setResources(CDS, new Map([[A, cluster("a")], [C, cluster("e")]]));
+    const settling = discovery.settled(5_000);
+    const added = await envoy.next();
+    envoy.ack(added);
+    // Accepted, but the new cluster is warm only with its endpoints.
+    const early = await Promise.race([settling, new Promise((r) => setTimeout(() => r("pending"), 300))]);
+    expect(early).toBe("pending");
+    envoy.send({ resource_names: [A, C], version_info: eds.version_info, response_nonce: eds.nonce });
+    const endpoints = await envoy.next();
+    expect(Object.keys(hostsOf(endpoints))).toEqual([A, C]);
+    envoy.ack(endpoints, [A, C]);
+    expect(await settling).toEqual({ ok: true });
+
+    discovery.setResources(CDS, new Map([[A, cluster("a")]]));
+    const refusing = discovery.settled(5_000);
+    const removed = await envoy.next();
+    envoy.send({ type_url: CDS, version_info: added.version_info, response_nonce: removed.nonce, error_detail: { message: "no, thanks" } });
+    const outcome = await refusing;
+    expect(outcome).toMatchObject({ ok: false, timedOut: false });
+    expect(outcome.ok || outcome.reason).toMatch(new RegExp(`rejected clusters version ${removed.version_info}: no, thanks`));
+
+    // Until other clusters are sent, every wait ends the same way.
+    expect(await discovery.settled(200)).toMatchObject({ ok: false, timedOut: false });
+    // A stream that goes away is not waited for.
+    envoy.close();
+    await waitFor("the stream to be forgotten", () => discovery.streams() === 0);
+    expect(await discovery.settled(1_000)).toEqual({ ok: true });
   });
 
   it("forgets a stream Envoy drops, and ends the rest at close", async () => {
@@ -212,7 +255,7 @@ describe("ADS protocol", () => {
     dropped.close();
     await waitFor("the dropped stream to be forgotten", () => discovery.streams() === open - 1);
 
-    const other = createEndpointDiscovery({ log: () => {} });
+    const other = createDiscoveryServer({ log: () => {} });
     const otherServer = await startSnapshotServer({ host: "127.0.0.1", port: 0, current: () => snapshot, log: () => {}, services: [other.service] });
     const envoy = new FakeEnvoy(other.service.definition, `127.0.0.1:${otherServer.port}`);
     try {
@@ -241,31 +284,29 @@ async function clusterHosts(envoy: EnvoyProcess): Promise<Record<string, string[
   return out;
 }
 
-function gatewayYaml(aggregatorPort: number, wasmFilter = true): string {
-  return renderEnvoyConfig({
-    gatewayHost: "127.0.0.1",
-    gatewayPort: 0,
-    adminPort: 0,
-    aggregatorHost: "127.0.0.1",
-    aggregatorPort,
-    wasmPath: filterWasmPath,
-    maxBodyBytes: 1024 * 1024,
-    pools: ["llama", "qwen"],
-    wasmFilter,
-  });
-}
+const gatewayParams = (aggregatorPort: number, pools: string[], wasmFilter = true): EnvoyConfigParams => ({
+  gatewayHost: "127.0.0.1",
+  gatewayPort: 0,
+  adminPort: 0,
+  aggregatorHost: "127.0.0.1",
+  aggregatorPort,
+  wasmPath: filterWasmPath,
+  maxBodyBytes: 1024 * 1024,
+  pools,
+  wasmFilter,
+});
 
-describe("a real Envoy", () => {
-  let discovery: EndpointDiscovery;
+describe("a real Envoy rendered complete (pools static, endpoints over ADS)", () => {
+  let discovery: DiscoveryServer;
   let server: SnapshotServer;
   let envoy: EnvoyProcess;
   const clusters = () => clusterHosts(envoy);
 
   beforeAll(async () => {
-    discovery = createEndpointDiscovery({ log: () => {} });
-    discovery.update(new Map([["llama", ["127.0.0.1:9101", "127.0.0.1:9102"]], ["qwen", []]]));
+    discovery = createDiscoveryServer({ log: () => {} });
+    discovery.setEndpoints(new Map([["llama", ["127.0.0.1:9101", "127.0.0.1:9102"]], ["qwen", []]]));
     server = await startSnapshotServer({ host: "127.0.0.1", port: 0, current: () => snapshot, log: () => {}, services: [discovery.service] });
-    envoy = await startEnvoy({ configYaml: gatewayYaml(server.port), concurrency: 2 });
+    envoy = await startEnvoy({ configYaml: renderEnvoyConfig(gatewayParams(server.port, ["llama", "qwen"])), concurrency: 2 });
   });
   afterAll(async () => {
     await envoy?.stop();
@@ -283,12 +324,12 @@ describe("a real Envoy", () => {
 
   it("follows pods appearing and leaving without a restart", async () => {
     const pid = envoy.pid;
-    discovery.update(new Map([["llama", ["127.0.0.1:9102", "127.0.0.1:9103"]], ["qwen", ["127.0.0.1:9201"]]]));
+    discovery.setEndpoints(new Map([["llama", ["127.0.0.1:9102", "127.0.0.1:9103"]], ["qwen", ["127.0.0.1:9201"]]]));
     await waitFor("Envoy to take the new sets", async () => {
       const hosts = await clusters();
       return hosts.llm_gateway_pool_llama.join() === "127.0.0.1:9102,127.0.0.1:9103" && hosts.llm_gateway_pool_qwen.join() === "127.0.0.1:9201";
     });
-    discovery.update(new Map([["llama", []]]));
+    discovery.setEndpoints(new Map([["llama", []]]));
     await waitFor("the llama pool to empty", async () => (await clusters()).llm_gateway_pool_llama.length === 0);
     expect(envoy.pid).toBe(pid);
     // Every version was accepted: Envoy counts the updates and no rejection.
@@ -298,33 +339,106 @@ describe("a real Envoy", () => {
   });
 });
 
-describe("an Envoy started before the aggregator", () => {
-  let envoy: EnvoyProcess | undefined;
-  let server: SnapshotServer | undefined;
-  let discovery: EndpointDiscovery | undefined;
+describe("a real Envoy on the split bootstrap (clusters and routes over ADS)", () => {
+  let discovery: DiscoveryServer;
+  let server: SnapshotServer;
+  let envoy: EnvoyProcess;
+  const logs: string[] = [];
+  /** What the aggregator serves for these pools: the same rendering's resources. */
+  const serve = (pools: string[]) => serveResources(discovery, renderEnvoyXds(gatewayParams(1, pools)).resources);
+  const routedClusters = async () => {
+    const dump = (await (await fetch(`${envoy.adminUrl}/config_dump?resource=dynamic_route_configs`)).json()) as { configs: any[] };
+    return dump.configs[0].route_config.virtual_hosts[0].routes.flatMap((r: any) => (r.route ? [r.route.cluster] : []));
+  };
+
+  beforeAll(async () => {
+    discovery = createDiscoveryServer({ log: (l) => logs.push(l) });
+    serve(["llama"]);
+    discovery.setEndpoints(new Map([["llama", ["127.0.0.1:9101"]], ["qwen", ["127.0.0.1:9201", "127.0.0.1:9202"]]]));
+    server = await startSnapshotServer({ host: "127.0.0.1", port: 0, current: () => snapshot, log: () => {}, services: [discovery.service] });
+    envoy = await startEnvoy({ configYaml: renderEnvoyXds(gatewayParams(server.port, [])).bootstrap, concurrency: 2 });
+  });
   afterAll(async () => {
     await envoy?.stop();
     discovery?.close();
     await server?.close();
   });
 
-  it("serves JSON 503s after initial_fetch_timeout, then takes the pools when the aggregator comes up", async () => {
+  it("starts with the served clusters, their endpoints and the route table", async () => {
+    expect(await clusterHosts(envoy)).toEqual({ llm_gateway_pool_llama: ["127.0.0.1:9101"] });
+    expect(await routedClusters()).toEqual(["llm_gateway_pool_llama"]);
+    expect(await discovery.settled(5_000)).toEqual({ ok: true });
+  });
+
+  it("adds and removes a pool's cluster and route without a restart, warm with its endpoints when settled", async () => {
+    const pid = envoy.pid;
+    serve(["llama", "qwen"]);
+    expect(await discovery.settled(10_000)).toEqual({ ok: true });
+    expect(await clusterHosts(envoy)).toEqual({ llm_gateway_pool_llama: ["127.0.0.1:9101"], llm_gateway_pool_qwen: ["127.0.0.1:9201", "127.0.0.1:9202"] });
+    expect(await routedClusters()).toEqual(["llm_gateway_pool_llama", "llm_gateway_pool_qwen"]);
+
+    serve(["qwen"]);
+    expect(await discovery.settled(10_000)).toEqual({ ok: true });
+    expect(await clusterHosts(envoy)).toEqual({ llm_gateway_pool_qwen: ["127.0.0.1:9201", "127.0.0.1:9202"] });
+    expect(await routedClusters()).toEqual(["llm_gateway_pool_qwen"]);
+    expect(envoy.pid).toBe(pid);
+  });
+
+  it("rejects a cluster Envoy finds invalid: the wait ends with Envoy's reason, and Envoy keeps what it had", async () => {
+    const valid = renderEnvoyXds(gatewayParams(1, ["qwen"])).resources;
+    // Encodes, but breaks Envoy's own rule (connect_timeout must be > 0).
+    const invalid = { ...valid, clusters: [{ ...valid.clusters[0], connect_timeout: "0s" }] };
+    serveResources(discovery, invalid);
+    const outcome = await discovery.settled(10_000);
+    expect(outcome).toMatchObject({ ok: false, timedOut: false });
+    expect(outcome.ok || outcome.reason).toMatch(/rejected clusters version \d+: .*ConnectTimeout|connect_timeout/i);
+    expect(logs.some((l) => /rejected clusters version \d+ and keeps its previous ones/.test(l))).toBe(true);
+    expect(await clusterHosts(envoy)).toEqual({ llm_gateway_pool_qwen: ["127.0.0.1:9201", "127.0.0.1:9202"] });
+    const stats = await envoy.stats("^cluster_manager\\.cds\\.update_rejected$");
+    expect(stats["cluster_manager.cds.update_rejected"]).toBeGreaterThanOrEqual(1);
+
+    // Sending the accepted ones again settles.
+    serveResources(discovery, valid);
+    expect(await discovery.settled(10_000)).toEqual({ ok: true });
+  });
+});
+
+describe("an Envoy started before the aggregator", () => {
+  let envoy: EnvoyProcess | undefined;
+  let server: SnapshotServer | undefined;
+  let discovery: DiscoveryServer | undefined;
+  afterAll(async () => {
+    await envoy?.stop();
+    discovery?.close();
+    await server?.close();
+  });
+
+  it("serves JSON 503s after the initial fetch timeouts, then takes the clusters, routes and endpoints when the aggregator comes up", async () => {
     const port = await stablePort();
     const started = Date.now();
-    envoy = await startEnvoy({ configYaml: gatewayYaml(port, false), concurrency: 2 });
+    envoy = await startEnvoy({ configYaml: renderEnvoyXds(gatewayParams(port, [], false)).bootstrap, concurrency: 2 });
     const waited = Date.now() - started;
-    expect(waited).toBeGreaterThan(4_000); // the 5 s initial_fetch_timeout, not Envoy's default 15 s
+    // The clusters' 3 s, then the route table's 3 s; not Envoy's default 15 s each.
+    expect(waited).toBeGreaterThan(5_000);
     expect(waited).toBeLessThan(12_000);
     const r = await fetch(`http://${envoy.listenerAddresses.llm_gateway}/v1/chat/completions`, { method: "POST", body: "{}" });
     expect(r.status).toBe(503);
-    expect(((await r.json()) as { error: { type: string } }).error.type).toBe("server_error");
-    expect(await clusterHosts(envoy)).toEqual({ llm_gateway_pool_llama: [], llm_gateway_pool_qwen: [] });
+    const body = (await r.json()) as { error: { type: string; code: string; message: string } };
+    expect(body.error).toMatchObject({ type: "server_error", code: "service_unavailable" });
+    expect(body.error.message).toContain("no route table yet");
+    expect(await clusterHosts(envoy)).toEqual({});
 
-    discovery = createEndpointDiscovery({ log: () => {} });
-    discovery.update(new Map([["llama", ["127.0.0.1:9401"]], ["qwen", []]]));
+    discovery = createDiscoveryServer({ log: () => {} });
+    serveResources(discovery, renderEnvoyXds(gatewayParams(1, ["llama", "qwen"])).resources);
+    discovery.setEndpoints(new Map([["llama", ["127.0.0.1:9401"]], ["qwen", []]]));
     server = await startSnapshotServer({ host: "127.0.0.1", port, current: () => snapshot, log: () => {}, services: [discovery.service] });
     await waitFor("Envoy to reconnect and take the pools", async () =>
-      (await clusterHosts(envoy!)).llm_gateway_pool_llama.join() === "127.0.0.1:9401", 30_000);
+      (await clusterHosts(envoy!)).llm_gateway_pool_llama?.join() === "127.0.0.1:9401", 30_000);
+    // The route table is in: without the filter no pool is chosen, and the fail-closed route answers.
+    await waitFor("the route table", async () => {
+      const res = await fetch(`http://${envoy!.listenerAddresses.llm_gateway}/v1/models`);
+      return res.status === 503 && !((await res.json()) as { error: { message: string } }).error.message.includes("no route table");
+    });
   }, 60_000);
 });
 
@@ -346,13 +460,13 @@ describe("the aggregator", () => {
       log: () => {},
       lookup: async () => [{ address: answer, family: 4 }],
     });
-    const definition = createEndpointDiscovery({ log: () => {} }).service.definition;
+    const definition = createDiscoveryServer({ log: () => {} }).service.definition;
     const envoy = new FakeEnvoy(definition, `127.0.0.1:${aggregator.grpcPort}`);
     try {
       envoy.send({ resource_names: [poolClusterName("llama")] });
       const first = await envoy.next();
       expect(hostsOf(first)).toEqual({ llm_gateway_pool_llama: ["127.0.0.1:9301", "127.0.0.1:9302"] });
-      envoy.send({ resource_names: [poolClusterName("llama")], version_info: first.version_info, response_nonce: first.nonce });
+      envoy.ack(first, [poolClusterName("llama")]);
 
       answer = "127.0.0.9"; // the pod came back elsewhere
       const moved = await envoy.next(5_000);

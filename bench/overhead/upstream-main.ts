@@ -7,7 +7,7 @@ import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { startSnapshotServer } from "../../host/aggregator/push.js";
-import { createEndpointDiscovery } from "../../host/aggregator/xds.js";
+import { createDiscoveryServer } from "../../host/aggregator/xds.js";
 import type { ChildMessage, ParentMessage } from "./upstream.js";
 import { benchSnapshot, BENCH_MODEL, BENCH_POOL } from "./workload.js";
 
@@ -49,8 +49,8 @@ async function main(): Promise<void> {
 
   const snapshot = benchSnapshot(addresses);
   // Envoy's pool cluster only has the hosts served over ADS, as from the aggregator.
-  const discovery = createEndpointDiscovery({ log: () => {} });
-  discovery.update(new Map([[BENCH_POOL, addresses]]));
+  const discovery = createDiscoveryServer({ log: () => {} });
+  discovery.setEndpoints(new Map([[BENCH_POOL, addresses]]));
   const snapshots = await startSnapshotServer({
     host: "127.0.0.1",
     port: 0,

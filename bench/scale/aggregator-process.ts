@@ -25,6 +25,7 @@ const telemetry: AggregatorTelemetry = {
     totals.cycleCpuMs += cpuMs;
     totals.intervalMs = intervalMs;
   },
+  reload() {},
 };
 
 const send = (m: ChildMessage) => process.send!(m);

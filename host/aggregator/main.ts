@@ -1,6 +1,9 @@
 // CLI: node dist/host/aggregator/main.js --config FILE [--port N] [--metrics-port N]
+// Edits to the config file are applied without a restart (reload.ts); SIGHUP
+// applies the file again even when it did not change.
 import { parseArgs } from "node:util";
 import { ConfigError, formatHostPort, loadGatewayConfig } from "../config.js";
+import { watchConfigFile } from "./config-watch.js";
 import { startAggregator } from "./index.js";
 import { metricsUrl } from "./metrics.js";
 
@@ -29,12 +32,21 @@ async function main(): Promise<void> {
   // Launchers wait for this exact line.
   console.log(`aggregator listening grpc=${formatHostPort(host, aggregator.grpcPort)}`);
   if (aggregator.metricsPort !== null) log(`metrics at ${metricsUrl(host, aggregator.metricsPort)}`);
+  const watcher = await watchConfigFile({
+    path: values.config,
+    load: async (path) => loadGatewayConfig(path),
+    apply: (next) => aggregator.reload(next),
+    refuse: (reason) => aggregator.refuseReload(reason),
+    log,
+  });
+  process.on("SIGHUP", () => void watcher.check({ force: true }));
 
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     log(`${signal}: shutting down`);
+    watcher.close();
     aggregator.close().then(
       () => process.exit(0),
       (err) => {

@@ -51,6 +51,7 @@ export class AggregatorMetrics implements AggregatorTelemetry {
   private readonly snapshotDelay: Histogram;
   private readonly cycleCpu: Histogram;
   private readonly interval: Gauge;
+  private readonly reloads: Counter<"outcome">;
 
   /** `pools`: the configured pools, whose discovery counters start at 0 so every kind is a series from the start. */
   constructor(pools: string[]) {
@@ -98,6 +99,13 @@ export class AggregatorMetrics implements AggregatorTelemetry {
       registers,
     });
     this.interval = new Gauge({ name: "llm_gateway_scrape_interval_seconds", help: "The scrape interval in force (it may adapt to the fleet size).", registers });
+    this.reloads = new Counter({
+      name: "llm_gateway_config_reloads_total",
+      help: "Config reloads applied, and refused (the aggregator's log names the field and why).",
+      labelNames: ["outcome"],
+      registers,
+    });
+    for (const outcome of ["applied", "refused"]) this.reloads.inc({ outcome }, 0);
     this.pulledState(registers);
   }
 
@@ -120,6 +128,10 @@ export class AggregatorMetrics implements AggregatorTelemetry {
   cycle(cpuMs: number, intervalMs: number): void {
     this.cycleCpu.observe(cpuMs / 1000);
     this.interval.set(intervalMs / 1000);
+  }
+
+  reload(outcome: "applied" | "refused"): void {
+    this.reloads.inc({ outcome });
   }
 
   /** The exposition text, with state pulled from `stats` now (two scrapes at once may both read the newer pull). */

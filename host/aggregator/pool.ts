@@ -12,7 +12,8 @@ export class PoolState {
   membersChanged = false;
 
   constructor(
-    readonly config: PoolConfig,
+    /** A reload that leaves the pool's discovery alone hands it the new config (weights, adapters, ...). */
+    public config: PoolConfig,
     readonly source: DiscoverySource,
   ) {}
 

@@ -12,13 +12,13 @@ export interface Built {
 }
 
 export class SnapshotBuilder {
-  /** The config's part of every snapshot (models, profiles), built once. */
-  private readonly frame: Pick<SnapshotBody, "models" | "profiles">;
+  /** The config's part of every snapshot (models, profiles), built once per config. */
+  private frame: Pick<SnapshotBody, "models" | "profiles">;
   private snapshot: Snapshot;
 
   /** `firstVersion` should grow across restarts: the aggregator's start time in ms. */
   constructor(
-    private readonly config: GatewayConfig,
+    private config: GatewayConfig,
     pools: readonly PoolState[],
     firstVersion: number,
     now: number,
@@ -26,6 +26,12 @@ export class SnapshotBuilder {
     this.frame = modelsAndProfiles(config);
     for (const pool of pools) for (const pod of pool.pods) pod.updateEntry(now, config.aggregator.staleAfterMs);
     this.snapshot = firstSnapshot(this.body(pools), firstVersion, now);
+  }
+
+  /** A reload's config: its models and profiles frame every snapshot from the next one on. */
+  reconfigure(config: GatewayConfig): void {
+    this.config = config;
+    this.frame = modelsAndProfiles(config);
   }
 
   get current(): Snapshot {

@@ -14,6 +14,8 @@ export interface AggregatorTelemetry {
   snapshotPushed(bytes: number, delayMs: number): void;
   /** One scrape cycle: CPU it took on the main thread, and the interval in force (it adapts to the fleet size). */
   cycle(cpuMs: number, intervalMs: number): void;
+  /** A config reload was applied, or refused (the log line says why, naming the field). */
+  reload(outcome: "applied" | "refused"): void;
 }
 
 export const NO_TELEMETRY: AggregatorTelemetry = {
@@ -21,4 +23,5 @@ export const NO_TELEMETRY: AggregatorTelemetry = {
   discovery() {},
   snapshotPushed() {},
   cycle() {},
+  reload() {},
 };

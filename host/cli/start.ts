@@ -76,6 +76,8 @@ async function main(): Promise<void> {
     const warning = envoyWarningFilter();
     starting = startStack(config, {
       gatewayPort,
+      // Edits to the file reload the running gateway (SIGHUP still stops it: this is a terminal program).
+      configPath,
       // info in the file; the terminal only gets warnings and errors.
       envoyLogLevel: "info",
       envoyLogFile: envoyLog,

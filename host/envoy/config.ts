@@ -136,6 +136,97 @@ export function renderEnvoyConfig(
   params: EnvoyConfigParams,
   template: string = readFileSync(gatewayTemplatePath(), "utf8"),
 ): string {
+  const rendered = renderDocument(params, template).doc.toString();
+  checkNoPlaceholders(rendered);
+  return rendered;
+}
+
+/** Clusters and route tables in proto3 JSON, as the template writes them: what the aggregator serves over ADS. */
+export interface XdsResources {
+  /** The pools' EDS clusters (CDS). */
+  clusters: Array<Record<string, unknown>>;
+  /** The listener's route table (RDS): the pool routes, model routes and fixed answers. */
+  routeConfigs: Array<Record<string, unknown>>;
+}
+
+/** A bootstrap that takes the pools' clusters and the route table from the aggregator, and those resources. */
+export interface EnvoyXdsConfig {
+  bootstrap: string;
+  resources: XdsResources;
+}
+
+/**
+ * How long Envoy waits at startup for the clusters (CDS), then for the route
+ * table (RDS), one after the other, before it serves without them (JSON 503s)
+ * and takes them when the aggregator answers. Short: the aggregator answers
+ * at once when it is up.
+ */
+const INITIAL_FETCH_TIMEOUT = "3s";
+const OVER_ADS = { ads: {}, resource_api_version: "V3", initial_fetch_timeout: INITIAL_FETCH_TIMEOUT };
+
+/**
+ * The same rendering as renderEnvoyConfig, split for a control plane: the
+ * pools' clusters go to CDS and the listener's route_config to RDS, so a
+ * config reload changes them over the ADS stream without touching the
+ * listener (a route change never drains a connection) or restarting Envoy.
+ * The bootstrap keeps admin, the overload manager, the Wasm service, the
+ * listener with its filters, and the static aggregator cluster. The local
+ * rate limit filter is always in the chain (inert without a route's own
+ * config), so a reload may give a model a rate limit.
+ */
+export function renderEnvoyXds(
+  params: EnvoyConfigParams,
+  template: string = readFileSync(gatewayTemplatePath(), "utf8"),
+): EnvoyXdsConfig {
+  const { doc, poolClusters } = renderDocument(params, template);
+  withRateLimitFilter(doc);
+
+  const hcm = doc.getIn(HCM);
+  if (!isMap(hcm)) throw new Error("the Envoy template has no HTTP connection manager");
+  const routeConfig = hcm.get("route_config");
+  if (!isMap(routeConfig)) throw new Error("the Envoy template's listener has no inline route_config");
+  hcm.delete("route_config");
+  hcm.set("rds", doc.createNode({ route_config_name: routeConfig.get("name"), config_source: OVER_ADS }));
+
+  const clusters = doc.getIn(CLUSTERS) as { items: unknown[] };
+  clusters.items = clusters.items.filter((c) => !poolClusters.has(c));
+  doc.setIn(["dynamic_resources", "cds_config"], doc.createNode(OVER_ADS));
+
+  const bootstrap = doc.toString();
+  const resources: XdsResources = {
+    clusters: [...poolClusters].map((c) => (c as Node).toJSON() as Record<string, unknown>),
+    routeConfigs: [routeConfig.toJSON() as Record<string, unknown>],
+  };
+  checkNoPlaceholders(bootstrap);
+  checkNoPlaceholders(JSON.stringify(resources));
+  return { bootstrap, resources };
+}
+
+/**
+ * Placeholders for the bootstrap-only parameters when only the resources are
+ * wanted: the aggregator does not have them all (the Wasm path is Envoy's),
+ * and nothing it serves depends on them.
+ */
+const BOOTSTRAP_UNUSED = {
+  gatewayHost: "127.0.0.1",
+  gatewayPort: 0,
+  adminPort: 0,
+  aggregatorHost: "127.0.0.1",
+  aggregatorPort: 1,
+  wasmPath: "/unused.wasm",
+  maxBodyBytes: 1,
+} as const;
+
+/** The resources for a gateway config, for the aggregator: only the pools and the models' routes shape them. */
+export function xdsResourcesFromGatewayConfig(
+  cfg: GatewayConfig,
+  template: string = readFileSync(gatewayTemplatePath(), "utf8"),
+): XdsResources {
+  return renderEnvoyXds({ ...BOOTSTRAP_UNUSED, pools: cfg.pools.map((p) => p.name), modelRoutes: modelRoutesOf(cfg) }, template).resources;
+}
+
+/** The template filled in, with one route and one cluster per pool; `poolClusters` are those clusters. */
+function renderDocument(params: EnvoyConfigParams, template: string): { doc: Document; poolClusters: Set<unknown> } {
   if (!isAbsolute(params.wasmPath)) throw new Error(`wasmPath must be absolute, got ${params.wasmPath}`);
   const maxBodyBytes = checkInt("maxBodyBytes", params.maxBodyBytes, 1, 2 ** 31 - 1 - BUFFER_SLACK_BYTES);
   const values: Record<string, string> = {
@@ -152,15 +243,14 @@ export function renderEnvoyConfig(
   const filled = template.replace(/\$\{([A-Za-z0-9_]+)\}/g, (whole, name: string) => values[name] ?? whole);
   checkNoPlaceholders(filled, POOL_PLACEHOLDER);
   const doc = parseDocument(filled);
-  repeatPerPool(doc, pools);
+  repeatPerPool(doc, ROUTES, pools);
+  const poolClusters = repeatPerPool(doc, CLUSTERS, pools);
   withModelRoutes(doc, params.modelRoutes ?? [], pools);
   const claims = claimHeaders(params.traffic);
   if (claims.length > 0 && !params.jwt) throw new Error("traffic gates that name a claim need jwt");
   if (params.jwt) withJwtAuthn(doc, params.jwt, claims);
   if (params.wasmFilter === false) withoutWasmFilter(doc);
-  const rendered = doc.toString();
-  checkNoPlaceholders(rendered);
-  return rendered;
+  return { doc, poolClusters };
 }
 
 /** The Wasm filter's plugin configuration (assembly/gateway/config.ts reads it; unknown keys are refused there). */
@@ -216,24 +306,25 @@ const HCM = ["static_resources", "listeners", 0, "filter_chains", 0, "filters", 
 const ROUTES = [...HCM, "route_config", "virtual_hosts", 0, "routes"];
 const CLUSTERS = ["static_resources", "clusters"];
 
-/** Replaces every route and cluster that mentions the pool placeholder by one copy per pool. */
-function repeatPerPool(doc: Document, pools: string[]): void {
-  for (const path of [ROUTES, CLUSTERS]) {
-    const seq = doc.getIn(path);
-    if (!isSeq(seq)) throw new Error(`the Envoy template has no ${path.join(".")} list`);
-    seq.items = seq.items.flatMap((item) => {
-      if (!mentionsPool(item)) return [item];
-      return pools.map((pool) => {
-        const copy = (item as Node).clone() as Node;
-        visit(copy, {
-          Scalar(_, scalar) {
-            if (typeof scalar.value === "string") scalar.value = scalar.value.replaceAll(POOL_PLACEHOLDER, pool);
-          },
-        });
-        return copy;
+/** Replaces every item of the list at `path` that mentions the pool placeholder by one copy per pool; returns the copies. */
+function repeatPerPool(doc: Document, path: Array<string | number>, pools: string[]): Set<unknown> {
+  const seq = doc.getIn(path);
+  if (!isSeq(seq)) throw new Error(`the Envoy template has no ${path.join(".")} list`);
+  const copies = new Set<unknown>();
+  seq.items = seq.items.flatMap((item) => {
+    if (!mentionsPool(item)) return [item];
+    return pools.map((pool) => {
+      const copy = (item as Node).clone() as Node;
+      visit(copy, {
+        Scalar(_, scalar) {
+          if (typeof scalar.value === "string") scalar.value = scalar.value.replaceAll(POOL_PLACEHOLDER, pool);
+        },
       });
+      copies.add(copy);
+      return copy;
     });
-  }
+  });
+  return copies;
 }
 
 function mentionsPool(item: unknown): boolean {
@@ -332,19 +423,24 @@ function withModelRoutes(doc: Document, routes: ModelRouteParams[], pools: strin
       seq.items.splice(at, 0, doc.createNode(modelRoute(r, pool, (seq.items[at] as Node).toJSON())));
     }
   }
-  if (routes.some((r) => r.rateLimit)) {
-    // Last before the router: after our filter has set the headers the
-    // route is matched on, and after the buffer, so a 429 leaves HTTP/1.1
-    // connections open. No token bucket here and no filter_enabled (0% by
-    // default): only a route's own config limits anything.
-    const filters = httpFilters(doc).items;
-    const router = filters.findIndex((f) => isMap(f) && f.get("name") === "envoy.filters.http.router");
-    if (router < 0) throw new Error("the Envoy template has no router filter");
-    filters.splice(router, 0, doc.createNode({
-      name: LOCAL_RATELIMIT,
-      typed_config: { "@type": LOCAL_RATELIMIT_TYPE, stat_prefix: "llm_gateway_model_rate_limit" },
-    }));
-  }
+  if (routes.some((r) => r.rateLimit)) withRateLimitFilter(doc);
+}
+
+/**
+ * Envoy's local rate limit filter, once, last before the router: after our
+ * filter has set the headers the route is matched on, and after the buffer,
+ * so a 429 leaves HTTP/1.1 connections open. No token bucket here and no
+ * filter_enabled (0% by default): only a route's own config limits anything.
+ */
+function withRateLimitFilter(doc: Document): void {
+  const filters = httpFilters(doc).items;
+  if (filters.some((f) => isMap(f) && f.get("name") === LOCAL_RATELIMIT)) return;
+  const router = filters.findIndex((f) => isMap(f) && f.get("name") === "envoy.filters.http.router");
+  if (router < 0) throw new Error("the Envoy template has no router filter");
+  filters.splice(router, 0, doc.createNode({
+    name: LOCAL_RATELIMIT,
+    typed_config: { "@type": LOCAL_RATELIMIT_TYPE, stat_prefix: "llm_gateway_model_rate_limit" },
+  }));
 }
 
 /** The template's inference route for `pool` (x-gateway-pool matched, no model name). */

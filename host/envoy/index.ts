@@ -7,7 +7,11 @@ export {
   MODEL_NAME_HEADER,
   POOL_HEADER,
   renderEnvoyConfig,
+  renderEnvoyXds,
+  xdsResourcesFromGatewayConfig,
   type EnvoyConfigParams,
+  type EnvoyXdsConfig,
+  type XdsResources,
   type ModelRouteParams,
 } from "./config.js";
 export {
