@@ -15,12 +15,12 @@ export class AggregatorProcess {
     private readonly log: WriteStream,
   ) {}
 
-  /** Null while it is down. */
+  /** Null before it starts and after it stops. */
   get pid(): number | null {
     return this.child?.pid ?? null;
   }
 
-  /** Settles if the running process exits. */
+  /** Settles when the process exits. */
   get exited(): Promise<void> {
     return this.child?.exited ?? Promise.resolve();
   }

@@ -72,7 +72,7 @@ const PROGRESS_EVERY_MS = 10_000;
 const TIMELINE_WINDOW_MS = 10_000;
 /** After the last arrival, requests still running this long are abandoned (timeouts). */
 const DRAIN_LIMIT_MS = 30_000;
-export const MEMBERSHIP_BY = "aggregator restarted on the edited config file (no hot reload yet)";
+export const MEMBERSHIP_BY = "the config file edited; the running aggregator reloads it, nothing restarts";
 
 export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
   const settings: SoakSettings = {
@@ -97,6 +97,11 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     void stack.envoy.exited.then((code) => {
       if (stopped) return;
       failures.push(`Envoy exited during the run (code ${code})`);
+      stopped = true;
+    });
+    void stack.aggregator.exited.then(() => {
+      if (stopped) return;
+      failures.push("the aggregator exited during the run (its log: aggregator.log)");
       stopped = true;
     });
 

@@ -1,7 +1,8 @@
-// Which pods each pool has. A join or a leave edits the config file, has the
-// running aggregator take it, and waits until Envoy's pool cluster lists
-// exactly the new set (the aggregator serves it over ADS), so the soak knows
-// when a leaving pod can no longer be picked.
+// Which pods each pool has. A join or a leave edits the config file, which
+// the running aggregator watches and applies without a restart (hot
+// reload), then waits until Envoy's pool cluster lists exactly the new set
+// (the aggregator serves it over ADS), so the soak knows when a leaving pod
+// can no longer be picked.
 import { ClusterWatch } from "../failover/envoy-watch.js";
 import { soakConfigYaml, writeConfigFile } from "./gateway-config.js";
 
@@ -11,8 +12,6 @@ const POLL_MS = 100;
 export interface MembershipOptions {
   configPath: string;
   aggregatorPort: number;
-  /** Makes the aggregator take the file as it now is. */
-  apply: () => Promise<void>;
   // A function: Envoy starts after the first config file is written.
   envoyAdminUrl: () => string;
 }
@@ -44,7 +43,6 @@ export class Membership {
   private async change(pool: string, addresses: string[]): Promise<void> {
     this.members.set(pool, addresses);
     writeConfigFile(this.opts.configPath, soakConfigYaml(this.opts.aggregatorPort, this.members));
-    await this.opts.apply();
     await this.untilEnvoyLists(pool, addresses);
   }
 

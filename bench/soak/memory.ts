@@ -13,7 +13,6 @@ export interface MemorySample {
   /** Since the start of the load. */
   tMs: number;
   envoyRssBytes: number | null;
-  /** null while the aggregator is down. */
   aggregatorRssBytes: number | null;
   wasmBytes: number | null;
   vmReloads: number | null;

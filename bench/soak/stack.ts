@@ -4,7 +4,7 @@
 import { readFileSync, type WriteStream } from "node:fs";
 import { join } from "node:path";
 import { parseGatewayConfig } from "../../host/config.js";
-import { envoyParamsFromGatewayConfig, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "../../host/envoy/index.js";
+import { envoyParamsFromGatewayConfig, renderEnvoyXds, startEnvoy, type EnvoyProcess } from "../../host/envoy/index.js";
 import { filterWasmPath } from "../../host/paths.js";
 import { AggregatorProcess } from "./aggregator-process.js";
 import { openLog } from "./children.js";
@@ -58,25 +58,15 @@ export async function startSoakStack(outDir: string): Promise<SoakStack> {
     const aggregatorPort = await ports.next("aggregator.port");
     const aggregator = new AggregatorProcess(configPath, aggregatorLog);
     let envoy: EnvoyProcess | null = null;
-    const membership = new Membership({
-      configPath,
-      aggregatorPort,
-      // No hot reload yet: the aggregator restarts on the edited file. Envoy
-      // keeps its clusters and reconnects; the view goes stale for well under
-      // its 3 s bound.
-      apply: async () => {
-        await aggregator.stop();
-        await aggregator.start();
-      },
-      envoyAdminUrl: () => envoy!.adminUrl,
-    });
+    const membership = new Membership({ configPath, aggregatorPort, envoyAdminUrl: () => envoy!.adminUrl });
     membership.writeInitial(new Map(POOLS.map((p) => [p.name, initial.filter((pod) => pod.pool === p.name).map((pod) => pod.address)])));
     await aggregator.start();
     stops.push(() => aggregator.stop());
 
     const config = parseGatewayConfig(readFileSync(configPath, "utf8"), configPath);
     envoy = await startEnvoy({
-      configYaml: renderEnvoyConfig(envoyParamsFromGatewayConfig(config, { wasmPath: filterWasmPath })),
+      // Only what a restart changes: the aggregator serves the clusters, routes and endpoints.
+      configYaml: renderEnvoyXds(envoyParamsFromGatewayConfig(config, { wasmPath: filterWasmPath })).bootstrap,
       concurrency: ENVOY_CONCURRENCY,
       logLevel: "info",
       logFile: join(outDir, "envoy.log"),
