@@ -65,7 +65,7 @@ export class EventRunner {
         this.kills.push({ pod: pod.name, atMs: killMs });
         this.down.set(e.pool, pod);
         this.killed.set(e.pool, pod);
-        this.events.push({ kind: "kill", pool: e.pool, pod: pod.name, atMs: killMs, doneMs: this.clock(), streamsUnderway: streams, requestsHeld: held });
+        record(pod, { atMs: killMs, streamsUnderway: streams, requestsHeld: held });
         return;
       }
       case "restore": {

@@ -3,15 +3,14 @@
 // is classified (classify.ts); the run fails on any unexpected outcome, on an
 // event it could not carry out, and (runs of 10 minutes or more) on memory
 // that does not level off (trend.ts).
-import { setMaxListeners } from "node:events";
 import { mkdirSync } from "node:fs";
 import { classify, OUTCOMES, type Classified, type Kill, type Outcome } from "./classify.js";
-import { newClient, send, type RequestRecord } from "./client.js";
+import { newClient, type RequestRecord } from "./client.js";
 import { EventRunner, type SoakEvent } from "./events.js";
+import { Load } from "./load.js";
 import { MemorySampler, type MemorySample } from "./memory.js";
 import { DEFAULT_CYCLE, planEvents, type Cycle } from "./schedule.js";
 import { startSoakStack } from "./stack.js";
-import { planTraffic } from "./traffic.js";
 import { JUDGED_FROM_MS, SERIES, trendOf, type Trend } from "./trend.js";
 
 export interface SoakOptions {
@@ -70,8 +69,6 @@ const DEFAULT_RATE = 30;
 const SAMPLE_EVERY_MS = 5_000;
 const PROGRESS_EVERY_MS = 10_000;
 const TIMELINE_WINDOW_MS = 10_000;
-/** After the last arrival, requests still running this long are abandoned (timeouts). */
-const DRAIN_LIMIT_MS = 30_000;
 export const MEMBERSHIP_BY = "the config file edited; the running aggregator reloads it, nothing restarts";
 
 export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
@@ -93,62 +90,36 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
   try {
     const t0 = performance.now();
     const clock = () => performance.now() - t0;
+    // Anything that breaks the run itself ends it early and fails it.
     let stopped = false;
-    void stack.envoy.exited.then((code) => {
+    const fail = (reason: string) => {
       if (stopped) return;
-      failures.push(`Envoy exited during the run (code ${code})`);
+      failures.push(reason);
       stopped = true;
-    });
-    void stack.aggregator.exited.then(() => {
-      if (stopped) return;
-      failures.push("the aggregator exited during the run (its log: aggregator.log)");
-      stopped = true;
-    });
+    };
+    void stack.envoy.exited.then(() => fail("Envoy exited during the run (its log: envoy.log)"));
+    void stack.aggregator.exited.then(() => fail("the aggregator exited during the run (its log: aggregator.log)"));
 
     const sampler = new MemorySampler(stack.envoy, () => stack.aggregator.pid, clock, settings.sampleEveryMs);
     await sampler.sample();
     sampler.start();
 
-    const records: RequestRecord[] = [];
-    const running = new Set<RequestRecord>();
-    // Streams whose 200 has arrived and whose end has not.
-    const streamsUnderway = (pod: string) => [...running].filter((r) => r.stream && r.servedBy === pod && r.headersMs !== undefined).length;
-    const runner = new EventRunner(stack, clock, streamsUnderway);
-    const eventsDone = runner.run(planEvents(settings.cycle, settings.durationMs), () => stopped).catch((err: Error) => {
-      failures.push(`event failed: ${err.message}`);
-      stopped = true;
-    });
+    const load = new Load(newClient(stack.gatewayUrl), clock);
+    const runner = new EventRunner(stack, clock, (pod) => load.streamsUnderway(pod));
+    const eventsDone = runner.run(planEvents(settings.cycle, settings.durationMs), () => stopped)
+      .catch((err: Error) => fail(`event failed: ${err.message}`));
 
-    const pending: Array<Promise<void>> = [];
-    const drain = new AbortController();
-    setMaxListeners(Infinity, drain.signal);
-    const client = newClient(stack.gatewayUrl);
     let eventsReported = 0;
     const report = (tMs: number) => {
       for (; eventsReported < runner.events.length; eventsReported++) {
         const e = runner.events[eventsReported];
         progress(`  ${e.kind} ${e.pod} at ${(e.atMs / 1000).toFixed(1)} s, done in ${Math.round(e.doneMs - e.atMs)} ms`);
       }
-      progress(statusLine(tMs, settings.durationMs, records, running.size, runner.kills, sampler.latest()));
+      progress(statusLine(tMs, settings.durationMs, load, runner.kills, sampler.latest()));
     };
     const status = setInterval(() => report(clock()), PROGRESS_EVERY_MS);
-
     try {
-      for (const planned of planTraffic(settings.seed, settings.ratePerS)) {
-        if (planned.atMs >= settings.durationMs || stopped) break;
-        const wait = planned.atMs - clock();
-        if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-        const record: RequestRecord = {
-          index: planned.index, kind: planned.kind, model: planned.model, stream: planned.stream, priority: planned.priority,
-          sentMs: clock(), servedBy: null, outputTokens: 0,
-        };
-        records.push(record);
-        running.add(record);
-        pending.push(send(client, planned, record, clock, drain.signal).finally(() => running.delete(record)));
-      }
-      const giveUp = setTimeout(() => drain.abort(), DRAIN_LIMIT_MS);
-      await Promise.all(pending);
-      clearTimeout(giveUp);
+      await load.run(settings.seed, settings.ratePerS, settings.durationMs, () => stopped);
       await eventsDone;
     } finally {
       stopped = true;
@@ -157,7 +128,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     await sampler.stop();
     const elapsedMs = clock();
     report(elapsedMs);
-    return summarise(settings, startedAt, elapsedMs, records, runner, sampler.samples, failures);
+    return summarise(settings, startedAt, elapsedMs, load.records, runner, sampler.samples, failures);
   } finally {
     await stack.close();
   }
@@ -231,11 +202,11 @@ export function verdict(result: SoakResult): string[] {
 
 const mb = (bytes: number | null | undefined) => (bytes == null ? "-" : `${(bytes / 2 ** 20).toFixed(1)} MB`);
 
-function statusLine(tMs: number, durationMs: number, records: RequestRecord[], running: number, kills: Kill[], m: MemorySample | undefined): string {
+function statusLine(tMs: number, durationMs: number, load: Load, kills: Kill[], m: MemorySample | undefined): string {
   const counts = Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as Record<Outcome, number>;
-  for (const r of records) if (r.endMs !== undefined) counts[classify(r, kills).outcome]++;
+  for (const r of load.records) if (r.endMs !== undefined) counts[classify(r, kills).outcome]++;
   const clockText = (ms: number) => `${Math.floor(ms / 60_000)}:${String(Math.floor((ms % 60_000) / 1000)).padStart(2, "0")}`;
-  return `[soak ${clockText(tMs)}/${clockText(durationMs)}] ${records.length} sent, ${running} running, ` +
+  return `[soak ${clockText(tMs)}/${clockText(durationMs)}] ${load.records.length} sent, ${load.runningCount} running, ` +
     OUTCOMES.map((o) => `${o} ${counts[o]}`).join(", ") +
     ` | envoy ${mb(m?.envoyRssBytes)}, aggregator ${mb(m?.aggregatorRssBytes)}, wasm ${mb(m?.wasmBytes)}`;
 }
