@@ -42,6 +42,7 @@ import { FleetView } from "../core/fleet-view";
 import { viewIsStale, StaleViewPolicy } from "../core/view";
 import { FilterConfig, Gate } from "./config";
 import { FilterMetrics } from "./metrics";
+import { reportMemoryGrowth } from "./memory-gauge";
 import { SharedHealth } from "./shared-health";
 import { SharedInflight } from "./shared-inflight";
 import { SharedPrefixLog } from "./shared-prefix-log";
@@ -126,6 +127,7 @@ export class GatewayRoot extends RootContext {
     this.refresh();
     this.metrics!.tick(this.view.current, this.nowMs, this.view.heardMs);
     this.stats!.flush();
+    reportMemoryGrowth();
   }
 
   createHttpContext(id: u32): HttpContext | null {

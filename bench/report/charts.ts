@@ -8,7 +8,7 @@ import type { ScenarioResult } from "../types.js";
 const WIDTH = 640;
 const HEIGHT = 340;
 
-async function render(spec: TopLevelSpec): Promise<string> {
+export async function render(spec: TopLevelSpec): Promise<string> {
   const view = new vega.View(vega.parse(compile(spec).spec), { renderer: "none" });
   try {
     return await view.toSVG();
