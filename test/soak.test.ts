@@ -64,6 +64,15 @@ describe("memory levelling", () => {
     expect(trendOf(series((m) => 40 + m), "envoyRssBytes", 600_000).levelsOff).toBe(false);
     expect(trendOf(series(() => 40), "aggregatorRssBytes", 600_000).levelsOff).toBeNull();
   });
+
+  it("passes a garbage collector's sawtooth whose peaks repeat, even caught climbing at the end; fails one whose peaks rise", () => {
+    // As the aggregator did: climbs 80 -> 110 MiB, drops at major collections (2 and 4 min), then one slow climb to the end.
+    const gc = (m: number) => (m < 4 ? 80 + 15 * (m % 2) : 80 + 5 * (m - 4));
+    const bounded = trendOf(series(gc), "envoyRssBytes", 600_000);
+    expect(bounded.secondHalfSlopeBytesPerMin).toBeGreaterThan(0);
+    expect(bounded.levelsOff).toBe(true);
+    expect(trendOf(series((m) => gc(m) + m), "envoyRssBytes", 600_000).levelsOff).toBe(false);
+  });
 });
 
 describe("a 20-second soak on the real stack", () => {

@@ -11,7 +11,7 @@ import { Load } from "./load.js";
 import { MemorySampler, type MemorySample } from "./memory.js";
 import { DEFAULT_CYCLE, planEvents, type Cycle } from "./schedule.js";
 import { startSoakStack } from "./stack.js";
-import { JUDGED_FROM_MS, SERIES, trendOf, type Trend } from "./trend.js";
+import { JUDGED_FROM_MS, SERIES, SERIES_TITLES, trendOf, type Trend } from "./trend.js";
 
 export interface SoakOptions {
   durationMs: number;
@@ -195,7 +195,12 @@ export function verdict(result: SoakResult): string[] {
     reasons.push(`${result.byOutcome.unexpected} unexpected errors: ${kinds}`);
   }
   if (result.settings.durationMs >= JUDGED_FROM_MS) {
-    for (const t of result.trends) if (t.levelsOff === false) reasons.push(`${t.series} does not level off`);
+    for (const t of result.trends) {
+      if (t.levelsOff === false) {
+        reasons.push(`${SERIES_TITLES[t.series]} does not level off: its second-half peak is ` +
+          `${((t.secondHalfPeakBytes! - t.firstHalfPeakBytes!) / 1024).toFixed(0)} KiB above its first half's (at most ${(t.allowedRiseBytes! / 1024).toFixed(0)} KiB)`);
+      }
+    }
   }
   return reasons;
 }

@@ -3,7 +3,7 @@
 // levelling rule), and the events as they happened.
 import { INJECTED_WINDOW_MS, OUTCOMES } from "./classify.js";
 import type { SoakResult } from "./index.js";
-import { JUDGED_FROM_MS, LEVEL_FLOOR_BYTES, LEVEL_SHARE_PER_MIN, SERIES_TITLES, type Trend } from "./trend.js";
+import { JUDGED_FROM_MS, LEVEL_RISE_FLOOR_BYTES, LEVEL_RISE_SHARE, SERIES_TITLES, type Trend } from "./trend.js";
 
 const MiB = 2 ** 20;
 const mib = (bytes: number | null) => (bytes === null ? "-" : (bytes / MiB).toFixed(1));
@@ -48,12 +48,13 @@ export function soakMarkdown(r: SoakResult, reasons: string[], command: string, 
     ...unexpectedList(r),
     "## Memory",
     "",
-    `Sampled every ${sec(r.settings.sampleEveryMs)} s. Levels off: the least-squares slope over the second half of the run is at most`,
-    `${LEVEL_SHARE_PER_MIN * 100}% of the second half's mean per minute (at least ${LEVEL_FLOOR_BYTES / 1024} KiB/min).` +
+    `Sampled every ${sec(r.settings.sampleEveryMs)} s. Levels off: the highest sample of the run's second half is at most`,
+    `${LEVEL_RISE_SHARE * 100}% (${LEVEL_RISE_FLOOR_BYTES / 1024} KiB at least) above the highest of its first half: a Node process's RSS climbs`,
+    "for minutes between major collections, so its high-water mark, not a fitted slope, shows whether it levels off." +
       (judged ? "" : ` Judged only on runs of ${JUDGED_FROM_MS / 60_000} min or more; shown here for information.`),
     "",
-    "| series | peak (MiB) | first minute (MiB) | last minute (MiB) | second-half slope (KiB/min) | allowed (KiB/min) | levels off |",
-    "|---|---:|---:|---:|---:|---:|---|",
+    "| series | peak (MiB) | first minute (MiB) | last minute (MiB) | second-half slope (KiB/min) | first-half peak (MiB) | second-half peak (MiB) | allowed rise (KiB) | levels off |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ...r.trends.map(trendRow),
     "",
     `Wasm memory is the filter's gauge \`llm_gateway.wasm_memory_bytes\`, the sum over its VMs (one per Envoy worker and one on the main thread);` +
@@ -80,7 +81,7 @@ function trendRow(t: Trend): string {
   const kib = (b: number | null) => (b === null ? "-" : (b / 1024).toFixed(0));
   const verdict = t.levelsOff === null ? "-" : t.levelsOff ? "yes" : "**no**";
   return `| ${SERIES_TITLES[t.series]} | ${mib(t.peakBytes)} | ${mib(t.firstMinuteMeanBytes)} | ${mib(t.lastMinuteMeanBytes)} | ` +
-    `${kib(t.secondHalfSlopeBytesPerMin)} | ${kib(t.allowedSlopeBytesPerMin)} | ${verdict} |`;
+    `${kib(t.secondHalfSlopeBytesPerMin)} | ${mib(t.firstHalfPeakBytes)} | ${mib(t.secondHalfPeakBytes)} | ${kib(t.allowedRiseBytes)} | ${verdict} |`;
 }
 
 function unexpectedList(r: SoakResult): string[] {
