@@ -2,6 +2,8 @@
 // attempts each got (requests sent on a connection to it, plus connections it
 // refused) and whether outlier detection has ejected it. A dead pod counts
 // nothing itself, so this is how the bench sees traffic still going to it.
+import { PeriodicSampler } from "../periodic-sampler.js";
+
 export interface HostState {
   attempts: number;
   ejected: boolean;
@@ -25,17 +27,15 @@ interface ClustersJson {
 }
 
 /** Samples one cluster's hosts every `intervalMs` until stopped. */
-export class ClusterWatch {
-  readonly samples: ClusterSample[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private inFlight: Promise<void> = Promise.resolve();
-
+export class ClusterWatch extends PeriodicSampler<ClusterSample> {
   constructor(
     private readonly adminUrl: string,
     private readonly cluster: string,
     private readonly clock: () => number,
-    private readonly intervalMs = 100,
-  ) {}
+    intervalMs = 100,
+  ) {
+    super(intervalMs);
+  }
 
   /** Takes (and records) a sample now: the baseline right before a fault. */
   async sample(): Promise<ClusterSample> {
@@ -54,19 +54,6 @@ export class ClusterWatch {
     const sample = { atMs, hosts };
     this.samples.push(sample);
     return sample;
-  }
-
-  start(): void {
-    this.timer = setInterval(() => {
-      // A slow admin answer delays the next sample rather than piling requests up.
-      this.inFlight = this.inFlight.then(() => this.sample().then(() => {}, () => {}));
-    }, this.intervalMs);
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.inFlight;
-    await this.sample();
   }
 
   /** One entry per attempt on `address` after `fromMs`, at the time of the first sample that counted it. */

@@ -4,6 +4,7 @@
 // filter's own gauge: Envoy's stats give no Wasm memory figure).
 import { readFileSync } from "node:fs";
 import type { EnvoyProcess } from "../../host/envoy/index.js";
+import { PeriodicSampler } from "../periodic-sampler.js";
 
 export const WASM_MEMORY_STAT = "wasmcustom.llm_gateway.wasm_memory_bytes";
 /** Rebuilt VMs add their memory to the gauge again (memory-gauge.ts): the report shows this beside it. */
@@ -31,17 +32,15 @@ export function rssBytes(pid: number | null): number | null {
   return kb === undefined ? null : Number(kb) * 1024;
 }
 
-export class MemorySampler {
-  readonly samples: MemorySample[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private inFlight: Promise<void> = Promise.resolve();
-
+export class MemorySampler extends PeriodicSampler<MemorySample> {
   constructor(
     private readonly envoy: EnvoyProcess,
     private readonly aggregatorPid: () => number | null,
     private readonly clock: () => number,
-    private readonly intervalMs: number,
-  ) {}
+    intervalMs: number,
+  ) {
+    super(intervalMs);
+  }
 
   async sample(): Promise<MemorySample> {
     const stats = await this.envoy
@@ -56,19 +55,6 @@ export class MemorySampler {
     };
     this.samples.push(s);
     return s;
-  }
-
-  start(): void {
-    this.timer = setInterval(() => {
-      // A slow admin answer delays the next sample instead of piling requests up.
-      this.inFlight = this.inFlight.then(() => this.sample().then(() => {}, () => {}));
-    }, this.intervalMs);
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.inFlight;
-    await this.sample();
   }
 
   latest(): MemorySample | undefined {
