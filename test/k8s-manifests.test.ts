@@ -14,6 +14,7 @@ import { parse as parseYaml, parseAllDocuments, stringify } from "yaml";
 import { parseGatewayConfig, type GatewayConfig } from "../host/config.js";
 import { apiServerBinaries, startLocalApiServer, type LocalApiServer } from "../host/localkube/apiserver.js";
 import { projectRoot } from "../host/paths.js";
+import { skipWithout } from "./helpers/requirements.js";
 
 const kustomizations = {
   base: join(projectRoot, "deploy/kubernetes/base"),
@@ -53,8 +54,11 @@ function servicePort(service: Obj, name: string): { port: number; targetPort: st
   return port;
 }
 
-const haveKubectl = spawnSync("kubectl", ["version", "--client"], { stdio: "ignore" }).status === 0;
-if (!haveKubectl) console.warn("k8s-manifests.test: SKIPPED: kubectl is not installed (Debian: apt-get install kubernetes-client)");
+const haveKubectl = !skipWithout(
+  spawnSync("kubectl", ["version", "--client"], { stdio: "ignore" }).status === 0,
+  "k8s-manifests.test",
+  "kubectl is not installed (Debian: apt-get install kubernetes-client)",
+);
 
 interface Manifests {
   objs: Obj[];
@@ -250,10 +254,11 @@ function dryRun(kubeconfig: string, stream: string): { status: number | null; st
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-const haveApiServer = apiServerBinaries() !== null;
-if (haveKubectl && !haveApiServer) {
-  console.warn("k8s-manifests.test: SKIPPED the dry run: kube-apiserver is not built (scripts/kube/build-apiserver.sh, about 10 minutes cold)");
-}
+const haveApiServer = !skipWithout(
+  apiServerBinaries() !== null,
+  "k8s-manifests.test (the dry run)",
+  "kube-apiserver is not built (scripts/kube/build-apiserver.sh, about 10 minutes cold)",
+);
 
 describe.skipIf(!haveKubectl || !haveApiServer)("kubectl apply --dry-run=server against a real kube-apiserver", () => {
   let server: LocalApiServer;

@@ -17,6 +17,7 @@ import { parseGatewayConfig } from "../host/config.js";
 import { startFleet, type Fleet } from "../host/fakeserver/index.js";
 import { projectRoot } from "../host/paths.js";
 import { startStack, type Stack } from "../host/stack.js";
+import { skipWithout } from "./helpers/requirements.js";
 import { waitFor } from "./helpers/stack.js";
 
 const LLAMA = "meta-llama/Llama-3.1-8B-Instruct";
@@ -56,9 +57,6 @@ interface Prometheus {
 
 /** Debian's prometheus on 127.0.0.1 with a generated config and a temp TSDB, scraping `targets` (job -> [address, path]) every second. */
 async function startPrometheus(dir: string, targets: Record<string, [string, string]>): Promise<Prometheus> {
-  if (spawnSync("prometheus", ["--version"]).error) {
-    throw new Error("prometheus is not installed: run scripts/ci/install-prometheus.sh");
-  }
   const port = await freePort();
   const config = {
     global: { scrape_interval: "1s", scrape_timeout: "900ms", evaluation_interval: "1s" },
@@ -104,7 +102,10 @@ async function startPrometheus(dir: string, targets: Record<string, [string, str
   };
 }
 
-describe("a real Prometheus scraping Envoy and the aggregator", () => {
+const SUITE = "a real Prometheus scraping Envoy and the aggregator";
+const skip = skipWithout(!spawnSync("prometheus", ["--version"]).error, SUITE, "prometheus is not installed: run scripts/ci/install-prometheus.sh");
+
+describe.skipIf(skip)(SUITE, () => {
   let dir: string;
   let fleet: Fleet;
   let stack: Stack | undefined;

@@ -7,20 +7,14 @@ import net from "node:net";
 import { describe } from "vitest";
 import type { DiscoveryEventKind, DiscoverySink, Target } from "../../host/discovery/source.js";
 import { apiServerBinaries } from "../../host/localkube/apiserver.js";
+import { skipWithout } from "./requirements.js";
 import { waitFor } from "./stack.js";
 
-/**
- * `describe`, skipped with the reason when the API server is not built: the
- * one case where these tests may not run (CI builds it first).
- */
+/** `describe`, skipped with the reason when the API server is not built (failing instead under CI). */
 export function describeWithApiServer(name: string, body: () => void): void {
-  if (apiServerBinaries()) {
-    describe(name, body);
-    return;
-  }
   const why = "kube-apiserver and etcd are not built: run scripts/kube/build-apiserver.sh (about 10 minutes cold, cached in ~/.cache/kube-local)";
-  console.warn(`SKIPPED "${name}": ${why}`);
-  describe.skip(`${name} (SKIPPED: ${why})`, body);
+  if (skipWithout(apiServerBinaries() !== null, name, why)) describe.skip(`${name} (SKIPPED: ${why})`, body);
+  else describe(name, body);
 }
 
 export interface PodState {
