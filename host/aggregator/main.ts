@@ -4,6 +4,7 @@
 import { parseArgs } from "node:util";
 import { ConfigError, formatHostPort, loadGatewayConfig } from "../config.js";
 import { watchConfigFile } from "./config-watch.js";
+import { checkPortsFree, explainBindError, type PortClaim } from "../ports.js";
 import { startAggregator } from "./index.js";
 import { metricsUrl } from "./metrics.js";
 
@@ -23,10 +24,17 @@ async function main(): Promise<void> {
   if (!values.config) throw new Error(USAGE);
   const config = loadGatewayConfig(values.config);
   const log = (line: string) => console.log(`[aggregator] ${line}`);
-  const aggregator = await startAggregator(config, {
-    port: portArg(values.port, "--port"),
-    metricsPort: portArg(values["metrics-port"], "--metrics-port"),
-    log,
+  const port = portArg(values.port, "--port");
+  const metricsPort = portArg(values["metrics-port"], "--metrics-port");
+  // A second aggregator on the same ports is refused naming the field, as `npm start` does.
+  const { host: bindHost } = config.aggregator;
+  const claims: PortClaim[] = [
+    { part: values.port === undefined ? "aggregator.port" : "--port", host: bindHost, port: port ?? config.aggregator.port },
+    { part: values["metrics-port"] === undefined ? "aggregator.metricsPort" : "--metrics-port", host: bindHost, port: metricsPort ?? config.aggregator.metricsPort },
+  ];
+  await checkPortsFree(claims);
+  const aggregator = await startAggregator(config, { port, metricsPort, log }).catch((err: unknown) => {
+    throw explainBindError(err, claims);
   });
   const host = config.aggregator.host;
   // Launchers wait for this exact line.
