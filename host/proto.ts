@@ -24,6 +24,8 @@ export interface EndpointMsg {
   capacity?: number;
   /** KV-cache capacity in tokens; 0 (or absent) = unknown. */
   kvTokens?: number;
+  /** Sequences the engine batches at once; 0 (or absent) = unknown. */
+  batchSlots?: number;
 }
 export interface PoolMsg { name: string; baseModel: string; weights: WeightsMsg; endpoints: EndpointMsg[] }
 /** proto Priority: the encoder takes the number (or the name); decoded messages carry the number. */
@@ -37,7 +39,10 @@ export interface SplitMsg { model: number; weight: number }
 export interface ModelMsg { name: string; pool: number; adapter: string; profile?: number; priority?: number; splits?: SplitMsg[] }
 /** The config's admission settings travel as they are (proto Admission). */
 export type AdmissionMsg = AdmissionConfig;
-export interface ProfileMsg { name: string; weights: WeightsMsg; admission: AdmissionMsg }
+/** proto Deadlines: per-try deadline to a response's first byte, computed per request by the filter. */
+export interface DeadlinesMsg { firstByteMs: number; promptMsPerKtoken: number; outputMsPerToken: number; assumedOutputTokens: number }
+/** deadlines is optional here only so hand-built messages may leave it out (the filter then sets no per-try deadline). */
+export interface ProfileMsg { name: string; weights: WeightsMsg; admission: AdmissionMsg; deadlines?: DeadlinesMsg }
 /** Without profiles (hand-built messages may leave them out) the filter scores with pool weights and admits everything. */
 export interface SnapshotMsg { version: number; models: ModelMsg[]; pools: PoolMsg[]; generatedUnixMs: number; profiles?: ProfileMsg[] }
 export interface HelloMsg { client: string; haveVersion: number }
