@@ -19,6 +19,7 @@ import { hashBuffer, mix64 } from "./core/hash";
 import { PoolLoad } from "./core/admission";
 import { LocalRefusals } from "./core/refusals";
 import { findUsage, Usage, UsageTail } from "./core/usage";
+import { Outcome } from "./core/outcome";
 
 let router = new Router(1);
 let view = new FleetView();
@@ -148,8 +149,8 @@ export function exchangePrefixLog(log: Uint8Array): Uint8Array {
  * header asked for (-1 none, -2 not a class, else core/priority.ts).
  * Returns a JSON object:
  * {"endpoint": "ip:port" | null, "fallbacks": [...], "pool", "model", "target",
- * "class", "downgraded", "retried", "stream", "includeUsage", "prompt": [start, end], "explanation"?}
- * (endpoint null when the view is too old to rank; target is the model served
+ * "class", "downgraded", "retried", "stream", "includeUsage", "prompt": [start, end], "deadlineMs", "explanation"?}
+ * (endpoint null when there is no pod to name and Envoy's balancer picks; target is the model served
  * after a canary split) or {"status": N, "error": {message, type, param, code},
  * "retryAfterS"?, "explanation"?} (the OpenAI error body; retryAfterS with a 429).
  */
@@ -182,7 +183,26 @@ export function route(body: Uint8Array, kind: i32, priority: i32, mayClaimCritic
     ',"stream":' + (req.stream ? "true" : "false") +
     ',"includeUsage":' + (req.includeUsage ? "true" : "false") +
     ',"prompt":[' + req.promptStart.toString() + "," + req.promptEnd.toString() + "]" +
+    ',"blind":' + (router.blind ? "true" : "false") +
+    ',"deadlineMs":' + router.deadlineMs.toString() +
     (explain ? explained + jsonString(router.explanation) : "") + "}";
+}
+
+const outcome = new Outcome();
+
+/**
+ * How the filter judges a routed request's end (core/outcome.ts): bit 0 the
+ * pod chosen first failed it, bit 1 the pod Envoy moved it to failed too,
+ * bit 2 the first pod served it well.
+ */
+export function judgeOutcome(moved: bool, status: i32, flags: u64, stream: bool, sawDone: bool): i32 {
+  outcome.judge(moved, status, flags, stream, sawDone);
+  return (outcome.primaryFailed ? 1 : 0) | (outcome.servedFailed ? 2 : 0) | (outcome.primarySucceeded ? 4 : 0);
+}
+
+/** Whether an answer whose chunks went through usageTailPush ended with a stream's terminal event. */
+export function usageTailEndsWithDone(): bool {
+  return usageTail.endsWithDone();
 }
 
 // The answer side: token counts from a model server's usage object, read as

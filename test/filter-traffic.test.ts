@@ -11,13 +11,15 @@ const START_MS = 1_700_000_000_000;
 const ADMIT = { enabled: true, maxWaiting: 4, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60 };
 const WEIGHTS = { queue: 2, kvCache: 1, running: 1, lora: 0, prefix: 0 };
 
+/** Pods whose batch of 4 is full, with `waiting` queued: what they are sent queues. */
 function fleet(waiting: number): SnapshotMsg {
+  const full = { waiting, running: 4, batchSlots: 4 };
   return {
     version: 1,
     generatedUnixMs: 0,
     pools: [
-      pool("p", "llama-3.1-8b", [endpoint("10.0.0.1:80", { waiting }), endpoint("10.0.0.2:80", { waiting })], WEIGHTS),
-      pool("q", "llama-3.2-8b", [endpoint("10.0.0.3:80", { waiting })], WEIGHTS),
+      pool("p", "llama-3.1-8b", [endpoint("10.0.0.1:80", full), endpoint("10.0.0.2:80", full)], WEIGHTS),
+      pool("q", "llama-3.2-8b", [endpoint("10.0.0.3:80", full)], WEIGHTS),
     ],
     profiles: [{ name: "latency", weights: WEIGHTS, admission: ADMIT }],
     models: [

@@ -52,7 +52,32 @@ describe("ranked destination", () => {
 });
 
 describe("view age", () => {
-  it("routes by model only (Envoy picks in the pool) once the aggregator is silent past the bound", () => {
+  it("past the bound, names only the pods last known good, fewest of its requests in flight first", () => {
+    router.setSnapshot(snapshot([pool("p", "llama", [
+      endpoint("10.0.0.1:80", { waiting: 9 }),
+      endpoint("10.0.0.2:80", { fresh: false }),
+      endpoint("10.0.0.3:80", { waiting: 0 }),
+      endpoint("10.0.0.4:80", { waiting: 0 }),
+    ], { queue: 1, kvCache: 0, running: 0 })]));
+    router.setClock(1_000_000, 1_000_000);
+    router.recordOutcome("10.0.0.4:80", true, { ejectAfter: 1, ejectMs: 60_000 });
+    router.setClock(1_000_000 + 3_001, 1_000_000);
+    // Stale metrics rank nothing: 10.0.0.1 and 10.0.0.3 tie on none in flight; the
+    // pod the aggregator saw failing and the ejected one are never named.
+    const first = routed(router.route(CHAT));
+    expect(new Set([first.endpoint, ...first.fallbacks])).toEqual(new Set(["10.0.0.1:80", "10.0.0.3:80"]));
+    expect(first.pool).toBe("p");
+    // The first is now busier by one request of ours: the other goes first.
+    const second = routed(router.route(CHAT));
+    expect(second.endpoint).not.toBe(first.endpoint);
+    expect(second.endpoint).toBe(first.fallbacks[0]);
+  });
+
+  it("past the bound with no pod last known good, names none: Envoy's balancer picks among healthy hosts", () => {
+    router.setSnapshot(snapshot([pool("p", "llama", [
+      endpoint("10.0.0.1:80", { fresh: false }),
+      endpoint("10.0.0.2:80", { fresh: false }),
+    ], { queue: 1, kvCache: 0, running: 0 })]));
     router.setClock(1_000_000 + 3_001, 1_000_000);
     const r = routed(router.route(CHAT));
     expect(r.endpoint).toBeNull();

@@ -93,7 +93,8 @@ describe("in-flight accounting", () => {
 
   it("counts a request sent since the scrape once: a new snapshot takes the counts as its baseline", () => {
     fresh();
-    w.install([endpoint(A), endpoint(B)], { queue: 1 });
+    // Both already queue, so what they are sent queues too.
+    w.install([endpoint(A, { waiting: 1 }), endpoint(B, { waiting: 1 })], { queue: 1 });
     // Three requests go out; the next scrape shows them queued on A.
     const sent = [w.route(0, chat("x")), w.route(0, chat("y")), w.route(0, chat("z"))];
     expect(new Set(sent).size).toBe(2);

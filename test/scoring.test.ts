@@ -60,8 +60,9 @@ describe("picker", () => {
 
   it("spreads a burst between snapshots by counting its requests in flight", () => {
     const tally = new Map<string, number>();
+    // Idle pods queue nothing, so the running batch spreads it: join the shortest.
     load([endpoint("10.0.0.1:80"), endpoint("10.0.0.2:80"), endpoint("10.0.0.3:80"), endpoint("10.0.0.4:80")],
-      { queue: 1, kvCache: 0, running: 0 });
+      { queue: 1, kvCache: 0, running: 1 });
     for (let i = 0; i < 40; i++) {
       const e = pick();
       tally.set(e, (tally.get(e) ?? 0) + 1);

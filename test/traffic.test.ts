@@ -15,6 +15,12 @@ const ADMIT: AdmissionMsg = { enabled: true, maxWaiting: 4, maxKvCache: 0.95, sh
 const WEIGHTS = { queue: 2, kvCache: 1, running: 1, lora: 0, prefix: 0 };
 
 /**
+ * Pods whose batch is full, unless a test says otherwise: what they are sent
+ * queues, so admission has something to judge.
+ */
+const FULL: Partial<EndpointMsg> = { running: 4, batchSlots: 4 };
+
+/**
  * Pool p (llama, pods A and B, profile "latency") and pool q (llama-v2, pod C,
  * profile "open": admission off); "batch" is a sheddable adapter of llama;
  * "llama-canary" splits 90/10 between llama and llama-v2.
@@ -23,7 +29,7 @@ function fleet(a: Partial<EndpointMsg>, b: Partial<EndpointMsg>, admission: Part
   return {
     version: 1,
     generatedUnixMs: 0,
-    pools: [pool("p", "llama", [endpoint(A, a), endpoint(B, b)], WEIGHTS), pool("q", "llama-v2", [endpoint(C)], WEIGHTS)],
+    pools: [pool("p", "llama", [endpoint(A, { ...FULL, ...a }), endpoint(B, { ...FULL, ...b })], WEIGHTS), pool("q", "llama-v2", [endpoint(C, FULL)], WEIGHTS)],
     profiles: [
       { name: "latency", weights: WEIGHTS, admission: { ...ADMIT, ...admission } },
       { name: "open", weights: WEIGHTS, admission: { ...ADMIT, enabled: false } },
@@ -95,7 +101,7 @@ describe("admission", () => {
   });
 
   it("counts requests sent since the scrape: the queue fills up to the limit, then refuses", () => {
-    install(fleet({ waiting: 0, running: 8 }, { waiting: 0, running: 8 }));
+    install(fleet({ waiting: 0 }, { waiting: 0 }));
     let routed = 0;
     while (routed < 100 && "endpoint" in route()) routed++;
     // Each pod takes requests until its estimated queue reaches 4.
@@ -148,6 +154,14 @@ describe("classes", () => {
     expect(route({ priority: "critical", mayClaimCritical: true })).toMatchObject({ class: "critical", downgraded: false });
   });
 
+  it("grants a model's Critical default only to clients that may claim Critical", () => {
+    install(fleet({}, {}));
+    // The claim gate is the one place that grants Critical: a model's default cannot go around it.
+    expect(route({}, "llama-canary")).toMatchObject({ class: "standard", downgraded: true });
+    expect(route({ mayClaimCritical: true }, "llama-canary")).toMatchObject({ class: "critical", downgraded: false });
+    expect(route({ priority: "sheddable" }, "llama-canary")).toMatchObject({ class: "sheddable", downgraded: false });
+  });
+
   it("answers a priority header that names no class with a 400", () => {
     install(fleet({}, {}));
     expect(route({ priority: "urgent" })).toMatchObject({ status: 400, error: { param: "x-llm-priority" } });
@@ -158,7 +172,7 @@ describe("classes", () => {
 describe("Retry-After", () => {
   /** `perSecond` completions a second for `seconds`, the pool never short of room. */
   function drain(perSecond: number, seconds: number): void {
-    install(fleet({ waiting: 0, running: 8 }, { waiting: 0, running: 8 }));
+    install(fleet({ waiting: 0 }, { waiting: 0 }));
     for (let i = 0; i < perSecond * seconds; i++) {
       const pod = admitted(route());
       advance(Math.round(1000 / perSecond));
@@ -237,12 +251,31 @@ describe("retries", () => {
   it("admits the retry of a refused request up to a limit halfway to the next class's, once", () => {
     install(fleet({ waiting: 2 }, { waiting: 2 }));
     const body = chat();
-    // Sheddable's limit is 2: refused. Its retry's is 3 (halfway to Standard's 4).
-    expect(route({ priority: "sheddable" }, "llama", body)).toMatchObject({ status: 429 });
+    // Sheddable's limit is 2: refused. Its retry's is 3 (halfway to Standard's 4), once it has waited.
+    const refused = route({ priority: "sheddable" }, "llama", body);
+    expect(refused).toMatchObject({ status: 429 });
+    advance(((refused as { retryAfterS: number }).retryAfterS) * 1000);
     expect(route({ priority: "sheddable" }, "llama", body)).toMatchObject({ class: "sheddable", retried: true });
     // A new request of the class is still refused, and so is a second retry of the same body.
     expect(route({ priority: "sheddable" })).toMatchObject({ status: 429 });
     expect(route({ priority: "sheddable" }, "llama", body)).toMatchObject({ status: 429 });
+  });
+
+  it("gives a retry sent before its Retry-After no preference; the refusal it gets starts the wait again", () => {
+    // 5 waiting per pod: Standard's limit (4) refuses, a retry's (6) would admit.
+    install(fleet({ waiting: 5 }, { waiting: 5 }));
+    const body = chat();
+    expect(route({}, "llama", body)).toMatchObject({ status: 429 });
+    // Straight back: refused like new work, with a new Retry-After.
+    const early = route({}, "llama", body) as { status: number; retryAfterS: number };
+    expect(early).toMatchObject({ status: 429 });
+    // Just short of that: still new work.
+    advance(early.retryAfterS * 1000 - 300);
+    const late = route({}, "llama", body) as { status: number; retryAfterS: number };
+    expect(late).toMatchObject({ status: 429 });
+    // Waited the Retry-After of the last refusal: let in on the retry limit.
+    advance(late.retryAfterS * 1000);
+    expect(route({}, "llama", body)).toMatchObject({ retried: true, class: "standard" });
   });
 
   it("recognises the retry on another worker, and not after its Retry-After and grace have passed", async () => {
@@ -254,6 +287,8 @@ describe("retries", () => {
     const body = chat();
     const refused = route({}, "llama", body);
     expect(refused).toMatchObject({ status: 429, retryAfterS: 1 });
+    advance(1_000);
+    other.setClock(now, now);
     expect(shared.route(other, body, "chat", {})).toMatchObject({ retried: true, class: "standard" });
 
     const late = chat();
@@ -265,10 +300,10 @@ describe("retries", () => {
 
 describe("canary splits", () => {
   it("sends exactly 90/10 of a split model's requests to its targets, in their pools", () => {
-    install(fleet({}, {}));
+    install(fleet({ running: 0, batchSlots: 256 }, { running: 0, batchSlots: 256 }));
     const served: Record<string, number> = {};
     for (let i = 0; i < 1000; i++) {
-      const r = route({}, "llama-canary");
+      const r = route({ mayClaimCritical: true }, "llama-canary");
       if (!("target" in r)) throw new Error(JSON.stringify(r));
       served[r.target] = (served[r.target] ?? 0) + 1;
       expect(r.model).toBe("llama-canary");
@@ -284,7 +319,7 @@ describe("canary splits", () => {
     let served = 0;
     for (let i = 0; i < 1000; i++) {
       if (i % 4 === 0) install({ ...fleet({ waiting: i % 3 }, {}), version: i + 1 });
-      const r = route({}, "llama-canary");
+      const r = route({ mayClaimCritical: true }, "llama-canary");
       if (!("target" in r)) throw new Error(JSON.stringify(r));
       if (r.target === "llama-v2") served++;
       shared.release(router, r.endpoint!);

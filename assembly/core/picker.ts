@@ -57,6 +57,32 @@ export class Picker {
   }
 
   /**
+   * A pick without trusted metrics (the view is too old to score on): the
+   * pods that were fresh and not ejected when last heard of, fewest of this
+   * gateway's requests in flight first, ties at random. Empty when there are
+   * none; Envoy's own balancer then picks among the pool's healthy hosts.
+   */
+  chooseBlind(pool: Pool, nowMs: u64): void {
+    this.ranked.length = 0;
+    const all = pool.endpoints;
+    const c = this.candidates;
+    c.length = 0;
+    for (let i = 0; i < all.length; i++) {
+      const e = unchecked(all[i]);
+      if (e.fresh && e.ejectedUntilMs <= nowMs) c.push(e);
+    }
+    const n = c.length;
+    this.ensureCapacity(n);
+    for (let i = 0; i < n; i++) unchecked(this.totals[i] = -<f64>unchecked(c[i]).inflight);
+    const keep = min(n, MAX_RANKED);
+    for (let k = 0; k < keep; k++) {
+      const best = this.argmax(n);
+      this.ranked.push(unchecked(c[best]));
+      unchecked(this.totals[best] = -f64.MAX_VALUE);
+    }
+  }
+
+  /**
    * Second step: fills `ranked` from the prepared candidates. With `explain`,
    * `contributions[s * n + i]` keeps scorer s's weighted score of candidate i.
    */

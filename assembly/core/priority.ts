@@ -1,8 +1,9 @@
 // Flow-control classes. A request asks for one with a header; otherwise its
 // model's default applies. Critical is admitted longest, Sheddable refused
 // first (core/admission.ts). Asking for a lower class is always allowed;
-// Critical only for clients the gateway's config trusts: for anyone else the
-// header is ignored and the model's default applies.
+// Critical only for clients the gateway's config trusts, whether they ask for
+// it or their model's default is Critical: the claim gate is the one place
+// that grants it, and anyone else is served at Standard.
 export const enum Priority { Standard = 0, Critical = 1, Sheddable = 2 }
 
 /** No class asked for. */
@@ -28,11 +29,12 @@ export function parsePriority(ptr: usize, len: i32): i32 {
 
 /**
  * The class a request is served at: what it asked for (or the model's
- * default), Critical only when the client may claim it.
+ * default), Critical only when the client may claim it (else the model's
+ * default, and Standard if that is Critical).
  */
 export function effectivePriority(asked: i32, modelDefault: Priority, mayClaimCritical: bool): Priority {
-  if (asked < 0 || (asked == Priority.Critical && !mayClaimCritical)) return modelDefault;
-  return <Priority>asked;
+  const p = asked < 0 || (asked == Priority.Critical && !mayClaimCritical) ? modelDefault : <Priority>asked;
+  return p == Priority.Critical && !mayClaimCritical ? Priority.Standard : p;
 }
 
 function asciiEqualsLower(ptr: usize, len: i32, lower: string): bool {

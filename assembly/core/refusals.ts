@@ -1,7 +1,9 @@
 // Requests refused for lack of room, remembered until their Retry-After has
 // passed (plus some grace), so that the retry a client was told to make can be
 // told apart from new work: it is admitted up to a limit halfway to the next
-// class's (core/admission.ts, retryLimit). Without that, a
+// class's (core/admission.ts, retryLimit). The preference is earned by
+// waiting: a copy sent before its Retry-After is new work, and the refusal it
+// gets starts the wait again. Without that, a
 // retry that lands while the pool is still saturated competes with the very
 // overload that refused it. The key is the hash of the whole body: a retry
 // resends the same request, and a client gains nothing by sending one twice
@@ -13,10 +15,13 @@
 
 /** Longest the memory grows; the entries closest to expiry go first. */
 const MAX_ENTRIES: i32 = 1024;
-const ENTRY_BYTES: i32 = 16;
+const ENTRY_BYTES: i32 = 24;
 
 export class RefusalMemory {
   private hashes: u64[] = [];
+  /** A retry counts from here (the refusal's Retry-After)... */
+  private notBefores: u64[] = [];
+  /** ...until here. */
   private expiries: u64[] = [];
 
   get size(): i32 {
@@ -25,26 +30,32 @@ export class RefusalMemory {
 
   clear(): void {
     this.hashes.length = 0;
+    this.notBefores.length = 0;
     this.expiries.length = 0;
   }
 
-  /** Remembers a refused body until `expiryMs`; expired entries are dropped on the way. */
-  remember(hash: u64, expiryMs: u64, nowMs: u64): void {
+  /** Remembers a refused body as retried from `notBeforeMs` until `expiryMs`; expired entries are dropped on the way. */
+  remember(hash: u64, notBeforeMs: u64, expiryMs: u64, nowMs: u64): void {
     this.forgetExpired(nowMs);
     const i = this.hashes.indexOf(hash);
     if (i >= 0) {
+      unchecked(this.notBefores[i] = notBeforeMs);
       unchecked(this.expiries[i] = expiryMs);
       return;
     }
     if (this.hashes.length >= MAX_ENTRIES) this.removeAt(this.soonest());
     this.hashes.push(hash);
+    this.notBefores.push(notBeforeMs);
     this.expiries.push(expiryMs);
   }
 
-  /** True, and forgotten, if `hash` was refused and its time has not run out. */
+  /**
+   * True, and forgotten, if `hash` was refused and comes back within its
+   * window. Before the window it is kept (and false): the client did not wait.
+   */
   take(hash: u64, nowMs: u64): bool {
     const i = this.hashes.indexOf(hash);
-    if (i < 0) return false;
+    if (i < 0 || nowMs < unchecked(this.notBefores[i])) return false;
     const live = unchecked(this.expiries[i]) > nowMs;
     this.removeAt(i);
     return live;
@@ -60,7 +71,8 @@ export class RefusalMemory {
     for (let i = 0; i < n; i++) {
       const at = ptr + 4 + <usize>(i * ENTRY_BYTES);
       store<u64>(at, unchecked(this.hashes[i]));
-      store<u64>(at + 8, unchecked(this.expiries[i]));
+      store<u64>(at + 8, unchecked(this.notBefores[i]));
+      store<u64>(at + 16, unchecked(this.expiries[i]));
     }
   }
 
@@ -74,7 +86,8 @@ export class RefusalMemory {
     for (let i = 0; i < <i32>n; i++) {
       const at = ptr + 4 + <usize>(i * ENTRY_BYTES);
       this.hashes.push(load<u64>(at));
-      this.expiries.push(load<u64>(at + 8));
+      this.notBefores.push(load<u64>(at + 8));
+      this.expiries.push(load<u64>(at + 16));
     }
     return true;
   }
@@ -84,10 +97,12 @@ export class RefusalMemory {
     for (let i = 0; i < this.hashes.length; i++) {
       if (unchecked(this.expiries[i]) <= nowMs) continue;
       unchecked(this.hashes[k] = this.hashes[i]);
+      unchecked(this.notBefores[k] = this.notBefores[i]);
       unchecked(this.expiries[k] = this.expiries[i]);
       k++;
     }
     this.hashes.length = k;
+    this.notBefores.length = k;
     this.expiries.length = k;
   }
 
@@ -100,8 +115,10 @@ export class RefusalMemory {
   private removeAt(i: i32): void {
     const last = this.hashes.length - 1;
     unchecked(this.hashes[i] = this.hashes[last]);
+    unchecked(this.notBefores[i] = this.notBefores[last]);
     unchecked(this.expiries[i] = this.expiries[last]);
     this.hashes.length = last;
+    this.notBefores.length = last;
     this.expiries.length = last;
   }
 }
@@ -114,8 +131,8 @@ export class RefusalMemory {
 export abstract class RefusalLedger {
   /** True, and forgotten, if a body with `hash` was refused and may still be retried. */
   abstract take(hash: u64, nowMs: u64): bool;
-  /** Remembers a refused body until `expiryMs`. */
-  abstract remember(hash: u64, expiryMs: u64, nowMs: u64): void;
+  /** Remembers a refused body as retried from `notBeforeMs` until `expiryMs`. */
+  abstract remember(hash: u64, notBeforeMs: u64, expiryMs: u64, nowMs: u64): void;
 }
 
 /** A ledger in this instance's own memory (the native build, fed and read as bytes by its caller). */
@@ -126,7 +143,7 @@ export class LocalRefusals extends RefusalLedger {
     return this.memory.take(hash, nowMs);
   }
 
-  remember(hash: u64, expiryMs: u64, nowMs: u64): void {
-    this.memory.remember(hash, expiryMs, nowMs);
+  remember(hash: u64, notBeforeMs: u64, expiryMs: u64, nowMs: u64): void {
+    this.memory.remember(hash, notBeforeMs, expiryMs, nowMs);
   }
 }

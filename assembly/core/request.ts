@@ -35,6 +35,8 @@ export class OpenAIRequest extends JsonScanner {
   promptEnd: i32 = -1;
   /** Which field held the prompt: "messages", "prompt" or "". */
   promptField: string = "";
+  /** The output asked for (max_completion_tokens, else max_tokens) when a plain positive integer; 0 otherwise. */
+  maxTokens: i64 = 0;
   /** The validation message for a client error; empty when the body is usable. */
   problem: string = "";
   /** The field the problem is about, for the OpenAI error's `param`. */
@@ -45,6 +47,8 @@ export class OpenAIRequest extends JsonScanner {
   private streamOptionsMember: Member = new Member();
   private messagesMember: Member = new Member();
   private promptMember: Member = new Member();
+  private maxTokensMember: Member = new Member();
+  private maxCompletionTokensMember: Member = new Member();
 
   /**
    * Scans the body; on false, `problem` and `problemParam` say why. Chat
@@ -66,6 +70,9 @@ export class OpenAIRequest extends JsonScanner {
     this.streamOptionsMember.type = 0;
     this.messagesMember.type = 0;
     this.promptMember.type = 0;
+    this.maxTokensMember.type = 0;
+    this.maxCompletionTokensMember.type = 0;
+    this.maxTokens = 0;
     if (!this.scanObject(ptr, len)) {
       this.problem = (this.badUtf8 ? "request body is not valid UTF-8: " : "request body is not valid JSON: ") + this.error;
       return false;
@@ -89,6 +96,10 @@ export class OpenAIRequest extends JsonScanner {
       STREAM_OPTIONS.includeUsage = false;
       this.includeUsage = STREAM_OPTIONS.scanObject(this.base + <usize>options.start, options.end - options.start) && STREAM_OPTIONS.includeUsage;
     }
+
+    // Only read to size a deadline: the model server validates these fields.
+    this.maxTokens = this.integerAt(this.maxCompletionTokensMember);
+    if (this.maxTokens == 0) this.maxTokens = this.integerAt(this.maxTokensMember);
 
     const messages = this.messagesMember;
     const prompt = this.promptMember;
@@ -142,6 +153,20 @@ export class OpenAIRequest extends JsonScanner {
     else if (this.keyIs(keyStart, keyEnd, "stream_options")) this.streamOptionsMember.set(type, valueStart, valueEnd);
     else if (this.keyIs(keyStart, keyEnd, "messages")) this.messagesMember.set(type, valueStart, valueEnd);
     else if (this.keyIs(keyStart, keyEnd, "prompt")) this.promptMember.set(type, valueStart, valueEnd);
+    else if (this.keyIs(keyStart, keyEnd, "max_tokens")) this.maxTokensMember.set(type, valueStart, valueEnd);
+    else if (this.keyIs(keyStart, keyEnd, "max_completion_tokens")) this.maxCompletionTokensMember.set(type, valueStart, valueEnd);
+  }
+
+  /** A number member made only of up to 9 digits, as an integer; 0 for anything else. */
+  private integerAt(m: Member): i64 {
+    if (m.type != JsonType.Number || m.end - m.start > 9) return 0;
+    let v: i64 = 0;
+    for (let i = m.start; i < m.end; i++) {
+      const c = this.at(i);
+      if (c < 0x30 || c > 0x39) return 0;
+      v = v * 10 + <i64>(c - 0x30);
+    }
+    return v;
   }
 
   private setPrompt(field: string, m: Member): void {

@@ -5,6 +5,7 @@
 // the choice (in-flight count, prefix index).
 import { PoolLoad } from "./admission";
 import { chooseSplit } from "./canary";
+import { firstByteDeadlineMs } from "./deadline";
 import { ApiError, badRequest, modelNotFound, saturated, unavailable } from "./errors";
 import { explainPick, explainRefusal } from "./explain";
 import { FleetView } from "./fleet-view";
@@ -62,10 +63,12 @@ export class Router {
   /** The index of `pool` in the snapshot. */
   poolIndex: i32 = -1;
   /**
-   * True when the view was too old to rank endpoints (StaleViewPolicy.FailOpen):
-   * `ranked` is then empty and Envoy's own balancer picks among the pool's hosts.
+   * True when the view was too old to score endpoints (StaleViewPolicy.FailOpen):
+   * `ranked` then holds the pods last known good, least busy first (Picker.chooseBlind).
    */
   blind: bool = false;
+  /** Set when resolve() returns true: the per-try deadline to the first byte in ms (core/deadline.ts), 0 for none. */
+  deadlineMs: u32 = 0;
   /** This router's prefix decisions not yet shared with other workers: `pendingDecisions[0..pendingCount)`. */
   readonly pendingDecisions: PrefixDecision[] = [];
   pendingCount: i32 = 0;
@@ -80,7 +83,7 @@ export class Router {
     this.picker = new Picker(seed, prefixes);
   }
 
-  /** Best endpoint first, then fallbacks; empty when `blind`. */
+  /** Best endpoint first, then fallbacks; may be empty when `blind`. */
   get ranked(): Endpoint[] {
     return this.picker.ranked;
   }
@@ -92,15 +95,14 @@ export class Router {
   route(
     ptr: usize, len: i32, kind: ApiKind, view: FleetView, inflight: InflightTable, refusals: RefusalLedger, nowMs: u64, meta: RequestMeta,
   ): bool {
-    if (!this.resolve(ptr, len, kind, view, nowMs, meta)) return false;
-    return this.blind || this.rank(inflight, refusals);
+    return this.resolve(ptr, len, kind, view, nowMs, meta) && this.rank(inflight, refusals);
   }
 
   /**
    * First half of route(): reads the body, finds the pool and settles the
    * class; false with `error` set when the request must be refused. When it
-   * returns true and the view is not `blind`, rank() must follow. (The filter
-   * reads the shared in-flight table in between, and only then.)
+   * returns true, rank() must follow. (The filter reads the shared in-flight
+   * table in between, and only then.)
    */
   resolve(ptr: usize, len: i32, kind: ApiKind, view: FleetView, nowMs: u64, meta: RequestMeta): bool {
     this.error = null;
@@ -110,6 +112,7 @@ export class Router {
     this.target = null;
     this.split = null;
     this.blind = false;
+    this.deadlineMs = 0;
     this.downgraded = false;
     this.retryAfterS = 0;
     this.retried = false;
@@ -141,8 +144,11 @@ export class Router {
     this.target = model;
     this.split = split;
     this.priority = effectivePriority(meta.priority, requested.priority, meta.mayClaimCritical);
-    this.downgraded = meta.priority == Priority.Critical && this.priority != Priority.Critical;
+    this.downgraded = (meta.priority == Priority.Critical || (meta.priority < 0 && requested.priority == Priority.Critical)) &&
+      this.priority != Priority.Critical;
     if (pool.load == null) pool.load = this.loadFor(pool.name);
+    const promptBytes = body.promptStart >= 0 ? body.promptEnd - body.promptStart : 0;
+    this.deadlineMs = firstByteDeadlineMs(model.profile.deadlines, promptBytes, body.stream, body.maxTokens);
     const request = this.request;
     request.model = model;
     request.weights = model.profile.weights;
@@ -164,6 +170,11 @@ export class Router {
     const model = request.model;
     const body = this.body;
     observe(pool, inflight);
+    if (this.blind) {
+      this.picker.chooseBlind(pool, request.nowMs);
+      if (this.picker.ranked.length > 0) this.count(inflight, this.picker.ranked[0]);
+      return true;
+    }
     const n = this.picker.prepare(pool, request);
     // Only fresh metrics can justify a refusal; without them the pool fails open.
     if (n > 0 && this.picker.trusted && model.profile.admission.enabled && !this.admit(n, refusals)) return false;
@@ -175,8 +186,7 @@ export class Router {
     const explain = this.meta.explain;
     this.picker.choose(request, explain);
     const primary = this.picker.ranked[0];
-    inflight.add(primary.addressHash, 1);
-    primary.inflight++;
+    this.count(inflight, primary);
     if (usePrefix && request.prefix.count > 0) this.recordPrefix(pool, primary);
     if (request.adapterHash != 0 && weights.lora > 0) this.recordAdapter(primary);
     if (explain) this.explanation = explainPick(this.picker, this.requested!, model, this.priority, this.retried);
@@ -209,12 +219,19 @@ export class Router {
     this.retryAfterS = load.refuse(nowMs, n, admission.maxRetryAfterS);
     // The retries booked ahead of this one (refuse() drained the old ones and added this one).
     const booked = load.booked - 1;
-    refusals.remember(hash, nowMs + <u64>this.retryAfterS * 1000 + RETRY_GRACE_MS, nowMs);
+    const dueMs = nowMs + <u64>this.retryAfterS * 1000;
+    refusals.remember(hash, dueMs - RETRY_EARLY_MS, dueMs + RETRY_GRACE_MS, nowMs);
     this.error = saturated(request.pool.name, priorityName(this.priority), this.retryAfterS);
     if (this.meta.explain) {
       this.explanation = explainRefusal(request.pool, request.model, this.priority, booked, load.spareRate(nowMs, n), this.retryAfterS);
     }
     return false;
+  }
+
+  /** The request is in flight on `primary` until the caller releases it. */
+  private count(inflight: InflightTable, primary: Endpoint): void {
+    inflight.add(primary.addressHash, 1);
+    primary.inflight++;
   }
 
   private loadFor(poolName: string): PoolLoad {
@@ -271,6 +288,8 @@ export class Router {
 
 /** A retry this late after its Retry-After still counts as one (clients round, queue and reconnect). */
 const RETRY_GRACE_MS: u64 = 15_000;
+/** ...and this early (clock granularity, a client's timer firing a little soon). */
+const RETRY_EARLY_MS: u64 = 250;
 
 /** At most this many decisions wait for the next refresh tick to be shared. */
 const MAX_PENDING: i32 = 256;

@@ -16,11 +16,20 @@ export class Weights {
   prefix: f64 = 0;
 }
 
-/** How a kind of traffic is scored and admitted (proto Profile). */
+/** Per-try deadline to a response's first byte (proto Deadlines); firstByteMs 0 = none. */
+export class Deadlines {
+  firstByteMs: u32 = 0;
+  promptMsPerKToken: u32 = 0;
+  outputMsPerToken: u32 = 0;
+  assumedOutputTokens: u32 = 0;
+}
+
+/** How a kind of traffic is scored, admitted and timed (proto Profile). */
 export class Profile {
   name: string = "";
   weights: Weights = new Weights();
   admission: Admission = new Admission();
+  deadlines: Deadlines = new Deadlines();
 }
 
 /** One target of a canary split. */
@@ -50,6 +59,8 @@ export class Endpoint {
   capacity: f64 = 0;
   /** KV-cache capacity in tokens; 0 = unknown. */
   kvTokens: u32 = 0;
+  /** Sequences the engine runs in one batch (never 0: unknown is DEFAULT_BATCH_SLOTS). */
+  batchSlots: i32 = DEFAULT_BATCH_SLOTS;
   /** Hash of `address`: the endpoint's key in the in-flight table and in rendezvous ranking. */
   addressHash: u64 = 0;
   /** Position in its pool's `endpoints`. */
@@ -73,18 +84,35 @@ export class Endpoint {
     return this.inflight - this.inflightBase;
   }
 
-  /** Queued requests now: new requests queue first, finished ones make room for queued ones. */
-  get estimatedWaiting(): f64 {
-    const w = this.waiting + this.sentSinceScrape;
-    return w > 0 ? <f64>w : 0;
-  }
-
-  /** Requests on the endpoint now, queued or running. */
+  /**
+   * Requests on the endpoint now, queued or running: the scrape plus what
+   * changed since, and never fewer than this gateway's own requests still in
+   * flight there. A pod that accepts requests and never answers keeps them
+   * counted however idle its metrics look.
+   */
   get estimatedTotal(): f64 {
-    const t = this.waiting + this.running + this.sentSinceScrape;
+    const t = max(this.waiting + this.running + this.sentSinceScrape, this.inflight);
     return t > 0 ? <f64>t : 0;
   }
+
+  /**
+   * Queued requests now. A pod that already queues queues what it is sent;
+   * one with free batch slots starts it at once, so only what exceeds its
+   * slots waits. A nearly full KV cache has no room even with free slots.
+   */
+  get estimatedWaiting(): f64 {
+    const total = this.estimatedTotal;
+    const slots = this.kvCacheUsage >= KV_FULL ? this.running : this.batchSlots;
+    let w = <f64>(total - <f64>slots);
+    if (this.waiting > 0) w = max(w, <f64>(this.waiting + this.sentSinceScrape));
+    return w > 0 ? w : 0;
+  }
 }
+
+/** vLLM's default max_num_seqs: the batch an engine that reports none is taken to run. */
+export const DEFAULT_BATCH_SLOTS: i32 = 256;
+/** KV use at which a pod has no memory for another sequence's prompt, free slots or not. */
+const KV_FULL: f64 = 0.9;
 
 export class Pool {
   name: string = "";
@@ -254,10 +282,33 @@ function decodeProfile(r: ProtoReader): Profile | null {
       const a = decodeAdmission(r.message());
       if (a == null) return null;
       p.admission = a;
+    } else if (field == 4 && (tag & 7) == 2) {
+      p.deadlines = decodeDeadlines(r.message());
     } else r.skip(tag & 7);
   }
   return r.ok ? p : null;
 }
+
+function decodeDeadlines(r: ProtoReader): Deadlines {
+  const d = new Deadlines();
+  while (r.more()) {
+    const tag = <u32>r.varint();
+    const field = tag >> 3;
+    if ((tag & 7) != 0) {
+      r.skip(tag & 7);
+      continue;
+    }
+    const v = <u32>min<u64>(r.varint(), <u64>MAX_DEADLINE_MS);
+    if (field == 1) d.firstByteMs = v;
+    else if (field == 2) d.promptMsPerKToken = v;
+    else if (field == 3) d.outputMsPerToken = v;
+    else if (field == 4) d.assumedOutputTokens = v;
+  }
+  return d;
+}
+
+/** No figure of a deadline exceeds an hour (what Envoy is handed is capped there too). */
+export const MAX_DEADLINE_MS: u32 = 3_600_000;
 
 /** Null if a limit is out of its range: a bad limit must not refuse (or admit) everything silently. */
 function decodeAdmission(r: ProtoReader): Admission | null {
@@ -344,7 +395,10 @@ function decodeEndpoint(r: ProtoReader): Endpoint | null {
     else if (field == 8 && wire == 2) e.waitingAdapters.push(r.string());
     else if (field == 9 && wire == 5) e.capacity = <f64>r.float();
     else if (field == 10 && wire == 0) e.kvTokens = <u32>r.varint();
-    else r.skip(wire);
+    else if (field == 11 && wire == 0) {
+      const slots = count(r.varint());
+      if (slots > 0) e.batchSlots = slots;
+    } else r.skip(wire);
   }
   if (!r.ok) return null;
   // A usage outside 0..1 (or NaN) is a broken scrape, not a reading: do not

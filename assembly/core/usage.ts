@@ -46,9 +46,14 @@ export class UsageTail {
   /** Bytes held, at most TAIL_BYTES. */
   private held: i32 = 0;
 
-  /** How many bytes at the end of a chunk of `size` are worth reading: the rest could never stay in the tail. */
-  static wanted(size: i32): i32 {
-    return size < TAIL_BYTES ? (size > 0 ? size : 0) : TAIL_BYTES;
+  /**
+   * How many bytes at the end of a chunk of `size` are worth reading: the
+   * rest could never stay in the tail (or, with `forUsage` false, matter to
+   * whether the stream ended with its terminal event).
+   */
+  static wanted(size: i32, forUsage: bool = true): i32 {
+    const cap = forUsage ? TAIL_BYTES : TERMINAL_BYTES;
+    return size < cap ? (size > 0 ? size : 0) : cap;
   }
 
   get length(): i32 {
@@ -79,12 +84,40 @@ export class UsageTail {
     if (first < this.held) memory.copy(out + <usize>first, ring, <usize>(this.held - first));
   }
 
+  /**
+   * Whether the bytes so far end with a stream's terminal event,
+   * `data: [DONE]` (blank lines after it allowed).
+   */
+  endsWithDone(): bool {
+    let end = this.held;
+    while (end > 0 && isLineSpace(this.byteAt(end - 1))) end--;
+    const start = end - DONE.length;
+    if (start < 0) return false;
+    for (let i = 0; i < DONE.length; i++) {
+      if (<i32>this.byteAt(start + i) != DONE.charCodeAt(i)) return false;
+    }
+    return true;
+  }
+
+  /** The tail's byte `j`, oldest first. */
+  private byteAt(j: i32): u8 {
+    return unchecked(this.ring[(this.next - this.held + j + TAIL_BYTES) % TAIL_BYTES]);
+  }
+
   /** The usage in the tail (the last complete one), into `out`; false when there is none. */
   find(out: Usage): bool {
     const flat = changetype<usize>(LINEAR);
     this.copyTo(flat);
     return findUsage(flat, this.held, out);
   }
+}
+
+/** A stream's terminal event, and the bytes of a chunk's end that can hold it (with its blank lines). */
+const DONE = "[DONE]";
+const TERMINAL_BYTES: i32 = 16;
+
+function isLineSpace(c: u8): bool {
+  return c == 0x0a || c == 0x0d || c == 0x20;
 }
 
 // One buffer for every stream's final scan: a worker runs one callback at a time.

@@ -32,6 +32,7 @@ import {
 } from "../abi/hostcalls";
 import { encodePairs, PairsReader } from "../abi/pairs";
 import { ApiError, bodyTooLarge, jsonString, modelNotFound } from "../core/errors";
+import { Outcome } from "../core/outcome";
 import { PoolLoad } from "../core/admission";
 import { NO_PRIORITY, parsePriority } from "../core/priority";
 import { ApiKind } from "../core/request";
@@ -61,12 +62,17 @@ const CONTENT_LENGTH = utf8("content-length");
 const CRITICAL_CLAIM = "x-gateway-claim-critical";
 const DEBUG_CLAIM = "x-gateway-claim-debug";
 const DESTINATION_HEADER = utf8("x-gateway-destination-endpoint");
+// Streamed requests take their pool's stream route, whose per-try idle timeout cuts a stalled stream.
+const STREAM_HEADER = utf8("x-gateway-stream");
+// Envoy's router reads it after the connection manager dropped any client copy.
+const PER_TRY_TIMEOUT_HEADER = utf8("x-envoy-upstream-rq-per-try-timeout-ms");
 // Marks the filter's own replies so Envoy's local_reply_config leaves them as they are.
 const REPLY_MARKER = utf8("x-gateway-reply");
 const ONE = utf8("1");
 const DETAILS = utf8("llm_gateway");
 const RESPONSE_CODE = propertyPath("response.code");
 const UPSTREAM_ADDRESS = propertyPath("upstream.address");
+const RESPONSE_FLAGS = propertyPath("response.flags");
 const MODELS_PREFIX = "/v1/models/";
 
 const enum Route { Other = 0, Inference = 1, ListModels = 2, GetModel = 3, Health = 4 }
@@ -88,6 +94,8 @@ export class GatewayRoot extends RootContext {
   meta: RequestMeta = new RequestMeta();
   /** An answer's token counts, read when its stream ends. */
   usage: Usage = new Usage();
+  /** How the request that just ended went, for the health ledger. */
+  outcome: Outcome = new Outcome();
   scratch: HostBytes = new HostBytes();
   pairs: PairsReader = new PairsReader();
   /** Envoy's clock at the last tick: fine for ages and deadlines, and no host call per request. */
@@ -170,27 +178,29 @@ export class GatewayRoot extends RootContext {
     return false;
   }
 
-  /** Records how a routed request ended, against the pod the filter chose first. */
-  recordOutcome(primary: Endpoint, status: i64, upstream: HostBytes): void {
+  /**
+   * Records how a routed request ended (core/outcome.ts): against the pod
+   * the filter chose first, and the pod that served it if Envoy moved it.
+   */
+  recordOutcome(primary: Endpoint, upstream: HostBytes, status: i64, flags: u64, stream: bool, sawDone: bool): void {
     const health = this.health;
-    const failed = status >= 500;
+    const moved = upstream.len > 0 && !sameBytes(upstream, primary.addressBytes);
+    const o = this.outcome;
+    o.judge(moved, status, flags, stream, sawDone);
     let failures = 0;
-    if (upstream.len > 0 && !sameBytes(upstream, primary.addressBytes)) {
-      // Envoy moved the request off the primary: it refused, reset, failed or was ejected.
+    if (o.primaryFailed) {
       health.recordFailure(primary.address, this.nowMs);
       failures++;
-      if (failed) {
-        health.recordFailure(upstream.toString(), this.nowMs);
-        failures++;
-      }
-    } else if (failed) {
-      health.recordFailure(primary.address, this.nowMs);
-      failures++;
-    } else if (health.ledger.hasFailures(primary.address)) {
-      health.recordSuccess(primary.address);
-    } else {
-      return;
     }
+    if (o.servedFailed) {
+      health.recordFailure(upstream.toString(), this.nowMs);
+      failures++;
+    }
+    if (o.primarySucceeded) {
+      if (!health.ledger.hasFailures(primary.address)) return;
+      health.recordSuccess(primary.address);
+    }
+    if (failures == 0 && !o.primarySucceeded) return;
     this.applyHealth();
     if (failures > 0) this.stats!.failures(failures);
   }
@@ -245,9 +255,11 @@ class GatewayStream extends HttpContext {
   /** Where the request was sent and as which model: its answer's tokens count there. */
   private pool: Pool | null = null;
   private served: ModelRoute | null = null;
-  /** The end of the answer so far, kept when the answer will carry token counts. */
+  /** The end of the answer so far, kept when the answer will carry token counts or is a stream. */
   private tail: UsageTail | null = null;
   private readsUsage: bool = false;
+  /** The request asked for a stream: its answer must end with the terminal event. */
+  private stream: bool = false;
 
   constructor(id: u32, private root: GatewayRoot) {
     super(id);
@@ -337,10 +349,14 @@ class GatewayStream extends HttpContext {
     return this.decide(size < 0 ? 0 : size) ? HeaderAction.Continue : HeaderAction.StopIteration;
   }
 
-  /** Keeps the last bytes of an answer that will carry token counts; the chunk itself passes on untouched. */
+  /**
+   * Keeps the last bytes of an answer that will carry token counts, or of a
+   * stream (whether it ends with its terminal event); the chunk itself passes
+   * on untouched.
+   */
   onResponseBody(bodySize: i32, endOfStream: bool): DataAction {
-    if (!this.readsUsage || bodySize <= 0) return DataAction.Continue;
-    const wanted = UsageTail.wanted(bodySize);
+    if ((!this.readsUsage && !this.stream) || bodySize <= 0) return DataAction.Continue;
+    const wanted = UsageTail.wanted(bodySize, this.readsUsage);
     const bytes = this.root.scratch;
     if (getBufferBytes(BufferType.ResponseBody, bodySize - wanted, wanted, bytes)) {
       if (this.tail == null) this.tail = new UsageTail();
@@ -364,18 +380,21 @@ class GatewayStream extends HttpContext {
       return;
     }
     const status = load<i64>(bytes.ptr);
+    let flags: u64 = 0;
+    if (getPropertyBytes(RESPONSE_FLAGS, bytes) && bytes.len == 8) flags = load<u64>(bytes.ptr);
     if (!getPropertyBytes(UPSTREAM_ADDRESS, bytes)) bytes.release();
     // A pod answered: the pool drained one. (Envoy's own refusals, e.g. a
     // model route's rate limit, come without an upstream and drain nothing.)
     if (bytes.len > 0) this.load!.completed(root.nowMs);
-    root.recordOutcome(primary, status, bytes);
+    const tail = this.tail;
+    root.recordOutcome(primary, bytes, status, flags, this.stream, tail != null && tail.endsWithDone());
     bytes.release();
   }
 
   /** The answer's usage, if it had one, into the pool's and model's token counters. */
   private countTokens(): void {
     const tail = this.tail;
-    if (tail == null) return;
+    if (tail == null || !this.readsUsage) return;
     const usage = this.root.usage;
     if (tail.find(usage)) this.root.stats!.tokens(this.pool!, this.served!, usage);
   }
@@ -419,29 +438,31 @@ class GatewayStream extends HttpContext {
     this.pool = pool;
     this.served = router.target;
     // Streams carry usage only when asked to; every other answer ends with it.
-    this.readsUsage = !router.body.stream || router.body.includeUsage;
-    if (router.blind) {
-      body.release();
-      stats.admit(router.priority, pool, router.target!, null);
-      return true;
-    }
+    this.stream = router.body.stream;
+    this.readsUsage = !this.stream || router.body.includeUsage;
     // The body stays readable until ranked: the prefix keys hash the prompt in place.
     root.inflight.read();
     const admitted = router.rank(root.inflight.table, root.refusals);
     body.release();
     if (!admitted) {
       this.readsUsage = false;
+      this.stream = false;
       stats.refuseSaturated(router.priority);
       this.failSaturated(router.error!, router.retryAfterS, router.explanation);
       return false;
     }
-    const primary = router.ranked[0];
-    root.inflight.commit(primary.addressHash, 1);
-    this.setDestination(router.ranked);
+    if (this.stream) replaceHeader(MapType.RequestHeaders, STREAM_HEADER, ONE);
+    if (router.deadlineMs > 0) replaceHeader(MapType.RequestHeaders, PER_TRY_TIMEOUT_HEADER, utf8(router.deadlineMs.toString()));
+    const ranked = router.ranked;
+    const primary = ranked.length > 0 ? ranked[0] : null;
+    if (primary != null) {
+      root.inflight.commit(primary.addressHash, 1);
+      this.setDestination(ranked);
+    }
     if (router.explanation.length > 0) replaceHeader(MapType.RequestHeaders, DECISION_HEADER, utf8(router.explanation));
     this.primary = primary;
     this.load = pool.load;
-    stats.admit(router.priority, pool, router.target!, primary);
+    stats.admit(router.priority, pool, router.target!, router.blind ? null : primary);
     if (router.retried) stats.retryAdmitted(router.priority);
     if (router.split != null) stats.split(requested, router.split!);
     return true;

@@ -23,10 +23,10 @@ export class SharedRefusals extends RefusalLedger {
     return false;
   }
 
-  remember(hash: u64, expiryMs: u64, nowMs: u64): void {
+  remember(hash: u64, notBeforeMs: u64, expiryMs: u64, nowMs: u64): void {
     for (let i = 0; i < CAS_ATTEMPTS; i++) {
       this.read();
-      this.memory.remember(hash, expiryMs, nowMs);
+      this.memory.remember(hash, notBeforeMs, expiryMs, nowMs);
       if (this.write()) return;
     }
   }

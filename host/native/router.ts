@@ -30,7 +30,7 @@ export interface RouteOptions {
 
 export type RouteResult =
   | {
-      /** null when the view was too old to rank endpoints (fail-open: Envoy picks in the pool). */
+      /** null when there is no pod to name (the view too old and none last known good): Envoy picks in the pool. */
       endpoint: string | null;
       fallbacks: string[];
       pool: string;
@@ -47,6 +47,10 @@ export type RouteResult =
       /** A stream that asked for stream_options.include_usage (its answer will carry token counts). */
       includeUsage: boolean;
       prompt: [number, number];
+      /** Routed on a view too old to score on: `endpoint` is then a pod last known good, or null. */
+      blind: boolean;
+      /** The per-try deadline to the first byte the filter hands Envoy, ms; 0 for none. */
+      deadlineMs: number;
       explanation?: string;
     }
   | {
@@ -56,6 +60,13 @@ export type RouteResult =
       retryAfterS?: number;
       explanation?: string;
     };
+
+/** Which pods a routed request's end counts for or against (core/outcome.ts). */
+export interface Outcome {
+  primaryFailed: boolean;
+  servedFailed: boolean;
+  primarySucceeded: boolean;
+}
 
 function priorityCode(header: string | undefined): number {
   if (header === undefined) return NO_PRIORITY;
@@ -76,6 +87,7 @@ interface Bindings {
   refusalTable(): Uint8Array;
   inflightTable(): Uint8Array;
   release(address: string, answered: boolean): void;
+  judgeOutcome(moved: boolean, status: number, flags: bigint, stream: boolean, sawDone: boolean): number;
   inflightOf(address: string): number;
   exchangePrefixLog(log: Uint8Array): Uint8Array;
 }
@@ -100,6 +112,17 @@ export class NativeRouter {
 
   setViewPolicy(maxAgeMs: number, stalePolicy: "fail-open" | "reject"): void {
     this.wasm.setViewPolicy(BigInt(maxAgeMs), stalePolicy === "reject" ? 1 : 0);
+  }
+
+  /**
+   * How the filter judges a routed request's end (core/outcome.ts): `moved`,
+   * Envoy's last try went to another pod than the first; `flags`, Envoy's
+   * response flags; `stream`, `sawDone`: a stream and whether it ended with
+   * its terminal event.
+   */
+  judgeOutcome(end: { moved: boolean; status: number; flags: bigint; stream: boolean; sawDone: boolean }): Outcome {
+    const bits = this.wasm.judgeOutcome(end.moved, end.status, end.flags, end.stream, end.sawDone);
+    return { primaryFailed: (bits & 1) !== 0, servedFailed: (bits & 2) !== 0, primarySucceeded: (bits & 4) !== 0 };
   }
 
   /** Feeds the passive-health ledger as the filter does when a routed request ends. */

@@ -15,6 +15,7 @@ interface Bindings {
   usageTailReset(): void;
   usageTailPush(chunk: Uint8Array): number;
   usageTailFind(): string;
+  usageTailEndsWithDone(): boolean;
 }
 
 export class NativeUsageScanner {
@@ -40,6 +41,13 @@ export class NativeUsageScanner {
     this.wasm.usageTailReset();
     for (const c of chunks) read(this.wasm.usageTailPush(bytes(c)));
     return JSON.parse(this.wasm.usageTailFind()) as TokenUsage | null;
+  }
+
+  /** Whether a stream delivered in `chunks` ended with its terminal event, as the filter judges it. */
+  endsWithDone(chunks: Array<string | Uint8Array>): boolean {
+    this.wasm.usageTailReset();
+    for (const c of chunks) this.wasm.usageTailPush(bytes(c));
+    return this.wasm.usageTailEndsWithDone();
   }
 }
 

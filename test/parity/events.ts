@@ -33,8 +33,9 @@ export type ParityEvent =
   /**
    * The stream `id` ends. `status` absent: the client left before any answer.
    * `upstream`: the pod that answered, if not the one the filter chose first.
+   * `broken`: an answered stream ended without its terminal event.
    */
-  | { type: "done"; id: string; status?: number; upstream?: string };
+  | { type: "done"; id: string; status?: number; upstream?: string; broken?: boolean };
 
 /** What a side decided for one request. */
 export type Decision =

@@ -43,6 +43,8 @@ export class FilterSide implements Side {
         // Envoy knows the upstream of every request a pod answered: the chosen one unless another answered.
         const chosen = stream.requestHeaders.get("x-gateway-destination-endpoint")?.split(",")[0];
         const upstream = event.upstream ?? (event.status !== undefined ? chosen : undefined);
+        // A pod's answer: a stream ends with its terminal event unless it broke.
+        if (event.status !== undefined && !stream.answered) stream.respond([event.broken ? "data: {}\n\n" : "data: {}\n\ndata: [DONE]\n\n"]);
         stream.finish({ responseCode: event.status, upstreamAddress: upstream });
         return undefined;
       }

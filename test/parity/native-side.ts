@@ -16,9 +16,8 @@
 // - the stream's end (GatewayStream.onDone): the request leaves the in-flight
 //   table whatever happened, and counts toward its pool's drain rate;
 // - passive health (GatewayRoot.recordOutcome): when a routed stream ends
-//   with a response code, a 5xx or a move off the first pod is a failure of
-//   that pod (and a 5xx from the pod that answered instead is one of that
-//   pod too); otherwise a success clears the pod's failures. (Each worker
+//   with a response code, the core's judgement (core/outcome.ts) decides
+//   which pod failed it, or that the first pod served it well. (Each worker
 //   keeps its own copy here; the filter shares one ledger, which the
 //   scenarios' single worker cannot tell apart.)
 import type { NativeRouter } from "../../host/native/router.js";
@@ -56,7 +55,9 @@ export class NativeSide implements Side {
   private readonly shared = new NativeSharedData();
   private readonly workers: Worker[];
   /** The first pod each routed, ranked request went to, and its worker. */
-  private readonly primaries = new Map<string, { address: string; worker: number }>();
+  /** The requests routed on a view too old to score on. */
+  readonly blind = new Set<string>();
+  private readonly primaries = new Map<string, { address: string; worker: number; stream: boolean }>();
 
   constructor(routers: NativeRouter[], private readonly options: NativeSideOptions) {
     this.nowMs = options.startMs;
@@ -88,7 +89,7 @@ export class NativeSide implements Side {
       case "request":
         return this.route(event.worker ?? 0, event.id, event.body, KIND_OF_PATH[event.path], event.priority);
       case "done":
-        this.done(event.id, event.status, event.upstream);
+        this.done(event.id, event.status, event.upstream, event.broken ?? false);
         return undefined;
     }
   }
@@ -119,11 +120,12 @@ export class NativeSide implements Side {
       const retryAfter = r.status === 429 ? { retryAfter: r.retryAfterS?.toString() } : {};
       return { routed: false, status: r.status, body: { error: r.error }, ...retryAfter };
     }
-    if (r.endpoint !== null) this.primaries.set(id, { address: r.endpoint, worker });
+    if (r.blind) this.blind.add(id);
+    if (r.endpoint !== null) this.primaries.set(id, { address: r.endpoint, worker, stream: r.stream });
     return { routed: true, pool: r.pool, destination: r.endpoint === null ? null : [r.endpoint, ...r.fallbacks], served: r.target };
   }
 
-  private done(id: string, status: number | undefined, upstream: string | undefined): void {
+  private done(id: string, status: number | undefined, upstream: string | undefined, broken: boolean): void {
     const routed = this.primaries.get(id);
     this.primaries.delete(id);
     if (routed === undefined) return;
@@ -132,13 +134,11 @@ export class NativeSide implements Side {
     this.shared.release(router, primary, status !== undefined);
     if (status === undefined) return;
     const rules = this.options.health;
-    const failed = status >= 500;
-    if (upstream !== undefined && upstream !== primary) {
-      router.recordOutcome(primary, true, rules);
-      if (failed) router.recordOutcome(upstream, true, rules);
-    } else {
-      router.recordOutcome(primary, failed, rules);
-    }
+    const moved = upstream !== undefined && upstream !== primary;
+    const o = router.judgeOutcome({ moved, status, flags: 0n, stream: routed.stream, sawDone: !broken });
+    if (o.primaryFailed) router.recordOutcome(primary, true, rules);
+    if (o.servedFailed) router.recordOutcome(upstream!, true, rules);
+    if (o.primarySucceeded) router.recordOutcome(primary, false, rules);
   }
 }
 

@@ -3,20 +3,30 @@ import { Endpoint, Weights } from "../snapshot";
 import { RatioScorer } from "./scorer";
 
 /**
- * Fewest requests on the pod per unit of speed: with t = queued + running now
- * (scraped, plus sent since the scrape, minus finished since) and c = relative
- * capacity,
+ * A batch step's cost, in sequences, before any sequence is decoded: the
+ * engine's fixed work per step is worth about this share of its batch slots.
+ * It is what makes load count only as it becomes real: 4 requests on an idle
+ * 256-slot pod cost it 20% of its score, not 80%.
+ */
+const STEP_OVERHEAD_SHARE: f64 = 1.0 / 16;
+
+/**
+ * Fewest requests on the pod per unit of speed, judged against what it can
+ * batch: with t = queued + running now (scraped, plus sent since the scrape,
+ * minus finished since, never below this gateway's own in flight there),
+ * s = batch slots and c = relative capacity,
  *
- *   load_i = (t_i + 1) / c_i          score_i = min_j load_j / load_i
+ *   load_i = (t_i + s_i / 16) / c_i          score_i = min_j load_j / load_i
  *
- * On identical pods with empty queues this spreads decode work (join the
- * shortest batch): one request more halves the score of a pod running 1 and
- * costs a pod running 20 only 5%.
+ * A step's time grows with the batch from a fixed overhead, so one request
+ * more is worth little on an idle pod and much on a full one; on identical
+ * pods with empty queues this still spreads decode work (join the shortest
+ * batch), and adapter or prefix affinity decide until load is real.
  */
 export class RunningScorer extends RatioScorer {
   weight(w: Weights): f64 { return w.running; }
 
   load(e: Endpoint, request: RouteRequest, i: i32): f64 {
-    return (e.estimatedTotal + 1) / unchecked(request.capacity[i]);
+    return (e.estimatedTotal + <f64>e.batchSlots * STEP_OVERHEAD_SHARE) / unchecked(request.capacity[i]);
   }
 }
