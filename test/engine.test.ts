@@ -257,6 +257,36 @@ describe("LoRA adapters", () => {
     expect(e.metrics().counters.loraLoads).toBe(2);
   });
 
+  it("a pinned adapter is resident from the start, costs no load and is never evicted", () => {
+    const base = probeTtft(engine(), 0);
+    const e = engine({ maxLoras: 2, loraLoadMs: 200 });
+    e.pinAdapter("sql");
+    expect(e.metrics()).toMatchObject({ numRunning: 0, residentAdapters: ["sql"], pinnedAdapters: ["sql"], runningAdapters: [] });
+    e.submit({ id: "warm", prompt: text("warm", 100), maxTokens: 4, adapter: "sql" }, 0);
+    expect(finished(drain(e)).get("warm")!.ttftMs).toBeCloseTo(base, 9);
+    // Two other adapters one after the other through the one free slot: the
+    // second evicts the first, never the pinned one.
+    e.submit({ id: "a", prompt: text("a", 100), maxTokens: 4, adapter: "chat" }, 1000);
+    drain(e);
+    e.submit({ id: "b", prompt: text("b", 100), maxTokens: 4, adapter: "code" }, 2000);
+    drain(e);
+    expect(e.metrics().residentAdapters.sort()).toEqual(["code", "sql"]);
+    expect(e.metrics().counters.loraLoads).toBe(2);
+  });
+
+  it("a pinned adapter holds its slot: another adapter waits for the other slot", () => {
+    const e = engine({ maxLoras: 2 });
+    e.pinAdapter("sql");
+    e.submit({ id: "a", prompt: text("a", 100), maxTokens: 20, adapter: "chat" }, 0);
+    e.submit({ id: "b", prompt: text("b", 100), maxTokens: 20, adapter: "code" }, 0);
+    e.submit({ id: "c", prompt: text("c", 100), maxTokens: 20, adapter: "sql" }, 0);
+    e.advanceTo(0);
+    expect(e.metrics()).toMatchObject({ numRunning: 2, runningAdapters: ["chat", "sql"], waitingAdapters: ["code"] });
+    expect(() => e.pinAdapter("chat")).not.toThrow();
+    expect(() => e.pinAdapter("code")).toThrow(/slots are pinned/);
+    expect(() => engine({ maxLoras: 0 }).pinAdapter("sql")).toThrow(/not enabled/);
+  });
+
   it("with enough slots, different adapters run together", () => {
     const e = engine({ maxLoras: 2 });
     e.submit({ id: "a", prompt: text("a", 100), maxTokens: 20, adapter: "sql" }, 0);

@@ -321,6 +321,52 @@ describe("fake model servers", () => {
   });
 });
 
+describe("preloaded adapters", () => {
+  it("are loaded at start and reported running by an idle pod; only that pod's", async () => {
+    const adapters = ["sql-lora", "chat-lora"];
+    const fleet = await startFleet([
+      { name: "warm", model: MODEL, adapters, preloadAdapters: ["sql-lora"], engineConfig: { speed: 20 } },
+      { name: "cold", model: MODEL, adapters, engineConfig: { speed: 20 } },
+    ]);
+    try {
+      const lora = async (pod: string) => {
+        const { samples } = await scrape(fleet.pod(pod).url);
+        const newest = samples.filter((s) => s.name === "vllm:lora_requests_info").reduce((a, b) => (b.value > a.value ? b : a));
+        return {
+          running: only(samples, "vllm:num_requests_running").value,
+          waiting: only(samples, "vllm:num_requests_waiting").value,
+          labels: newest.labels,
+        };
+      };
+      expect(await lora("warm")).toEqual({
+        running: 0,
+        waiting: 0,
+        labels: { max_lora: "4", running_lora_adapters: "sql-lora", waiting_lora_adapters: "" },
+      });
+      expect(await lora("cold")).toEqual({
+        running: 0,
+        waiting: 0,
+        labels: { max_lora: "4", running_lora_adapters: "", waiting_lora_adapters: "" },
+      });
+      // Served without loading it, and still listed once idle again, after another adapter ran.
+      const client = new OpenAI({ baseURL: `${fleet.pod("warm").url}/v1`, apiKey: "unused", maxRetries: 0 });
+      for (const model of ["sql-lora", "chat-lora"]) await client.completions.create({ model, prompt: "SELECT", max_tokens: 2 });
+      const m = fleet.pod("warm").engine.metrics();
+      expect(m.counters.loraLoads).toBe(1);
+      expect(m.numRunning + m.numWaiting).toBe(0);
+      expect((await lora("warm")).labels.running_lora_adapters).toBe("sql-lora");
+    } finally {
+      await fleet.close();
+    }
+  });
+
+  it("must be among the pod's adapters", async () => {
+    await expect(startFleet([{ name: "p", model: MODEL, adapters: ["sql-lora"], preloadAdapters: ["chat-lora"] }])).rejects.toThrow(
+      /preloads chat-lora, which is not among its adapters/,
+    );
+  });
+});
+
 describe("admin hooks", () => {
   it("queues load and changes speed over HTTP when enabled", async () => {
     const fleet = await startFleet([{ name: "ops", model: MODEL, engineConfig: { speed: 1e-4 } }], { admin: true });

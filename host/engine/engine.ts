@@ -90,6 +90,8 @@ export interface EngineMetrics {
   runningAdapters: string[];
   waitingAdapters: string[];
   residentAdapters: string[];
+  /** Resident for good (pinAdapter), whether or not a request uses them. */
+  pinnedAdapters: string[];
   /** Sum of prompt + max output tokens over running requests (TGI's batch max tokens). */
   batchMaxTokens: number;
   counters: EngineCounters;
@@ -230,6 +232,16 @@ export class Engine {
     return promptTokens;
   }
 
+  /**
+   * Loads `adapter` into a LoRA slot now, at no cost, and never evicts it: a
+   * server started with the adapter already in GPU memory. Throws if LoRA is
+   * off or every slot is pinned already.
+   */
+  pinAdapter(adapter: string): void {
+    if (this.config.maxLoras < 1) throw new RangeError(`cannot pin ${adapter}: LoRA is not enabled on this engine`);
+    this.lora.pin(adapter, this.config.maxLoras);
+  }
+
   /** Cancel a request (client went away). Returns false if it is unknown or already finished. */
   abort(id: string, now: number): boolean {
     this.process(now, false);
@@ -280,6 +292,7 @@ export class Engine {
       runningAdapters: this.lora.runningAdapters(),
       waitingAdapters: this.lora.waitingAdapters(),
       residentAdapters: this.lora.residentAdapters(),
+      pinnedAdapters: this.lora.pinnedAdapters(),
       batchMaxTokens: this.batchMaxTokens,
       counters: { ...this.counters },
       ttft: this.ttft.snapshot(),

@@ -2,17 +2,33 @@
  * LoRA adapter bookkeeping. `maxLoras` bounds the distinct adapters in the
  * running batch and the adapters resident in GPU slots; a resident adapter
  * with no running request can be evicted (least recently admitted first) to
- * make room. Running/waiting counts back vLLM's lora_requests_info gauge.
+ * make room, unless it is pinned (loaded at start and kept, as vLLM's
+ * pin_lora keeps one). Running/waiting counts back vLLM's lora_requests_info
+ * gauge.
  */
 export class LoraTracker {
   /** Resident adapters; Map insertion order is recency (oldest first). */
   private readonly resident = new Map<string, true>();
   private readonly running = new Map<string, number>();
   private readonly waiting = new Map<string, number>();
+  /** Resident for good: never evicted, so each holds a slot even with nothing running. */
+  private readonly pinned = new Set<string>();
 
   /** True if a request for `adapter` may join the running batch now. */
   canRun(adapter: string, maxLoras: number): boolean {
-    return this.running.has(adapter) || this.running.size < maxLoras;
+    if (this.running.has(adapter) || this.pinned.has(adapter)) return true;
+    let busy = this.running.size;
+    for (const a of this.pinned) if (!this.running.has(a)) busy++;
+    return busy < maxLoras;
+  }
+
+  /** Loads `adapter` into a slot now and keeps it there. */
+  pin(adapter: string, maxLoras: number): void {
+    if (!this.pinned.has(adapter) && this.pinned.size >= maxLoras) {
+      throw new RangeError(`cannot pin ${adapter}: all ${maxLoras} LoRA slots are pinned`);
+    }
+    this.pinned.add(adapter);
+    this.resident.set(adapter, true);
   }
 
   /**
@@ -26,7 +42,7 @@ export class LoraTracker {
     if (loaded) {
       for (const a of this.resident.keys()) {
         if (this.resident.size < maxLoras) break;
-        if (!this.running.has(a)) this.resident.delete(a);
+        if (!this.running.has(a) && !this.pinned.has(a)) this.resident.delete(a);
       }
     }
     this.resident.set(adapter, true);
@@ -57,6 +73,10 @@ export class LoraTracker {
 
   residentAdapters(): string[] {
     return [...this.resident.keys()];
+  }
+
+  pinnedAdapters(): string[] {
+    return [...this.pinned];
   }
 }
 

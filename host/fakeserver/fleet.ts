@@ -43,6 +43,12 @@ export const podSpecSchema = z
     model: z.string().min(1),
     /** LoRA adapters the pod can load (served under their own model names). */
     adapters: z.array(z.string().min(1)).default([]),
+    /**
+     * Adapters (among `adapters`) loaded when the pod starts and never
+     * evicted; its vLLM metrics list them in running_lora_adapters even while
+     * idle (metrics.ts).
+     */
+    preloadAdapters: z.array(z.string().min(1)).optional(),
     metricsFormat: z.enum(METRICS_FORMATS).default("vllm"),
     engineConfig: engineOverrides.default({}),
   })
@@ -90,6 +96,9 @@ export function parsePodSpecs(input: unknown): z.output<typeof podSpecSchema>[] 
   for (const s of specs) {
     if (seen.has(s.name)) throw new Error(`duplicate pod name ${s.name}`);
     seen.add(s.name);
+    for (const a of s.preloadAdapters ?? []) {
+      if (!s.adapters.includes(a)) throw new Error(`pod ${s.name} preloads ${a}, which is not among its adapters`);
+    }
   }
   return specs;
 }
@@ -114,6 +123,7 @@ export async function startFleet(specs: PodSpec[], opts: FleetOptions = {}): Pro
   try {
     for (const spec of parsed) {
       const engine = new Engine({ ...spec.engineConfig, model: spec.model }, clock());
+      for (const a of spec.preloadAdapters ?? []) engine.pinAdapter(a);
       const driver = new RealtimeDriver(engine, clock);
       let loadSeq = 0;
       const injectLoad = ({ requests, promptTokens = 512, maxTokens = 256 }: LoadRequest): void => {

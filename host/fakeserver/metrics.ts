@@ -116,9 +116,15 @@ export class MetricsRenderer {
       // vLLM sets the gauge on a new label set each time the adapter lists
       // change, and old label sets linger with their old timestamps: readers
       // must take the series with the largest value.
+      // A pinned adapter (a pod's preloadAdapters) is listed as running even
+      // with no request using it: the pod reports it loaded and ready, as the
+      // gateway API inference extension's model-server protocol defines this
+      // label. vLLM itself lists only adapters with running requests, so
+      // without pins an idle pod lists none.
+      const running = [...m.runningAdapters, ...m.pinnedAdapters.filter((a) => !m.runningAdapters.includes(a))];
       const labels = {
         max_lora: String(m.maxLoras),
-        running_lora_adapters: m.runningAdapters.join(","),
+        running_lora_adapters: running.join(","),
         waiting_lora_adapters: m.waitingAdapters.join(","),
       };
       const key = labelText(labels);
