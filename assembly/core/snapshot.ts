@@ -96,15 +96,14 @@ export class Endpoint {
   }
 
   /**
-   * Queued requests now. A pod that already queues queues what it is sent;
-   * one with free batch slots starts it at once, so only what exceeds its
-   * slots waits. A nearly full KV cache has no room even with free slots.
+   * Queued requests now: what exceeds the pod's batch slots. A pod with free
+   * slots starts what it is sent at its next step, and what it reported
+   * waiting too (a request that arrived between two steps); with a nearly
+   * full KV cache no slot is free, and everything not running waits.
    */
   get estimatedWaiting(): f64 {
-    const total = this.estimatedTotal;
     const slots = this.kvCacheUsage >= KV_FULL ? this.running : this.batchSlots;
-    let w = <f64>(total - <f64>slots);
-    if (this.waiting > 0) w = max(w, <f64>(this.waiting + this.sentSinceScrape));
+    const w = this.estimatedTotal - <f64>slots;
     return w > 0 ? w : 0;
   }
 }
