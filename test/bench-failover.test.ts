@@ -1,7 +1,8 @@
-// The failover benchmark in its smoke form, through the command line: three
+// The failover benchmark in its smoke form, through the command line: six
 // real stacks (a pod killed, a pod answering 500, the aggregator and then a
-// pod gone). Checks what must hold whatever the timing; the timings
-// themselves are the benchmark's output, not asserted here.
+// pod gone, a pod hung, one cutting responses, one stalling streams). Checks
+// what must hold whatever the timing, with or without the gateway enforcing
+// deadlines; the timings themselves are the benchmark's output, not asserted here.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -30,7 +31,7 @@ describe("npm run bench -- --failover --smoke", () => {
       errIsTty: false,
     });
     report = JSON.parse(readFileSync(join(dir, "failover", "failover.json"), "utf8")) as FailoverReport;
-  }, 240_000);
+  }, 300_000);
 
   afterAll(() => {
     rmSync(dir, { recursive: true, force: true });
@@ -84,5 +85,37 @@ describe("npm run bench -- --failover --smoke", () => {
     expect(p.faultyPod.ledger!.attemptsWhileEjected).toBe(0);
     // Each 500 was retried on another pod.
     expect(p.envoy.retriesSucceeded).toBeGreaterThanOrEqual(p.faultyPod.attemptsAfterFault);
+  });
+
+  it("a hung pod draws attempts it never answers; its first failure shows a first-byte deadline after the first", () => {
+    const p = phase("pod-hung");
+    const fp = p.faultyPod;
+    expect(fp.attemptsAfterFault).toBeGreaterThan(0);
+    expect(fp.servedAfterGrace).toBe(0);
+    // The gateway may give up a little before the bench's own clock says the deadline passed.
+    const wait = fp.firstFailureMs! - fp.attemptTimesMs[0];
+    expect(wait).toBeGreaterThan(report.settings.deadlines.firstByteMs - 100);
+    expect(wait).toBeLessThanOrEqual(report.settings.deadlines.firstByteMs + 1);
+    expect(fp.attemptsAfterFirstFailure).toBe(fp.attemptTimesMs.filter((t) => t > fp.firstFailureMs!).length);
+  });
+
+  it("a pod cutting responses fails clients only after their 200, on that pod", () => {
+    const p = phase("pod-breaking-responses");
+    expect(p.errors.broken).toBeGreaterThan(0);
+    expect(p.errors.total).toBe(p.errors.broken);
+    expect(p.errors.brokenElsewhere).toBe(0);
+    expect(p.faultyPod.firstFailureMs).not.toBeNull();
+  });
+
+  it("a pod stalling streams fails only streams it served, after their first token", () => {
+    const p = phase("pod-stalling-streams");
+    expect(p.errors.total).toBeGreaterThan(0);
+    for (const r of p.records.filter((x) => x.error)) {
+      expect(["timeout", "broken"]).toContain(r.error!.kind);
+      expect(r.stream).toBe(true);
+      expect(r.servedBy).toBe(p.fault.pod);
+      expect(r.outputTokens).toBeLessThanOrEqual(1);
+    }
+    expect(p.faultyPod.firstFailureMs).toBeGreaterThanOrEqual(report.settings.deadlines.streamIdleMs - 100);
   });
 });

@@ -1,3 +1,4 @@
+import http, { type IncomingHttpHeaders } from "node:http";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type Fleet, parseFleetFile, pyFloat, startFleet } from "../host/fakeserver/index.js";
@@ -386,6 +387,172 @@ describe("admin hooks", () => {
     } finally {
       await fleet.close();
     }
+  });
+});
+
+/** A raw exchange, watched as it goes: what arrived so far, and whether the response ended complete. */
+interface Exchange {
+  status?: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+  /** The response ended with all its bytes (false while it runs, or when its connection was cut). */
+  complete: boolean;
+  /** No response at all: the connection failed first. */
+  failed: boolean;
+  /** Settles when the exchange is over, however it ended. */
+  done: Promise<void>;
+}
+
+function post(base: string, path: string, body: object): Exchange {
+  const x: Exchange = { headers: {}, body: "", complete: false, failed: false, done: Promise.resolve() };
+  x.done = new Promise<void>((resolve) => {
+    const req = http.request(`${base}${path}`, { method: "POST", headers: { "content-type": "application/json" }, agent: false }, (res) => {
+      x.status = res.statusCode;
+      x.headers = res.headers;
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (x.body += chunk));
+      res.on("error", () => {}); // a cut response: `complete` says so
+      res.on("close", () => {
+        x.complete = res.complete;
+        resolve();
+      });
+    });
+    req.on("error", () => {
+      if (x.status === undefined) x.failed = true;
+      resolve();
+    });
+    req.end(JSON.stringify(body));
+  });
+  return x;
+}
+
+const events = (body: string) => body.match(/^data: /gm)?.length ?? 0;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("fault modes", () => {
+  let fleet: Fleet;
+  const chat = (maxTokens: number, stream: boolean) => ({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: maxTokens, stream });
+  const busy = (name: string) => fleet.pod(name).engine.metrics().numRunning + fleet.pod(name).engine.metrics().numWaiting;
+
+  beforeAll(async () => {
+    // Speed 1: about 10 ms per token, so a stream of 50 tokens is still running when it is cut.
+    fleet = await startFleet([{ name: "faulty", model: MODEL }], { admin: true });
+  });
+
+  afterAll(async () => {
+    await fleet?.close();
+  });
+
+  it("switches over HTTP as on the fleet object, and refuses an unknown mode", async () => {
+    const pod = fleet.pod("faulty");
+    const set = (mode: unknown) => fetch(`${pod.url}/admin/fault`, { method: "POST", body: JSON.stringify({ mode }) });
+    const on = await set("stall-stream");
+    expect(on.status).toBe(200);
+    expect(await on.json()).toEqual({ mode: "stall-stream" });
+    expect(pod.fault).toBe("stall-stream");
+    expect((await set("crash")).status).toBe(400);
+    expect(pod.fault).toBe("stall-stream");
+    expect(await (await set(null)).json()).toEqual({ mode: null });
+    expect(pod.fault).toBeNull();
+  });
+
+  it("hang: reads a completion and sends nothing while /metrics looks idle; clearing it answers held and new requests", async () => {
+    const pod = fleet.pod("faulty");
+    const submitted = pod.engine.metrics().counters.submitted;
+    pod.setFault("hang");
+    const held = [post(pod.url, "/v1/chat/completions", chat(4, false)), post(pod.url, "/v1/completions", { model: MODEL, prompt: "x", max_tokens: 4, stream: true })];
+    await sleep(300);
+    for (const x of held) expect(x.status).toBeUndefined();
+    const { samples } = await scrape(pod.url);
+    expect(only(samples, "vllm:num_requests_running").value).toBe(0);
+    expect(only(samples, "vllm:num_requests_waiting").value).toBe(0);
+    expect(pod.engine.metrics().counters.submitted).toBe(submitted);
+
+    pod.setFault(null);
+    await Promise.all(held.map((x) => x.done));
+    expect(held.map((x) => [x.status, x.complete])).toEqual([[200, true], [200, true]]);
+    expect(JSON.parse(held[0].body).usage.completion_tokens).toBe(4);
+    expect(held[1].body).toContain("data: [DONE]");
+    const next = post(pod.url, "/v1/chat/completions", chat(2, false));
+    await next.done;
+    expect([next.status, next.complete]).toEqual([200, true]);
+  });
+
+  it("hang: stopping the server releases the connections it holds", async () => {
+    const own = await startFleet([{ name: "hung", model: MODEL }]);
+    const pod = own.pod("hung");
+    pod.setFault("hang");
+    const x = post(pod.url, "/v1/chat/completions", chat(4, false));
+    await sleep(100);
+    const started = performance.now();
+    await own.close();
+    await x.done;
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(x.failed).toBe(true);
+  });
+
+  it("break-streams: a stream gets a 200 and two events, then its connection goes, without [DONE]", async () => {
+    const pod = fleet.pod("faulty");
+    const aborted = pod.engine.metrics().counters.aborted;
+    pod.setFault("break-streams");
+    try {
+      const x = post(pod.url, "/v1/chat/completions", chat(50, true));
+      await x.done;
+      expect(x.status).toBe(200);
+      expect(x.headers["content-type"]).toBe("text/event-stream");
+      expect(x.complete).toBe(false);
+      expect(events(x.body)).toBe(2);
+      expect(x.body).not.toContain("[DONE]");
+      // The cut stream's engine request is aborted, not left running.
+      await vi.waitFor(() => expect(pod.engine.metrics().counters.aborted).toBe(aborted + 1));
+      expect(busy("faulty")).toBe(0);
+
+      // Shorter than the break: the finish event is the second one.
+      const short = post(pod.url, "/v1/completions", { model: MODEL, prompt: "x", max_tokens: 1, stream: true });
+      await short.done;
+      expect([short.status, short.complete, events(short.body)]).toEqual([200, false, 2]);
+    } finally {
+      pod.setFault(null);
+    }
+  });
+
+  it("break-streams: a plain answer gets a 200 with its content-length, then only part of the body", async () => {
+    const pod = fleet.pod("faulty");
+    pod.setFault("break-streams");
+    try {
+      const x = post(pod.url, "/v1/chat/completions", chat(8, false));
+      await x.done;
+      expect(x.status).toBe(200);
+      const length = Number(x.headers["content-length"]);
+      expect(length).toBeGreaterThan(0);
+      expect(x.complete).toBe(false);
+      expect(Buffer.byteLength(x.body)).toBeGreaterThan(0);
+      expect(Buffer.byteLength(x.body)).toBeLessThan(length);
+    } finally {
+      pod.setFault(null);
+    }
+  });
+
+  it("stall-stream: a stream sends its first event and then nothing until cleared; plain answers go through", async () => {
+    const pod = fleet.pod("faulty");
+    pod.setFault("stall-stream");
+    const x = post(pod.url, "/v1/chat/completions", chat(5, true));
+    await vi.waitFor(() => expect(events(x.body)).toBe(1));
+    const plain = post(pod.url, "/v1/chat/completions", chat(3, false));
+    await plain.done;
+    expect([plain.status, plain.complete]).toEqual([200, true]);
+    // The engine finishes the stream in ~60 ms; the pod still holds it.
+    await sleep(300);
+    expect(busy("faulty")).toBe(0);
+    expect(events(x.body)).toBe(1);
+    expect(x.complete).toBe(false);
+
+    pod.setFault(null);
+    await x.done;
+    expect(x.complete).toBe(true);
+    // 5 tokens, the finish event and [DONE].
+    expect(events(x.body)).toBe(7);
+    expect(x.body.trimEnd().endsWith("data: [DONE]")).toBe(true);
   });
 });
 

@@ -1,7 +1,8 @@
 // What Envoy's admin interface says about a pool's hosts over time: how many
 // attempts each got (requests sent on a connection to it, plus connections it
-// refused) and whether outlier detection has ejected it. A dead pod counts
-// nothing itself, so this is how the bench sees traffic still going to it.
+// refused), whether outlier detection has ejected it, and how many of the
+// pool's pods the filter's passive-health ledger has ejected. A dead pod
+// counts nothing itself, so this is how the bench sees traffic still going to it.
 import { PeriodicSampler } from "../periodic-sampler.js";
 
 export interface HostState {
@@ -13,6 +14,8 @@ export interface ClusterSample {
   /** When the answer arrived: everything it counts happened before then. */
   atMs: number;
   hosts: Record<string, HostState>;
+  /** The filter's pool_pods_ejected gauge for the pool (the filter moves it at most once a second). */
+  filterEjected: number;
 }
 
 interface ClustersJson {
@@ -26,11 +29,11 @@ interface ClustersJson {
   }>;
 }
 
-/** Samples one cluster's hosts every `intervalMs` until stopped. */
+/** Samples one pool's hosts every `intervalMs` until stopped. */
 export class ClusterWatch extends PeriodicSampler<ClusterSample> {
   constructor(
     private readonly adminUrl: string,
-    private readonly cluster: string,
+    private readonly pool: string,
     private readonly clock: () => number,
     intervalMs = 100,
   ) {
@@ -39,19 +42,25 @@ export class ClusterWatch extends PeriodicSampler<ClusterSample> {
 
   /** Takes (and records) a sample now: the baseline right before a fault. */
   async sample(): Promise<ClusterSample> {
-    const res = await fetch(`${this.adminUrl}/clusters?format=json`);
-    if (res.status !== 200) throw new Error(`GET /clusters returned ${res.status}`);
-    const body = (await res.json()) as ClustersJson;
+    const gauge = encodeURIComponent(`^wasmcustom\\.llm_gateway\\.pool_pods_ejected;pool=${this.pool}$`);
+    const [clusters, stats] = await Promise.all([
+      fetch(`${this.adminUrl}/clusters?format=json`),
+      fetch(`${this.adminUrl}/stats?format=json&type=Gauges&filter=${gauge}`),
+    ]);
+    if (clusters.status !== 200) throw new Error(`GET /clusters returned ${clusters.status}`);
+    if (stats.status !== 200) throw new Error(`GET /stats returned ${stats.status}`);
+    const body = (await clusters.json()) as ClustersJson;
+    const filterEjected = Number(((await stats.json()) as { stats: Array<{ value?: number }> }).stats[0]?.value ?? 0);
     const atMs = this.clock();
     const hosts: Record<string, HostState> = {};
-    for (const h of body.cluster_statuses?.find((c) => c.name === this.cluster)?.host_statuses ?? []) {
+    for (const h of body.cluster_statuses?.find((c) => c.name === `llm_gateway_pool_${this.pool}`)?.host_statuses ?? []) {
       const stat = (name: string) => Number(h.stats?.find((s) => s.name === name)?.value ?? 0);
       hosts[`${h.address?.socket_address?.address}:${h.address?.socket_address?.port_value}`] = {
         attempts: stat("rq_total") + stat("cx_connect_fail"),
         ejected: h.health_status?.failed_outlier_check === true,
       };
     }
-    const sample = { atMs, hosts };
+    const sample = { atMs, hosts, filterEjected };
     this.samples.push(sample);
     return sample;
   }
@@ -70,14 +79,23 @@ export class ClusterWatch extends PeriodicSampler<ClusterSample> {
 
   /** When `address` was ejected after `fromMs`, as the samples saw it; `toMs` null if it still was at the end. */
   ejectionsAfter(address: string, fromMs: number): Array<{ fromMs: number; toMs: number | null }> {
+    return this.spansAfter(fromMs, (s) => s.hosts[address]?.ejected === true);
+  }
+
+  private spansAfter(fromMs: number, on: (s: ClusterSample) => boolean): Array<{ fromMs: number; toMs: number | null }> {
     const out: Array<{ fromMs: number; toMs: number | null }> = [];
     for (const s of this.sorted()) {
       if (s.atMs <= fromMs) continue;
       const open = out.at(-1)?.toMs === null;
-      if (s.hosts[address]?.ejected && !open) out.push({ fromMs: s.atMs, toMs: null });
-      else if (!s.hosts[address]?.ejected && open) out.at(-1)!.toMs = s.atMs;
+      if (on(s) && !open) out.push({ fromMs: s.atMs, toMs: null });
+      else if (!on(s) && open) out.at(-1)!.toMs = s.atMs;
     }
     return out;
+  }
+
+  /** When the filter's ledger had any of the pool's pods ejected after `fromMs`; `toMs` null if it still had at the end. */
+  filterEjectionsAfter(fromMs: number): Array<{ fromMs: number; toMs: number | null }> {
+    return this.spansAfter(fromMs, (s) => s.filterEjected > 0);
   }
 
   /** A baseline sample can land between two timer samples. */

@@ -5,17 +5,20 @@
 //   pod-killed                  the busiest pod crashes (Pod.close());
 //   pod-500                     a pod answers 500 while its /metrics looks idle;
 //   aggregator-then-pod-killed  the aggregator stops, the filter's view goes
-//                               stale (blind routing), then the busiest pod crashes.
+//                               stale (blind routing), then the busiest pod crashes;
+//   pod-hung                    a pod reads completions and never answers, /metrics idle;
+//   pod-breaking-responses      a pod sends a 200 and cuts the connection part-way;
+//   pod-stalling-streams        a pod sends a stream's first event, then nothing.
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { parseGatewayConfig, type GatewayConfig } from "../../host/config.js";
 import { envoyVersion, findEnvoy } from "../../host/envoy/index.js";
-import { startFleet, type Fleet, type Pod } from "../../host/fakeserver/index.js";
+import { startFleet, type FaultMode, type Fleet, type Pod } from "../../host/fakeserver/index.js";
 import { packageVersion } from "../../host/paths.js";
 import { startStack, type Stack } from "../../host/stack.js";
 import { ClusterWatch } from "./envoy-watch.js";
-import { startFaultyPod, type FaultyPod } from "./faulty-pod.js";
+import { startFaultyPod, type Deadlines, type FaultyPod } from "./faulty-pod.js";
 import { MAX_OUTPUT_TOKENS, MIN_OUTPUT_TOKENS, planArrivals, runLoad, type PlannedRequest } from "./load.js";
 import {
   failoverMarkdown, GRACE_MS, LEDGER_GRACE_MS, PHASES, QUIET_MS, summarisePhase,
@@ -44,23 +47,41 @@ const PODS = 4;
 const POOL = "llama";
 const MODEL = "llama-3.1-8b";
 const ENVOY_CONCURRENCY = 2;
-const FULL = { durationS: 30, faultAtS: 10 };
-// The third phase needs the aggregator gone for longer than the view's age bound before its fault.
-const SMOKE = { durationS: 7, faultAtS: 4 };
-const DRAIN_LIMIT_S = 30;
+const FULL = { durationS: 30, faultAtS: 10, drainLimitS: 30 };
+// The third phase needs the aggregator gone for longer than the view's age bound before its fault;
+// a hung pod's requests wait out the drain limit unless the gateway gives up on them first.
+const SMOKE = { durationS: 7, faultAtS: 4, drainLimitS: 10 };
 const READY_TIMEOUT_MS = 15_000;
+
+/** The phases whose fault is the pod's own fault mode. */
+const POD_FAULTS: Partial<Record<PhaseName, FaultMode>> = {
+  "pod-hung": "hang",
+  "pod-breaking-responses": "break-streams",
+  "pod-stalling-streams": "stall-stream",
+};
+
+/**
+ * How long a pod may keep the gateway waiting: the faulty pod's front judges
+ * every attempt by these, and the gateway config should enforce them.
+ */
+const DEADLINES: Deadlines = { firstByteMs: 2_000, streamIdleMs: 2_000 };
+/**
+ * SWITCH ON once the config schema accepts profiles.<name>.deadlines (it
+ * rejects the field today): the gateway then holds pods to DEADLINES too.
+ */
+const DEADLINES_IN_CONFIG = false;
 
 /**
  * Default gateway settings but admission: a killed pod's load lands on the
- * others, and 429s would hide what failover alone does to clients. Only the
- * ports are the OS's choice.
+ * others, and 429s would hide what failover alone does to clients. And
+ * DEADLINES when the config can hold them. Only the ports are the OS's choice.
  */
 function gatewayConfig(endpoints: string[]): GatewayConfig {
   return parseGatewayConfig(
     stringify({
       gateway: { host: "127.0.0.1", port: 0, adminPort: 0 },
       aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0 },
-      profiles: { latency: { admission: { enabled: false } } },
+      profiles: { latency: { admission: { enabled: false }, ...(DEADLINES_IN_CONFIG ? { deadlines: DEADLINES } : {}) } },
       pools: [{ name: POOL, baseModel: MODEL, endpoints }],
     }),
     "failover bench",
@@ -128,6 +149,7 @@ interface PhaseContext {
   plan: PlannedRequest[];
   faultAtMs: number;
   aggregatorLeadMs: number;
+  drainLimitS: number;
   progress: (line: string) => void;
   logDir?: string;
 }
@@ -142,8 +164,9 @@ async function runPhase(ctx: PhaseContext): Promise<PhaseRun> {
     const fleet: Fleet = await startFleet(Array.from({ length: PODS }, (_, i) => ({ name: `${POOL}-${i}`, model: MODEL })));
     cleanups.push(() => fleet.close());
     let faulty: FaultyPod | null = null;
-    if (phase === "pod-500") {
-      faulty = await startFaultyPod(fleet.pods[PODS - 1], clock);
+    const podFault = POD_FAULTS[phase];
+    if (phase === "pod-500" || podFault) {
+      faulty = await startFaultyPod(fleet.pods[PODS - 1], clock, DEADLINES);
       cleanups.push(faulty.close);
     }
     const addressOf = (p: Pod) => (faulty?.name === p.name ? faulty.address : p.address);
@@ -155,7 +178,7 @@ async function runPhase(ctx: PhaseContext): Promise<PhaseRun> {
     cleanups.push(() => stack.close());
     await waitReady(stack);
 
-    const watch = new ClusterWatch(stack.envoy.adminUrl, `llm_gateway_pool_${POOL}`, clock);
+    const watch = new ClusterWatch(stack.envoy.adminUrl, POOL, clock);
     const before = await counters(stack);
     t0 = performance.now();
     watch.start();
@@ -179,7 +202,11 @@ async function runPhase(ctx: PhaseContext): Promise<PhaseRun> {
     const fault = async () => {
       healthAtFault = await healthStatus(stack);
       await watch.sample(); // the baseline for attempts after the fault
-      if (faulty) {
+      if (podFault) {
+        faultAtMs = clock();
+        fleet.pod(pod).setFault(podFault);
+        progress(`${phase}: ${pod} in fault mode ${podFault} from ${(faultAtMs / 1000).toFixed(1)} s`);
+      } else if (faulty) {
         faultAtMs = clock();
         faulty.break();
         progress(`${phase}: ${pod} answers 500 from ${(faultAtMs / 1000).toFixed(1)} s`);
@@ -207,7 +234,7 @@ async function runPhase(ctx: PhaseContext): Promise<PhaseRun> {
       model: MODEL,
       requests: ctx.plan,
       clock,
-      drainLimitMs: DRAIN_LIMIT_S * 1000,
+      drainLimitMs: ctx.drainLimitS * 1000,
       onProgress: (line) => progress(`${phase}: ${line}`),
     });
     await Promise.all(events);
@@ -215,6 +242,8 @@ async function runPhase(ctx: PhaseContext): Promise<PhaseRun> {
     const after = await counters(stack);
     const failed = records.filter((r) => r.error).length;
     progress(`${phase}: ${records.length} requests, ${failed} client errors`);
+    const attempts = faulty ? faulty.attempts().filter((a) => a.atMs >= faultAtMs) : [];
+    const failures = attempts.filter((a) => a.failedAtMs !== null);
 
     return {
       phase,
@@ -224,10 +253,13 @@ async function runPhase(ctx: PhaseContext): Promise<PhaseRun> {
       engineAtFault,
       healthAtFault,
       records,
-      attemptTimesMs: faulty ? faulty.failures.map((f) => f.atMs) : watch.attemptTimesAfter(address, faultAtMs),
-      failedRequests: faulty ? faulty.failures.flatMap((f) => (f.request === null ? [] : [f.request])) : [],
+      attemptTimesMs: faulty ? attempts.map((a) => a.atMs) : watch.attemptTimesAfter(address, faultAtMs),
+      failedRequests: failures.flatMap((a) => (a.request === null ? [] : [a.request])),
       attemptsCountedBy: faulty ? "pod" : "envoy",
+      // A crash shows at once: refused connections, reset requests.
+      firstFailureAtMs: faulty ? (failures.length > 0 ? Math.min(...failures.map((a) => a.failedAtMs!)) : null) : faultAtMs,
       envoyEjections: watch.ejectionsAfter(address, faultAtMs),
+      filterEjections: watch.filterEjectionsAfter(faultAtMs),
       envoyCounters: deltas(before, after),
     };
   } finally {
@@ -240,7 +272,7 @@ async function runPhase(ctx: PhaseContext): Promise<PhaseRun> {
 export async function runFailover(opts: FailoverOptions = {}): Promise<FailoverReport> {
   const started = Date.now();
   const progress = opts.onProgress ?? ((line: string) => process.stderr.write(`[failover] ${line}\n`));
-  const { durationS, faultAtS } = opts.smoke ? SMOKE : FULL;
+  const { durationS, faultAtS, drainLimitS } = opts.smoke ? SMOKE : FULL;
   const seed = opts.seed ?? DEFAULT_SEED;
   const defaults = gatewayConfig(["127.0.0.1:1"]);
   // Long enough for the view to be stale on every worker when the pod dies.
@@ -254,10 +286,11 @@ export async function runFailover(opts: FailoverOptions = {}): Promise<FailoverR
     pods: PODS,
     outputTokens: [MIN_OUTPUT_TOKENS, MAX_OUTPUT_TOKENS],
     envoyConcurrency: ENVOY_CONCURRENCY,
-    drainLimitS: DRAIN_LIMIT_S,
+    drainLimitS,
     graceMs: GRACE_MS,
     ledgerGraceMs: LEDGER_GRACE_MS,
     quietMs: QUIET_MS,
+    deadlines: { ...DEADLINES, inConfig: DEADLINES_IN_CONFIG },
     gateway: {
       staleViewMaxAgeMs: defaults.gateway.staleView.maxAgeMs,
       staleViewPolicy: defaults.gateway.staleView.policy,
@@ -270,7 +303,7 @@ export async function runFailover(opts: FailoverOptions = {}): Promise<FailoverR
   const plan = planArrivals(seed, RATE_PER_S, durationS);
   const phases: PhaseReport[] = [];
   for (const phase of PHASES) {
-    const run = await runPhase({ phase, plan, faultAtMs: faultAtS * 1000, aggregatorLeadMs, progress, logDir: opts.logDir });
+    const run = await runPhase({ phase, plan, faultAtMs: faultAtS * 1000, aggregatorLeadMs, drainLimitS, progress, logDir: opts.logDir });
     phases.push(summarisePhase(run, settings));
   }
   const cpu = cpus();

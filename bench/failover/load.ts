@@ -124,7 +124,11 @@ async function send(client: OpenAI, opts: LoadOptions, planned: PlannedRequest, 
         if (choice?.finish_reason) finished = true;
       }
       if (!finished || record.outputTokens !== planned.maxTokens) {
-        record.error = { kind: "broken", message: `stream ended after ${record.outputTokens} of ${planned.maxTokens} tokens without an error` };
+        const tokens = `${record.outputTokens} of ${planned.maxTokens} tokens`;
+        // The SDK ends an aborted stream quietly, as if the pod had.
+        record.error = signal.aborted
+          ? { kind: "timeout", message: `stream still running after ${tokens} when the bench stopped waiting` }
+          : { kind: "broken", message: `stream ended after ${tokens} without an error` };
       }
     } else {
       const call = client.chat.completions.create(body, options);

@@ -3,13 +3,18 @@
 import { formatMs } from "../report/table.js";
 import type { RequestRecord } from "./load.js";
 
-export const PHASES = ["pod-killed", "pod-500", "aggregator-then-pod-killed"] as const;
+export const PHASES = [
+  "pod-killed", "pod-500", "aggregator-then-pod-killed", "pod-hung", "pod-breaking-responses", "pod-stalling-streams",
+] as const;
 export type PhaseName = (typeof PHASES)[number];
 
 const TITLES: Record<PhaseName, string> = {
   "pod-killed": "pod killed",
   "pod-500": "pod answering 500, idle metrics",
   "aggregator-then-pod-killed": "aggregator stopped, then pod killed",
+  "pod-hung": "pod hung, idle metrics",
+  "pod-breaking-responses": "pod cutting responses after their 200",
+  "pod-stalling-streams": "pod stalling streams after their first event",
 };
 
 /** Envoy counters the report names (deltas over a phase), by a short name. */
@@ -45,10 +50,14 @@ export interface PhaseRun {
   attemptTimesMs: number[];
   /** "pod": counted by the pod's front, exactly; "envoy": Envoy's per-host counters, sampled every 100 ms. */
   attemptsCountedBy: "pod" | "envoy";
-  /** Requests the pod failed with a 500 (by index); empty when it cannot tell. */
+  /** Requests the pod failed (by index), as its front saw them; empty when it has none. */
   failedRequests: number[];
+  /** When a failure on the faulty pod could first be seen from the gateway (a crash: at once); null if none could. */
+  firstFailureAtMs: number | null;
   /** When Envoy's outlier detection had the faulty pod ejected, as the 100 ms samples saw it. */
   envoyEjections: Span[];
+  /** When the filter's ledger had a pod of the pool ejected, as its gauge showed in the 100 ms samples. */
+  filterEjections: Span[];
   /** Deltas over the load of the pool cluster's counters, the filter's, and the listener's 5xx. */
   envoyCounters: Record<string, number>;
 }
@@ -101,11 +110,17 @@ export interface PhaseReport {
     trafficStoppedAfterMs: number;
     /** 200s from the pod whose headers arrived more than GRACE_MS after the fault. */
     servedAfterGrace: number;
+    /** When a failure on it could first be seen from the gateway, relative to the fault; null if none could. */
+    firstFailureMs: number | null;
+    /** Attempts that reached it after that. */
+    attemptsAfterFirstFailure: number;
     /** Relative to the fault. */
     envoyEjectionsMs: Span[];
+    /** Relative to the fault. */
+    filterEjectionsMs: Span[];
     /**
-     * When the filter's ledger had the pod ejected, relative to the fault, derived from the client's view (null when
-     * the pod cannot name the requests it failed), and the attempts that still reached it more than LEDGER_GRACE_MS into one.
+     * When the filter's ledger had the pod ejected, relative to the fault, derived from the client's view (the 500 pod
+     * only, null for the others), and the attempts that still reached it more than LEDGER_GRACE_MS into one.
      */
     ledger: { ejections: Span[]; attemptsWhileEjected: number } | null;
   };
@@ -128,6 +143,8 @@ export interface FailoverSettings {
   graceMs: number;
   ledgerGraceMs: number;
   quietMs: number;
+  /** What the faulty pod's front holds a response to; `inConfig`: the gateway's config set them too. */
+  deadlines: { firstByteMs: number; streamIdleMs: number; inConfig: boolean };
   gateway: { staleViewMaxAgeMs: number; staleViewPolicy: string; ejectAfterFailures: number; ejectMs: number; staleAfterMs: number; scrapeIntervalMs: number };
 }
 
@@ -216,8 +233,9 @@ export function summarisePhase(run: PhaseRun, settings: FailoverSettings): Phase
   const ends = failed.map((r) => (r.endMs ?? Infinity) - fault);
   const relative = [...run.attemptTimesMs].sort((a, b) => a - b).map((t) => round(t - fault));
   const grouped = bursts(relative, settings.quietMs);
-  // Only the 500 pod can name the requests it failed.
-  const ledger = run.attemptsCountedBy === "pod" ? ledgerEjections(run, settings.gateway.ejectAfterFailures, settings.gateway.ejectMs) : null;
+  // A 500 is the one failure every filter build counts in its ledger, so only there can the ledger be derived.
+  const ledger = run.phase === "pod-500" ? ledgerEjections(run, settings.gateway.ejectAfterFailures, settings.gateway.ejectMs) : null;
+  const firstFailure = run.firstFailureAtMs;
   const toFault = (e: Span): Span => ({ fromMs: round(e.fromMs - fault), toMs: e.toMs === null ? null : round(e.toMs - fault) });
   const counter = (name: string) => run.envoyCounters[name] ?? 0;
   return {
@@ -254,7 +272,10 @@ export function summarisePhase(run: PhaseRun, settings: FailoverSettings): Phase
       bursts: grouped,
       trafficStoppedAfterMs: grouped.length > 0 && grouped[0].fromMs < settings.quietMs ? grouped[0].toMs : 0,
       servedAfterGrace: records.filter((r) => r.servedBy === run.pod && r.headersMs !== undefined && r.headersMs > fault + settings.graceMs).length,
+      firstFailureMs: firstFailure === null ? null : round(firstFailure - fault),
+      attemptsAfterFirstFailure: firstFailure === null ? 0 : run.attemptTimesMs.filter((t) => t > firstFailure).length,
       envoyEjectionsMs: run.envoyEjections.map(toFault),
+      filterEjectionsMs: run.filterEjections.map(toFault),
       ledger: ledger && {
         ejections: ledger.map(toFault),
         attemptsWhileEjected: run.attemptTimesMs.filter((t) => ledger.some((e) => t > e.fromMs + settings.ledgerGraceMs && t < e.toMs!)).length,
@@ -296,6 +317,11 @@ function burstsCell(p: PhaseReport): string {
   return `${p.faultyPod.attemptsAfterFault} (${spans.join("; ")})`;
 }
 
+function detectedCell(p: PhaseReport): string {
+  const fp = p.faultyPod;
+  return fp.firstFailureMs === null ? "–" : `${fp.attemptsAfterFirstFailure} (from ${rel(fp.firstFailureMs)})`;
+}
+
 function stoppedCell(p: PhaseReport): string {
   return p.faultyPod.trafficStoppedAfterMs === 0 ? "at once" : rel(p.faultyPod.trafficStoppedAfterMs);
 }
@@ -304,7 +330,47 @@ function spansText(spans: Span[]): string {
   return spans.map((e) => `${rel(e.fromMs)} to ${e.toMs === null ? "the end" : rel(e.toMs)}`).join(", then from ");
 }
 
+/** What the pod did from the fault on, and what made its first failure visible, for the faults that are the pod's own. */
+const POD_FAULT_TEXT: Partial<Record<PhaseName, { did: string; seen: (d: FailoverSettings["deadlines"]) => string }>> = {
+  "pod-hung": {
+    did: "read every completion and sent nothing back, not even a status line, while its /metrics described an idle engine",
+    seen: (d) => `${formatMs(d.firstByteMs)} without a response byte`,
+  },
+  "pod-breaking-responses": {
+    did: "answered every completion with a 200 and then closed the connection: a stream after its first two events (no " +
+      "`data: [DONE]`), a plain answer half-way through the body its content-length announced",
+    seen: () => "a response cut",
+  },
+  "pod-stalling-streams": {
+    did: "sent each stream its first event and then nothing more, the connection left open (plain answers went through)",
+    seen: (d) => `${formatMs(d.streamIdleMs)} of silence in a stream`,
+  },
+};
+
+function podFaultText(p: PhaseReport, s: FailoverSettings, fault: NonNullable<(typeof POD_FAULT_TEXT)[PhaseName]>): string {
+  const e = p.errors;
+  const fp = p.faultyPod;
+  const kinds = [
+    e.broken > 0 ? `${e.broken} cut after their 200` : "",
+    e.timeouts > 0 ? `${e.timeouts} still unanswered ${s.drainLimitS} s after the last arrival` : "",
+    e.httpStatus + e.noResponse > 0 ? `${e.httpStatus + e.noResponse} failed before a response byte` : "",
+  ].filter(Boolean);
+  const seen = fp.firstFailureMs === null ? "None of its failures could be seen from the gateway." :
+    `Its first failure could be seen at ${rel(fp.firstFailureMs)} (${fault.seen(s.deadlines)}), and ` +
+    `${count(fp.attemptsAfterFirstFailure, "attempt")} reached it after that.`;
+  const ledger = fp.filterEjectionsMs.length === 0 ? "The filter's ledger never ejected it." :
+    `The filter's ledger had it ejected from ${spansText(fp.filterEjectionsMs)} (its gauge, which follows within a second).`;
+  return `**${p.title}.** From ${sec(p.fault.atS * 1000)} on, \`${p.fault.pod}\` ${fault.did}. Clients saw ` +
+    `${count(e.total, "error")}${kinds.length > 0 ? `: ${kinds.join(", ")}` : ""}. ${seen} ` +
+    `${count(fp.attemptsAfterFault, "attempt")} reached it after the fault (counted by the pod). ` +
+    `${fp.envoyEjectionsMs.length === 0 ? "Envoy's outlier detection never ejected it." : `Envoy's outlier detection had it ejected from ${spansText(fp.envoyEjectionsMs)}.`} ` +
+    `Envoy retried ${count(p.envoy.retries, "attempt")} (${p.envoy.retriesSucceeded} of the retries succeeded); the filter ` +
+    `counted ${count(p.envoy.endpointFailures, "endpoint failure")}. ${ledger}`;
+}
+
 function phaseText(p: PhaseReport, s: FailoverSettings): string {
+  const podFault = POD_FAULT_TEXT[p.phase];
+  if (podFault) return podFaultText(p, s, podFault);
   const f = p.fault;
   const e = p.errors;
   const fp = p.faultyPod;
@@ -340,7 +406,8 @@ export function failoverMarkdown(r: FailoverReport): string {
   lines.push(`Command: \`${r.command}\` (${r.startedAt}, ${r.elapsedS.toFixed(0)} s in all)`, "");
   lines.push(
     `How many errors does a client see when a pod fails under load? One pool of ${s.pods} fake vLLM pods, the aggregator ` +
-      `and Envoy (${s.envoyConcurrency} workers) with the filter, all at default settings (staleView.maxAgeMs ${g.staleViewMaxAgeMs}, ` +
+      `and Envoy (${s.envoyConcurrency} workers) with the filter, all at default settings but admission, which is off ` +
+      `(staleView.maxAgeMs ${g.staleViewMaxAgeMs}, ` +
       `${g.staleViewPolicy}; passive health: ${g.ejectAfterFailures} failures eject a pod for ${g.ejectMs / 1000} s; ` +
       `aggregator staleAfterMs ${g.staleAfterMs}, scrapes every ${g.scrapeIntervalMs} ms). Load: open-loop Poisson arrivals at ` +
       `${s.ratePerS} req/s for ${s.durationS} s (seed ${s.seed}) through the \`openai\` client (${r.machine.openai}, maxRetries 0), ` +
@@ -350,24 +417,40 @@ export function failoverMarkdown(r: FailoverReport): string {
       `until they go stale. Attempts on a dead pod are Envoy's per-host counters (requests plus ` +
       `refused connections) sampled every 100 ms; the 500 pod counts its own. Times are relative to the fault.`,
     "",
+    `The last three faults are the pod's own (the fake pod's fault modes, switched on at the fault and never cleared): a hung ` +
+      `pod reads each completion and sends nothing, not even a status line, so its engine and /metrics stay idle; a pod ` +
+      `cutting responses sends a 200, then closes the connection after a stream's first two events or half a plain ` +
+      `answer; a pod stalling streams sends a stream's first event and then nothing, its connection open. A proxy in front ` +
+      `of the 500, hung, cutting and stalling pods counts every attempt on them and when each could first be seen to fail ` +
+      `from the gateway: a 500, a cut, Envoy abandoning it, or a deadline passing without a byte ` +
+      `(${s.deadlines.firstByteMs} ms to the first byte, ${s.deadlines.streamIdleMs} ms between two bytes). ` +
+      (s.deadlines.inConfig
+        ? "The gateway's config set the same deadlines (profiles.latency.deadlines). "
+        : "The gateway's config could not set those deadlines in this build, so nothing held a pod to them: the " +
+          "route has no timeout and Envoy's stream_idle_timeout is 600 s. ") +
+      `"Attempts after a failure could be seen" counts the attempts that reached the pod after the first such moment ` +
+      `(a crash is seen at once). Every request the client sent counts: a refusal, a cut, or no answer ` +
+      `${s.drainLimitS} s after the last arrival (a timeout) is an error.`,
+    "",
   );
   lines.push(
-    "| Fault | Requests (after the fault) | Client errors | HTTP status ≠ 200 | Streams broken mid-way | Errors seen at | " +
-      "Attempts on the faulty pod (bursts) | Traffic to it stopped after | Envoy retries | Envoy ejections | Filter endpoint failures |",
+    "| Fault | Requests (after the fault) | Client errors | HTTP status ≠ 200 | Broken after their 200 | Errors seen at | " +
+      "Attempts on the faulty pod (bursts) | Traffic to it stopped after | Attempts after a failure could be seen | " +
+      "Envoy retries | Envoy ejections | Filter ejections | Filter endpoint failures |",
   );
-  lines.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  lines.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const p of r.phases) {
     lines.push(
       `| ${p.title} (\`${p.fault.pod}\`) | ${p.requests.sent} (${p.requests.sentAfterFault}) | ${errorsCell(p)} | ${httpCell(p)} | ` +
-        `${p.errors.broken} | ${windowCell(p)} | ${burstsCell(p)} | ${stoppedCell(p)} | ${p.envoy.retries} | ` +
-        `${p.envoy.ejections} | ${p.envoy.endpointFailures} |`,
+        `${p.errors.broken} | ${windowCell(p)} | ${burstsCell(p)} | ${stoppedCell(p)} | ${detectedCell(p)} | ${p.envoy.retries} | ` +
+        `${p.envoy.ejections} | ${p.faultyPod.filterEjectionsMs.length} | ${p.envoy.endpointFailures} |`,
     );
   }
   lines.push("");
   for (const p of r.phases) lines.push(`- ${phaseText(p, s)}`);
   lines.push(
     "",
-    "Only a stream that has started can be lost: Envoy has forwarded its 200 and first tokens and never retries a " +
+    "When a pod crashes or answers 500, only a stream that has started can be lost: Envoy has forwarded its 200 and first tokens and never retries a " +
       "response it has begun, so the client's stream ends with an error. It ends about a second after the crash, when " +
       "Envoy closes the client's HTTP/1.1 connection after its delayed-close wait (delayed_close_timeout, 1 s by default). " +
       "Everything else fails before a response byte and is retried on another pod: a refused connection, a reset before " +
@@ -376,8 +459,17 @@ export function failoverMarkdown(r: FailoverReport): string {
       `aggregator.staleAfterMs, or the filter's ledger has counted ${g.ejectAfterFailures} failures, which it learns only ` +
       "when each retried request has finished), since Envoy's override_host tries a named pod even while outlier " +
       "detection has it ejected. Without the filter's view, least-request goes back to a dead pod whenever its ejection " +
-      "runs out, and the re-ejection reaches Envoy's workers only after the cluster's update_merge_window (1 s by default).",
+      "runs out, until two refused connections have it ejected again.",
     "",
+    ...(s.deadlines.inConfig ? [] : [
+      "Without deadlines, a hung pod and a stalled stream fail in no way Envoy or the filter can see: no status, no " +
+        "reset, so no retry, no outlier ejection and no failure in the filter's ledger. The hung pod's metrics stay idle " +
+        "and the requests it holds do not keep the filter off it, so it goes on drawing requests until the load ends, " +
+        "each of them waiting until the client gives up. A pod cutting responses after their 200 is ejected by Envoy's " +
+        "outlier detection, which sees the resets but does not stop the filter from naming it; the " +
+        "filter's ledger does not count a failure that comes after the 200, and Envoy cannot retry it.",
+      "",
+    ]),
     `Machine: ${r.machine.cpus} × ${r.machine.cpuModel}, Node ${r.machine.node}, Envoy ${r.machine.envoy}. The fake pods, ` +
       "the aggregator, the client and Envoy share it over loopback; timings move between runs by tens of milliseconds, " +
       "and which pod is busiest at the fault changes how many streams it was carrying.",

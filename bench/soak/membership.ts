@@ -51,7 +51,7 @@ export class Membership {
     const deadline = Date.now() + APPLIED_TIMEOUT_MS;
     let seen = "";
     while (Date.now() < deadline) {
-      const sample = await new ClusterWatch(this.opts.envoyAdminUrl(), `llm_gateway_pool_${pool}`, () => 0).sample();
+      const sample = await new ClusterWatch(this.opts.envoyAdminUrl(), pool, () => 0).sample();
       seen = Object.keys(sample.hosts).sort().join(",");
       if (seen === want) return;
       await new Promise((r) => setTimeout(r, POLL_MS));

@@ -8,6 +8,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { Engine } from "../engine/index.js";
 import { RealtimeDriver } from "./driver.js";
+import { type FaultMode, PodFaults } from "./faults.js";
 import { METRICS_FORMATS, type MetricsFormat, MetricsRenderer } from "./metrics.js";
 import { createPodServer, type LoadRequest } from "./server.js";
 
@@ -57,7 +58,7 @@ export const podSpecSchema = z
 export type PodSpec = z.input<typeof podSpecSchema>;
 
 export interface FleetOptions {
-  /** Serve GET /admin/state and POST /admin/load on every pod (off by default). */
+  /** Serve GET /admin/state, POST /admin/load and POST /admin/fault on every pod (off by default). */
   admin?: boolean;
   /** Interface to listen on; loopback unless a container must be reachable from others. */
   host?: string;
@@ -78,6 +79,10 @@ export interface Pod {
   readonly driver: RealtimeDriver;
   /** Queue synthetic requests (unique prompts, no client) to make the pod busy. */
   injectLoad(load: LoadRequest): void;
+  /** The fault the pod is in (faults.ts); null when it behaves. */
+  readonly fault: FaultMode | null;
+  /** Switches the pod into a fault, or out of one (null), for the requests that follow. */
+  setFault(mode: FaultMode | null): void;
   /** Kills the pod as a crash would: its port closes and open connections (streams included) are cut. */
   close(): Promise<void>;
 }
@@ -134,12 +139,14 @@ export async function startFleet(specs: PodSpec[], opts: FleetOptions = {}): Pro
           driver.submit({ id, prompt, maxTokens });
         }
       };
+      const faults = new PodFaults();
       const server = createPodServer({
         name: spec.name,
         model: spec.model,
         adapters: new Set(spec.adapters),
         driver,
         metrics: new MetricsRenderer(spec.metricsFormat, spec.adapters.length > 0 && engine.config.maxLoras > 0),
+        faults,
         admin: opts.admin ?? false,
         injectLoad,
       });
@@ -156,6 +163,10 @@ export async function startFleet(specs: PodSpec[], opts: FleetOptions = {}): Pro
         engine,
         driver,
         injectLoad,
+        get fault() {
+          return faults.mode;
+        },
+        setFault: (mode) => faults.set(mode),
         close: async () => {
           driver.close();
           await stopServer(server);

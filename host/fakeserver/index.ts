@@ -1,4 +1,5 @@
 export { RealtimeDriver, type RequestListener } from "./driver.js";
+export { FAULT_MODES, PodFaults, type FaultMode } from "./faults.js";
 export {
   parseFleetFile,
   parsePodSpecs,

@@ -5,7 +5,9 @@
  *   node dist/host/fakeserver/main.js --pods pods.yaml [--admin]
  *
  * --config takes a gateway config and starts its localFleet block; --pods
- * takes a YAML/JSON list of pod specs (or `{ pods: [...] }`).
+ * takes a YAML/JSON list of pod specs (or `{ pods: [...] }`). --admin adds
+ * GET /admin/state, POST /admin/load and POST /admin/fault ({"mode": "hang"},
+ * "break-streams", "stall-stream", or null to clear) to every pod.
  *
  * Prints `pod <name> <model> http://127.0.0.1:<port>` per pod, then
  * `fleet ready`; stops cleanly on SIGINT / SIGTERM.

@@ -1,6 +1,7 @@
 /**
  * HTTP front of one fake model-server pod: the OpenAI-compatible routes vLLM
  * serves, /metrics in the pod's dialect, /health, and optional /admin hooks.
+ * Completions obey the pod's fault mode (faults.ts).
  * Every response carries `x-served-by: <pod name>`; completion answers also
  * carry `x-fake-parsed-model`, the model as the pod read the body, so tests
  * can check that the gateway routed on the same name.
@@ -9,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { RequestRejectedError, type RequestStats } from "../engine/index.js";
 import type { RealtimeDriver, RequestListener } from "./driver.js";
+import { FAULT_MODES, type FaultMode, type PodFaults } from "./faults.js";
 import type { MetricsRenderer } from "./metrics.js";
 import {
   type ApiKind,
@@ -40,7 +42,8 @@ export interface PodContext {
   adapters: ReadonlySet<string>;
   driver: RealtimeDriver;
   metrics: MetricsRenderer;
-  /** Serve /admin/state and /admin/load. */
+  faults: PodFaults;
+  /** Serve /admin/state, /admin/load and /admin/fault. */
   admin: boolean;
   injectLoad(load: LoadRequest): void;
 }
@@ -97,6 +100,10 @@ async function route(ctx: PodContext, req: IncomingMessage, res: ServerResponse)
     allow("POST");
     return adminLoad(ctx, await readJson(req), res);
   }
+  if (ctx.admin && path === "/admin/fault") {
+    allow("POST");
+    return adminFault(ctx, await readJson(req), res);
+  }
   throw new ApiError(404, `No route for ${method} ${path}`, "invalid_request_error", null, "not_found");
 }
 
@@ -117,6 +124,8 @@ function models(ctx: PodContext): object {
 
 async function completion(ctx: PodContext, kind: ApiKind, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const body = await readJson(req);
+  if (ctx.faults.mode === "hang" && !(await hangUntilCleared(ctx.faults, res))) return;
+  const fault = ctx.faults.mode;
   const model = parsedModelHeader(body);
   if (model !== undefined) res.setHeader(PARSED_MODEL_HEADER, model);
   const parsed = parseCompletionRequest(kind, body);
@@ -135,11 +144,12 @@ async function completion(ctx: PodContext, kind: ApiKind, req: IncomingMessage, 
     done = true;
   };
   const listener: RequestListener = parsed.stream
-    ? streamListener(parsed, meta, res, markDone)
+    ? streamListener(parsed, meta, res, markDone, fault, ctx.faults)
     : {
         onFinish: (s) => {
           markDone();
-          sendJson(res, 200, respond(meta, s));
+          if (fault === "break-streams") sendHalfJson(res, respond(meta, s));
+          else sendJson(res, 200, respond(meta, s));
         },
       };
   try {
@@ -161,25 +171,77 @@ function respond(meta: ResponseMeta, s: RequestStats): object {
   return fullResponse(meta, fillerText(s.outputTokens), "length", usage(s.promptTokens, s.outputTokens, s.cachedTokens));
 }
 
-/** SSE stream: headers with the first token, one chunk per token, then finish, usage, [DONE]. */
+/** Resolves true when the hang is cleared, false if the connection closed first (nothing is to be sent then). */
+function hangUntilCleared(faults: PodFaults, res: ServerResponse): Promise<boolean> {
+  return new Promise((resolve) => {
+    res.once("close", () => resolve(false));
+    faults.hold(res, "hang", () => resolve(true));
+    if (res.closed) resolve(false);
+  });
+}
+
+/** Events a broken stream sends before its connection is destroyed. */
+const EVENTS_BEFORE_BREAK = 2;
+
+/**
+ * SSE stream: headers with the first token, one chunk per token, then finish,
+ * usage, [DONE]. Under `break-streams` the connection is destroyed once the
+ * first events are out; under `stall-stream` everything after the first event
+ * waits for the fault to clear.
+ */
 function streamListener(
   parsed: CompletionRequest,
   meta: ResponseMeta,
   res: ServerResponse,
   markDone: () => void,
+  fault: FaultMode | null,
+  faults: PodFaults,
 ): RequestListener {
+  let events = 0;
+  let cut = false;
+  /** Text held back by a stall; null while the stream flows. */
+  let stalled: string | null = null;
+  let endOnRelease = false;
+  const send = (text: string, last = false): void => {
+    if (cut) return;
+    if (stalled !== null) {
+      stalled += text;
+      endOnRelease ||= last;
+      return;
+    }
+    events++;
+    if (fault === "break-streams" && events === EVENTS_BEFORE_BREAK) {
+      cut = true;
+      // Destroyed once the event is on the socket: the client gets it, then loses the connection.
+      res.write(text, () => res.destroy());
+      return;
+    }
+    if (last) res.end(text);
+    else res.write(text);
+    if (fault === "stall-stream" && events === 1) {
+      stalled = "";
+      faults.hold(res, "stall-stream", () => {
+        const held = stalled ?? "";
+        stalled = null;
+        if (endOnRelease) res.end(held);
+        else res.write(held);
+      });
+    }
+  };
   return {
     onToken: (index) => {
       if (index === 0) {
         res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
       }
-      res.write(sse(textChunk(meta, fillerToken(index), index === 0)));
+      send(sse(textChunk(meta, fillerToken(index), index === 0)));
     },
     onFinish: (s) => {
+      // A cut stream is not done: the connection's close aborts its engine request.
+      if (cut) return;
       markDone();
-      res.write(sse(finishChunk(meta, "length")));
-      if (parsed.includeUsage) res.write(sse(usageChunk(meta, usage(s.promptTokens, s.outputTokens, s.cachedTokens))));
-      res.end(sse("[DONE]"));
+      send(sse(finishChunk(meta, "length")));
+      if (parsed.includeUsage) send(sse(usageChunk(meta, usage(s.promptTokens, s.outputTokens, s.cachedTokens))));
+      send(sse("[DONE]"), true);
     },
   };
 }
@@ -243,6 +305,22 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   } catch {
     throw invalidRequest("Request body is not valid JSON", null, "invalid_json");
   }
+}
+
+function adminFault(ctx: PodContext, body: unknown, res: ServerResponse): void {
+  const mode = (body as { mode?: unknown } | null)?.mode;
+  if (mode !== null && !FAULT_MODES.includes(mode as FaultMode)) {
+    throw invalidRequest(`mode must be null or one of ${FAULT_MODES.join(", ")}`, "mode", "invalid_request");
+  }
+  ctx.faults.set(mode as FaultMode | null);
+  sendJson(res, 200, { mode: ctx.faults.mode });
+}
+
+/** A 200 whose content-length promises the whole body, and a connection destroyed half-way through it. */
+function sendHalfJson(res: ServerResponse, body: unknown): void {
+  const text = Buffer.from(JSON.stringify(body));
+  res.writeHead(200, { "content-type": "application/json", "content-length": text.length });
+  res.write(text.subarray(0, text.length >> 1), () => res.destroy());
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
