@@ -155,6 +155,7 @@ export class Router {
     request.priority = this.priority;
     request.pool = pool;
     request.nowMs = nowMs;
+    request.promptTokens = <f64>promptBytes / 4;
     return true;
   }
 

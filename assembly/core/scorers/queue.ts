@@ -3,17 +3,31 @@ import { Endpoint, Weights } from "../snapshot";
 import { RatioScorer } from "./scorer";
 
 /**
- * Predicted wait, aware of each pod's speed and batch size. With q =
- * queued requests now (core/snapshot.ts, estimatedWaiting: what the pod
- * reported waiting, plus what was sent since beyond its free batch slots)
- * and c = capacity relative to the fastest candidate:
+ * Prompt tokens an engine prefills in one step (vLLM's default
+ * max_num_batched_tokens): a request arriving behind others waits for their
+ * prefill in steps of this many tokens.
+ */
+const STEP_PREFILL_TOKENS: f64 = 2048;
+
+/**
+ * Predicted wait for the first token, aware of each pod's speed and batch.
+ * With q = requests ahead of this one, c = capacity relative to the fastest
+ * candidate:
  *
  *   wait_i = (q_i + 1) / c_i          (the +1 is this request's own turn)
  *   score_i = min_j wait_j / wait_i   in (0, 1]
  *
- * So a pod at 0.35x with 2 queued (wait 8.6) loses to a fast one with 4 (5),
- * and an idle slow pod (2.9) beats a fast one with 2 queued (3). Pods with
- * free batch slots all score 1: nothing waits there.
+ *   q_i = queued_i + starting_i x min(1, prompt tokens / 2048)
+ *
+ * queued (core/snapshot.ts, estimatedWaiting) is what exceeds the pod's batch
+ * slots: it waits for a slot. starting is the rest of what it reported
+ * waiting or was sent since the scrape: it has a slot and is being prefilled
+ * ahead of this request, which costs it in proportion to the prompt's share
+ * of a step (requests alike in size take about as long). So short prompts
+ * on an idle pod cost next to nothing, and adapter or prefix affinity
+ * decide; long ones spread as their prefills would queue. A pod at 0.35x
+ * with 2 queued (wait 8.6) loses to a fast one with 4 (5), and an idle slow
+ * pod (2.9) beats a fast one with 2 queued (3).
  */
 export class QueueScorer extends RatioScorer {
   weight(w: Weights): f64 { return w.queue; }
@@ -25,5 +39,8 @@ export class QueueScorer extends RatioScorer {
 
 /** wait_i above, for candidate `i` of the request being scored. */
 export function predictedWait(e: Endpoint, request: RouteRequest, i: i32): f64 {
-  return (e.estimatedWaiting + 1) / unchecked(request.capacity[i]);
+  const queued = e.estimatedWaiting;
+  const starting = max(<f64>(e.waiting + e.sentSinceScrape) - queued, 0);
+  const share = min(request.promptTokens / STEP_PREFILL_TOKENS, 1.0);
+  return (queued + starting * share + 1) / unchecked(request.capacity[i]);
 }

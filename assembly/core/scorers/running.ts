@@ -8,7 +8,7 @@ import { RatioScorer } from "./scorer";
  * It is what makes load count only as it becomes real: 4 requests on an idle
  * 256-slot pod cost it 20% of its score, not 80%.
  */
-const STEP_OVERHEAD_SHARE: f64 = 1.0 / 16;
+const STEP_OVERHEAD_SHARE: f64 = 1.0 / 64;
 
 /**
  * Fewest requests on the pod per unit of speed, judged against what it can
