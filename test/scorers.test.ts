@@ -48,6 +48,9 @@ class Workers {
   }
 }
 
+/** A pod whose one batch slot is taken, with `n` more waiting for it: a queue, not requests starting. */
+const queued = (n: number): Partial<EndpointMsg> => ({ waiting: n, running: 1, batchSlots: 1 });
+
 const chat = (content: string, model = "llama") => JSON.stringify({ model, messages: [{ role: "user", content }] });
 const SYSTEM = "You are the support assistant of a large company. ".repeat(60); // ~3 KiB
 const withSystem = (user: string) => JSON.stringify({ model: "llama", messages: [{ role: "system", content: SYSTEM }, { role: "user", content: user }] });
@@ -108,13 +111,13 @@ describe("in-flight accounting", () => {
 describe("queue scorer (predicted wait, capacity-aware)", () => {
   it("prefers a fast pod with 4 queued to a 0.35x pod with 2 queued", () => {
     fresh();
-    w.install([endpoint(A, { waiting: 2, capacity: 0.35 }), endpoint(B, { waiting: 4, capacity: 1 })], { queue: 1 });
+    w.install([endpoint(A, { ...queued(2), capacity: 0.35 }), endpoint(B, { ...queued(4), capacity: 1 })], { queue: 1 });
     expect(w.route(0, chat("q"))).toBe(B);
   });
 
   it("prefers an idle 0.35x pod to a fast pod with 2 queued, and the fast one when both are idle", () => {
     fresh();
-    w.install([endpoint(A, { capacity: 0.35 }), endpoint(B, { waiting: 2, capacity: 1 })], { queue: 1 });
+    w.install([endpoint(A, { capacity: 0.35 }), endpoint(B, { ...queued(2), capacity: 1 })], { queue: 1 });
     expect(w.route(0, chat("q"))).toBe(A);
     fresh();
     w.install([endpoint(A, { capacity: 0.35 }), endpoint(B, { capacity: 1 })], { queue: 1 });
@@ -169,7 +172,7 @@ describe("LoRA affinity scorer", () => {
     expect(places.size).toBeGreaterThan(1);
     // A long queue on the placement pod sends the adapter to the emptiest free pod instead.
     fresh();
-    w.install(eps.map((e) => (e.address === first ? { ...e, waiting: 20 } : e)), { lora: 1, queue: 1 }, [ADAPTER]);
+    w.install(eps.map((e) => (e.address === first ? { ...e, ...queued(20) } : e)), { lora: 1, queue: 1 }, [ADAPTER]);
     expect(w.route(0, body)).not.toBe(first);
   });
 
@@ -216,7 +219,7 @@ describe("prefix-cache scorer", () => {
     fresh();
     w.install([endpoint(A), endpoint(B), endpoint(C)], { prefix: 3, queue: 1 });
     const home = w.route(0, withSystem("seed"));
-    const busy = [endpoint(A), endpoint(B), endpoint(C)].map((e) => (e.address === home ? { ...e, waiting: 6 } : e));
+    const busy = [endpoint(A), endpoint(B), endpoint(C)].map((e) => (e.address === home ? { ...e, ...queued(6) } : e));
     w.install(busy, { prefix: 3, queue: 1 });
     expect(w.route(0, withSystem("overflow"))).not.toBe(home);
   });

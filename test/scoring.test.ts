@@ -43,8 +43,8 @@ describe("picker", () => {
   });
 
   it("weighs criteria against each other as configured", () => {
-    // a: long queue, empty cache. b: no queue, nearly full cache.
-    const eps = [endpoint("10.0.0.1:80", { waiting: 10, kvCacheUsage: 0 }), endpoint("10.0.0.2:80", { waiting: 0, kvCacheUsage: 0.95 })];
+    // a: long queue (its one batch slot taken), empty cache. b: no queue, nearly full cache.
+    const eps = [endpoint("10.0.0.1:80", { waiting: 10, running: 1, batchSlots: 1, kvCacheUsage: 0 }), endpoint("10.0.0.2:80", { waiting: 0, kvCacheUsage: 0.95 })];
     load(eps, { queue: 1, kvCache: 5, running: 0 });
     expect(pick()).toBe("10.0.0.1:80");
     load(eps, { queue: 5, kvCache: 1, running: 0 });

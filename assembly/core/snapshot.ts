@@ -96,6 +96,18 @@ export class Endpoint {
   }
 
   /**
+   * Sequences the pod can run at once: its batch slots, or fewer when its KV
+   * cache would fill first (its running sequences over the share of the
+   * cache they use; an idle pod's batch is taken at its slots).
+   */
+  get effectiveSlots(): f64 {
+    const slots = <f64>this.batchSlots;
+    if (this.running <= 0 || !(this.kvCacheUsage > MIN_KV_READING)) return slots;
+    const byKv = <f64>this.running / this.kvCacheUsage;
+    return byKv < slots ? byKv : slots;
+  }
+
+  /**
    * Queued requests now: what exceeds the pod's batch slots. A pod with free
    * slots starts what it is sent at its next step, and what it reported
    * waiting too (a request that arrived between two steps); with a nearly
@@ -110,6 +122,8 @@ export class Endpoint {
 
 /** vLLM's default max_num_seqs: the batch an engine that reports none is taken to run. */
 export const DEFAULT_BATCH_SLOTS: i32 = 256;
+/** Below this KV use a running batch says too little about what one sequence takes. */
+const MIN_KV_READING: f64 = 0.02;
 /** KV use at which a pod has no memory for another sequence's prompt, free slots or not. */
 const KV_FULL: f64 = 0.9;
 

@@ -20,6 +20,8 @@ function randomPool(rng: Rng, index: number, size: number, prefixes: boolean): P
   const endpoints = Array.from({ length: size }, (_, i) => endpoint(`10.${index}.${i >> 8}.${i & 255}:8000`, {
     waiting: rng.pick([0, 0, 0, 1, 2, 5]),
     running: rng.pick([0, 0, 1, 4]),
+    // Mostly small batches, so that queues (and refusals) happen.
+    batchSlots: rng.pick([1, 4, 4, 256]),
     kvCacheUsage: rng.pick([0, 0, 0.25, 0.5, 0.9, 1]),
     fresh: rng.chance(0.85),
     maxLora: rng.pick([0, 2, 4]),

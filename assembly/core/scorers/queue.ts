@@ -8,6 +8,11 @@ import { RatioScorer } from "./scorer";
  * prefill in steps of this many tokens.
  */
 const STEP_PREFILL_TOKENS: f64 = 2048;
+/**
+ * Loading a LoRA adapter stalls the pod about as long as prefilling this
+ * many tokens (a ~200 ms load at ~0.25 ms per prompt token).
+ */
+const ADAPTER_LOAD_TOKENS: f64 = 800;
 
 /**
  * Predicted wait for the first token, aware of each pod's speed and batch.
@@ -23,9 +28,11 @@ const STEP_PREFILL_TOKENS: f64 = 2048;
  * slots: it waits for a slot. starting is the rest of what it reported
  * waiting or was sent since the scrape: it has a slot and is being prefilled
  * ahead of this request, which costs it in proportion to the prompt's share
- * of a step (requests alike in size take about as long). So short prompts
- * on an idle pod cost next to nothing, and adapter or prefix affinity
- * decide; long ones spread as their prefills would queue. A pod at 0.35x
+ * of a step (requests alike in size take about as long). A request for an
+ * adapter the pod does not hold also waits for its load, counted as the
+ * prefill of ADAPTER_LOAD_TOKENS. So a few short prompts ahead on an idle pod
+ * weigh less than an adapter load, and affinity decides; long ones spread as
+ * their prefills would queue. A pod at 0.35x
  * with 2 queued (wait 8.6) loses to a fast one with 4 (5), and an idle slow
  * pod (2.9) beats a fast one with 2 queued (3).
  */
@@ -42,5 +49,12 @@ export function predictedWait(e: Endpoint, request: RouteRequest, i: i32): f64 {
   const queued = e.estimatedWaiting;
   const starting = max(<f64>(e.waiting + e.sentSinceScrape) - queued, 0);
   const share = min(request.promptTokens / STEP_PREFILL_TOKENS, 1.0);
-  return (queued + starting * share + 1) / unchecked(request.capacity[i]);
+  const load = needsAdapterLoad(e, request) ? ADAPTER_LOAD_TOKENS / STEP_PREFILL_TOKENS : 0;
+  return (queued + starting * share + load + 1) / unchecked(request.capacity[i]);
+}
+
+/** The request names an adapter the pod does not run or queue: it waits for the load too. */
+function needsAdapterLoad(e: Endpoint, request: RouteRequest): bool {
+  const adapter = request.model.adapter;
+  return adapter.length > 0 && !e.runningAdapters.includes(adapter) && !e.waitingAdapters.includes(adapter);
 }
