@@ -19,7 +19,7 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();
 });
 
-async function waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 5000): Promise<T> {
+async function waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
@@ -196,7 +196,7 @@ pools: [{ name: p, baseModel: m, endpoints: [{ address: "pods.test:${port}", cap
     answer = ["127.0.0.1", "127.0.0.3", "127.0.0.4"];
     second.body = () => "not metrics";
     const moved = answer.map((ip) => `${ip}:${port}`);
-    await waitFor("the snapshot to follow", () => addresses(agg.current()).join() === moved.join(), 5000);
+    await waitFor("the snapshot to follow", () => addresses(agg.current()).join() === moved.join());
     await waitFor("Envoy's endpoints to follow", () => eds.hosts()?.join() === moved.join());
     await waitFor("the new pod fresh", () => agg.current().pools[0].endpoints.find((e) => e.address === `127.0.0.4:${port}`)?.fresh);
     expect(fourth.hits).toBeGreaterThan(0);
