@@ -19,7 +19,7 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();
 });
 
-async function waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 5000): Promise<T> {
+async function waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
@@ -141,17 +141,20 @@ pools: [{ name: p, baseModel: m, endpoints: [${pods.map((p) => `"127.0.0.1:${p.p
     );
     agg.onSnapshot((s) => pushed.push(s));
     const streamed = watch(agg.grpcPort);
-    await waitFor("10 cycles", () => t.cycles.length >= 10);
+    // Pods' changes per push: every pod is scraped in a cycle, and each scrape changes its queue.
+    const moved = () => pushed.slice(1).map((s, i) => s.pools[0].endpoints.filter((e, j) => e.waiting !== pushed[i].pools[0].endpoints[j].waiting).length);
+    // A loaded machine may spread a cycle's scrapes over the next ones (a cycle ends at the
+    // next tick at the latest): wait for a cycle whose scrapes all landed in it.
+    await waitFor("10 cycles, and a push carrying 30 pods' changes", () => t.cycles.length >= 10 && Math.max(0, ...moved()) >= 30);
     const cycles = t.cycles.length;
     const pushes = pushed.length;
 
-    // Each cycle's end pushes once (the first snapshot came before any cycle).
+    // Each cycle's end pushes once (the first snapshot came before any cycle)...
     expect(pushes).toBeGreaterThan(0);
     expect(pushes).toBeLessThanOrEqual(cycles + 1);
     expect(t.pushes.length).toBe(pushes);
-    // ...carrying many pods' changes at once: every pod was scraped in the cycle, and each scrape changed its queue.
-    const moved = pushed.slice(1).map((s, i) => s.pools[0].endpoints.filter((e, j) => e.waiting !== pushed[i].pools[0].endpoints[j].waiting).length);
-    expect(Math.max(...moved)).toBeGreaterThanOrEqual(30);
+    // ...carrying many pods' changes at once.
+    expect(Math.max(...moved())).toBeGreaterThanOrEqual(30);
     // Watch streams get the same snapshots, each once.
     await waitFor("the stream to catch up", () => streamed.some((s) => s.version === pushed[pushes - 1].version));
     const versions = streamed.map((s) => s.version);
@@ -183,7 +186,8 @@ pools: [{ name: p, baseModel: m, endpoints: [{ address: "pods.test:${port}", cap
     const eds = watchEndpoints(agg.grpcPort, "p");
     const three = answer.map((ip) => `${ip}:${port}`);
     expect(addresses(agg.current())).toEqual(three);
-    expect(agg.current().pools[0].endpoints.every((e) => e.fresh && e.capacity === 2)).toBe(true);
+    // Fresh once scraped (again, if a loaded machine stalled the scrapes past staleAfterMs).
+    await waitFor("the three pods fresh, each with the name's capacity", () => agg.current().pools[0].endpoints.every((e) => e.fresh && e.capacity === 2));
     expect(await waitFor("Envoy's endpoints", () => eds.hosts())).toEqual(three);
     expect(t.discovery).toEqual([["p", "added"], ["p", "added"], ["p", "added"]]);
 
@@ -192,7 +196,7 @@ pools: [{ name: p, baseModel: m, endpoints: [{ address: "pods.test:${port}", cap
     answer = ["127.0.0.1", "127.0.0.3", "127.0.0.4"];
     second.body = () => "not metrics";
     const moved = answer.map((ip) => `${ip}:${port}`);
-    await waitFor("the snapshot to follow", () => addresses(agg.current()).join() === moved.join(), 5000);
+    await waitFor("the snapshot to follow", () => addresses(agg.current()).join() === moved.join());
     await waitFor("Envoy's endpoints to follow", () => eds.hosts()?.join() === moved.join());
     await waitFor("the new pod fresh", () => agg.current().pools[0].endpoints.find((e) => e.address === `127.0.0.4:${port}`)?.fresh);
     expect(fourth.hits).toBeGreaterThan(0);
@@ -222,10 +226,12 @@ pools: [{ name: p, baseModel: m, endpoints: [${[ok, http500, hang, junk, refused
 `,
       { telemetry: hooks },
     );
-    const kind = (port: number) => t.scrapes.find((s) => s.pod === `127.0.0.1:${port}`)?.error;
+    const kinds = (port: number) => new Set(t.scrapes.filter((s) => s.pod === `127.0.0.1:${port}`).map((s) => s.error));
     const ports = [ok, http500, hang, junk, refused];
-    await waitFor("every pod scraped", () => ports.every((port) => kind(port) !== undefined));
-    expect(ports.map(kind)).toEqual([null, "http_500", "timeout", "parse", "refused"]);
+    const expected = [null, "http_500", "timeout", "parse", "refused"];
+    // Each pod's own kind, though on a loaded machine any scrape may also time out.
+    await waitFor("every pod scraped with its kind", () => ports.every((port, i) => kinds(port).has(expected[i])));
+    ports.forEach((port, i) => expect([...kinds(port)].filter((k) => k !== "timeout" && k !== expected[i]), `port ${port}`).toEqual([]));
     expect(t.scrapes.every((s) => s.pool === "p")).toBe(true);
   });
 });

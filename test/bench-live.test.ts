@@ -49,28 +49,41 @@ describe("live mode", () => {
   it("censors requests still open at the drain deadline, as the simulator does", async () => {
     // Even requests get a first token and then stall; odd ones get nothing at all.
     const open: ServerResponse[] = [];
+    /** performance.now() when the server had each request whole: it was sent before. */
+    const received = new Map<number, number>();
     const server = createServer((req, res) => {
       let body = "";
       req.on("data", (c) => (body += c));
       req.on("end", () => {
+        const n = Number(/#(\d+) /.exec(body)![1]);
+        received.set(n, performance.now());
         open.push(res);
-        if (Number(/#(\d+) /.exec(body)![1]) % 2 === 0) res.writeHead(200, { "content-type": "text/event-stream" }).write('data: {"choices":[]}\n\n');
+        if (n % 2 === 0) res.writeHead(200, { "content-type": "text/event-stream" }).write('data: {"choices":[]}\n\n');
       });
     });
     await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));
     try {
       const trace = generateTrace({ ...scenario, durationS: 0.5 }, 1);
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      const drainLimitMs = 400;
+      const drainLimitMs = 1_000;
+      const startedAt = performance.now();
       const records = await replay(trace, { url, poolNames: ["llama-3.1-8b", "qwen3-32b"], podIndex: new Map() }, { drainLimitMs });
+      const endedAt = performance.now();
       const deadline = trace.requests.at(-1)!.arrivalMs + drainLimitMs;
+      // Timers run on a millisecond clock: they may fire up to 1 ms early.
+      const TIMER_MS = 2;
       expect(records.length).toBeGreaterThan(2);
       records.forEach((r, i) => {
         expect(r.error).toBe(TIMEOUT);
-        // Censored at the deadline, give or take the timers' slack.
-        expect(r.e2eMs!).toBeGreaterThan(deadline - r.arrivalMs - 100);
-        expect(r.e2eMs!).toBeLessThan(deadline - r.arrivalMs + 200);
-        if (i % 2 === 0) expect(r.ttftMs!).toBeLessThan(r.e2eMs! - 150);
+        // Censored at the deadline, timed from its own sending: not before the
+        // deadline (the replay's clock starts after startedAt, and the request
+        // left before the server had it), nor longer than the replay took since
+        // the request's arrival time (it is not sent before that). How long
+        // after the deadline depends on the machine, and is not checked.
+        expect(r.e2eMs!).toBeGreaterThan(startedAt + deadline - received.get(trace.requests[i].index)! - TIMER_MS);
+        expect(r.e2eMs!).toBeLessThan(endedAt - startedAt - r.arrivalMs + TIMER_MS);
+        // The first token, written at once, counts as such; nothing at all counts as the censoring.
+        if (i % 2 === 0) expect(r.ttftMs!).toBeLessThan(r.e2eMs!);
         else expect(r.ttftMs).toBe(r.e2eMs);
       });
     } finally {
@@ -112,17 +125,18 @@ describe("live mode", () => {
         expect(rec.priority).toBe(r.priority);
         expect(mine.every((s) => s.priority === r.priority)).toBe(true);
         if (r.index % 4 === 0 || r.priority === "sheddable") {
-          // Sent twice, a second apart (give or take the timers), the second answer final.
+          // Sent twice, the Retry-After apart (give or take the timers) and not two of
+          // them (the upper bound is that bug's, not the machine's speed), the second answer final.
           expect(mine).toHaveLength(2);
           expect(mine[1].at - mine[0].at).toBeGreaterThan(990);
-          expect(mine[1].at - mine[0].at).toBeLessThan(1300);
+          expect(mine[1].at - mine[0].at).toBeLessThan(2000);
           expect(rec.refusedRetryAfterS).toBe(1);
           expect(rec.retryArrivalMs! - rec.arrivalMs).toBeGreaterThan(990);
           if (r.index % 4 === 0) expect(rec.error).toBe("429 pool_saturated");
           else {
             expect(rec.error).toBeUndefined();
-            // From the retry: a local answer, nowhere near the second waited.
-            expect(rec.ttftMs!).toBeLessThan(500);
+            // From the retry: less than the second waited before it, which timing from the first try would include.
+            expect(rec.ttftMs!).toBeLessThan(rec.retryArrivalMs! - rec.arrivalMs);
           }
         } else {
           expect(mine).toHaveLength(1);

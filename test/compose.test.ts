@@ -4,11 +4,11 @@
 // container engine, that the pieces fit: the file as docker-compose reads it
 // (`docker-compose config`), the gateway config it mounts, the Envoy init
 // step's bootstrap, and that the image holds every file the code loads.
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { loadGatewayConfig, parseEndpoint } from "../host/config.js";
 import {
@@ -19,6 +19,7 @@ import {
   validateEnvoyConfig,
 } from "../host/envoy/index.js";
 import { filterWasmPath, projectRoot, protoPath } from "../host/paths.js";
+import { commandRuns, skipWithout } from "./helpers/requirements.js";
 
 const root = projectRoot;
 const composeFile = join(root, "docker-compose.yml");
@@ -45,12 +46,20 @@ function arg(command: string[], flag: string): string {
 }
 
 // Debian's docker-compose (CI installs it: .ci/run). Without it only the file's own reading is skipped.
-const haveCompose = spawnSync("docker-compose", ["version"], { stdio: "ignore" }).status === 0;
-if (!haveCompose) console.warn("compose.test: docker-compose is not installed; skipping `docker-compose config` (apt-get install docker-compose)");
+const haveCompose = !skipWithout(
+  commandRuns("docker-compose", ["version"]),
+  "compose.test (`docker-compose config`)",
+  "docker-compose is not installed (Debian: apt-get install docker-compose)",
+);
 
 describe.skipIf(!haveCompose)("docker-compose.yml", () => {
-  const doc = composeConfig();
-  const svc = doc.services;
+  // Read in a hook, not in the describe body: vitest runs that body even when the suite is skipped.
+  let doc: any;
+  let svc: any;
+  beforeAll(() => {
+    doc = composeConfig();
+    svc = doc.services;
+  });
 
   it("runs the project image (built from the Dockerfile) for all but Envoy, the official Envoy image for Envoy", () => {
     expect(Object.keys(svc).sort()).toEqual(["aggregator", "envoy", "envoy-init", "fleet"]);

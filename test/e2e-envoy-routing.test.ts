@@ -9,6 +9,7 @@ import net, { type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { renderEnvoyConfig, envoyParamsFromGatewayConfig, startEnvoy } from "../host/envoy/index.js";
 import { filterWasmPath } from "../host/paths.js";
+import { waitForWorkers } from "./helpers/connections.js";
 import { startTestStack, waitFor, type TestStack } from "./helpers/stack.js";
 
 const MAX_BODY = 64 * 1024;
@@ -405,7 +406,7 @@ describe("retries and ejection", () => {
     dying.waiting = 0;
     await waitFor("dying to look idle", () =>
       stack.aggregator.current().pools[0].endpoints.find((e) => e.address === dying.address)?.waiting === 0);
-    await new Promise((r) => setTimeout(r, 100)); // every worker's 20 ms refresh
+    await waitForWorkers(stack);
     await dying.close(); // its metrics stay fresh for up to staleAfterMs
 
     for (let i = 0; i < 6; i++) {

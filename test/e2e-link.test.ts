@@ -4,7 +4,8 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startAggregator, type Aggregator } from "../host/aggregator/index.js";
-import { stablePort, startTestStack, waitFor, type TestStack } from "./helpers/stack.js";
+import { onEveryWorker } from "./helpers/connections.js";
+import { stablePort, startTestStack, type TestStack } from "./helpers/stack.js";
 
 let stack: TestStack;
 let replacement: Aggregator | null = null;
@@ -37,7 +38,7 @@ it("serves from the last snapshot while the aggregator is down, then reconnects"
   // Bring an aggregator back on the same port with a config that drops qwen.
   const config = { ...stack.config, pools: stack.config.pools.filter((p) => p.name === "llama") };
   replacement = await startAggregator(config, { port, metricsPort: false, log: () => {} });
-  await waitFor("Envoy to pick up the new aggregator's snapshot", async () => (await modelIds()).length === 1, 15_000);
+  await onEveryWorker(stack, "the new aggregator's snapshot", async (c) => (await c.get("/v1/models")).json.data.length === 1, 15_000);
   expect(await modelIds()).toEqual(["llama-3.1-8b"]);
   const err = await client.chat.completions.create({ model: "qwen3-32b", messages: [], max_tokens: 1 }).catch((e) => e);
   expect(err.status).toBe(404);

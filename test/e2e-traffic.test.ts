@@ -167,7 +167,7 @@ async function expectStats(ps: TrafficStack, expected: Record<string, number>): 
     await waitFor("the gateway's counters", async () => {
       last = await gatewayStats(ps);
       return Object.entries(expected).every(([k, v]) => (last[k] ?? 0) === v);
-    }, 5_000);
+    });
   } catch {
     // Show every expected counter that differs.
     expect(Object.fromEntries(Object.keys(expected).map((k) => [k, last[k] ?? 0]))).toEqual(expected);
@@ -342,6 +342,9 @@ describe("a canary split", () => {
       {
         models: [{ name: CANARY, split: [{ model: LLAMA, weight: 90 }, { model: LLAMA_NEXT, weight: 10 }] }],
         aggregator: { scrapeIntervalMs: 20 },
+        // The split is under test, not admission: on a loaded machine scrapes lag, and the
+        // requests sent since the last one count against the queue limits until it lands.
+        profiles: { latency: { admission: { enabled: false } } },
       },
     );
     // 4 connections per worker, each sending one request at a time.
@@ -425,15 +428,18 @@ describe("model-name routes", () => {
 
     // Quick requests for the rate-limited model from both workers: the
     // bucket (burst 2, one token a second, shared by the workers) lets
-    // the first two through; the rest are Envoy's 429, in OpenAI format.
+    // the first two through; the rest are Envoy's 429, in OpenAI format,
+    // but for a token a second. Sent until three are refused: how many pass
+    // before that depends on how fast the machine sends them.
     const t0 = Date.now();
     const limited: Reply[] = [];
-    for (let i = 0; i < 6; i++) limited.push(await ask(list[i % 2], LLAMA));
+    const refusedOf = (rs: number[]) => rs.filter((s) => s === 429).length;
+    for (let i = 0; i < 30 && refusedOf(limited.map((r) => r.status)) < 3; i++) limited.push(await ask(list[i % 2], LLAMA));
     const elapsedS = (Date.now() - t0) / 1000;
     const statuses = limited.map((r) => r.status);
     expect(statuses.slice(0, 2), JSON.stringify(statuses)).toEqual([200, 200]);
     expect(statuses.filter((s) => s === 200).length, JSON.stringify({ statuses, elapsedS })).toBeLessThanOrEqual(2 + Math.ceil(elapsedS));
-    expect(statuses.filter((s) => s === 429).length, JSON.stringify({ statuses, elapsedS })).toBeGreaterThanOrEqual(3);
+    expect(refusedOf(statuses), JSON.stringify({ statuses, elapsedS })).toBe(3);
     for (const r of limited.filter((x) => x.status === 429)) {
       expect(r.error).toMatchObject({ type: "rate_limit_error", code: "rate_limit_exceeded" });
       expect(r.headers.get("retry-after")).toBe("1");
@@ -449,10 +455,14 @@ describe("model-name routes", () => {
       const r = await ask(list[i % 2], "sql-lora", headers);
       expect(r.status, JSON.stringify(r.error)).toBe(200);
     }
-    // And the limited model stays limited whatever name the client puts there.
+    // And the limited model stays limited whatever name the client puts there
+    // (the bucket has refilled meanwhile: up to its burst passes first).
+    const t1 = Date.now();
     const spoofed: number[] = [];
-    for (let i = 0; i < 4; i++) spoofed.push((await ask(list[i % 2], LLAMA, { "x-gateway-model-name": "sql-lora" })).status);
-    expect(spoofed.filter((s) => s === 429).length, JSON.stringify(spoofed)).toBeGreaterThanOrEqual(2);
+    for (let i = 0; i < 30 && refusedOf(spoofed) < 2; i++) spoofed.push((await ask(list[i % 2], LLAMA, { "x-gateway-model-name": "sql-lora" })).status);
+    const spoofedS = (Date.now() - t1) / 1000;
+    expect(refusedOf(spoofed), JSON.stringify(spoofed)).toBe(2);
+    expect(spoofed.filter((s) => s === 200).length, JSON.stringify({ spoofed, spoofedS })).toBeLessThanOrEqual(2 + Math.ceil(spoofedS));
     const refused = [...statuses, ...spoofed].filter((s) => s === 429).length;
     const stats = await ps.envoy.stats("http_local_rate_limit\\.rate_limited");
     expect(stats[`llm_gateway_model_${statSegment(LLAMA)}.http_local_rate_limit.rate_limited`]).toBe(refused);

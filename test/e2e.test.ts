@@ -3,6 +3,7 @@
 // client as the client.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitForWorkers } from "./helpers/connections.js";
 import { startDecoy, startTestStack, waitFor, type TestStack } from "./helpers/stack.js";
 
 const MAX_BODY = 256 * 1024;
@@ -189,11 +190,7 @@ describe("load-aware routing", () => {
       const ep = stack.aggregator.current().pools[0].endpoints.find((e) => e.address === busy.address);
       return (ep?.waiting ?? 0) > 0;
     });
-    const version = stack.aggregator.current().version;
-    await waitFor("Envoy to load that snapshot", async () =>
-      ((await stack.envoy.stats("llm_gateway"))["wasmcustom.llm_gateway.snapshot_version"] ?? 0) >= version);
-    // Every worker refreshes on its own 20 ms tick: give the slowest a few.
-    await new Promise((r) => setTimeout(r, 100));
+    await waitForWorkers(stack);
     const served = [];
     for (let i = 0; i < 12; i++) served.push((await chat("llama-3.1-8b")).servedBy);
     expect(served).toEqual(Array(12).fill("llama-b"));

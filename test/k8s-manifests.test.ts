@@ -183,8 +183,14 @@ describe.skipIf(!haveKubectl).each(Object.entries(kustomizations))("kustomizatio
   });
 
   describe("Envoy", () => {
-    const scratch = mkdtempSync(join(tmpdir(), "k8s-envoy-init-"));
-    afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+    // Made in a hook: the describe body runs even when kubectl is missing and the suite is skipped.
+    let scratch: string;
+    beforeAll(() => {
+      scratch = mkdtempSync(join(tmpdir(), "k8s-envoy-init-"));
+    });
+    afterAll(() => {
+      if (scratch) rmSync(scratch, { recursive: true, force: true });
+    });
 
     function parts() {
       const pod = m.envoy.spec.template.spec;

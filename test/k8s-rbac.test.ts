@@ -133,4 +133,4 @@ describeWithApiServer("the aggregator's RBAC (deploy/kubernetes/base/rbac.yaml) 
       source.close();
     }
   });
-});
+}, { kubectl: true }); // the base is applied with `kubectl apply -k`

@@ -4,7 +4,6 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { envoyWarningFilter } from "../host/envoy/index.js";
 import { projectRoot } from "../host/paths.js";
@@ -206,13 +205,25 @@ describe("npm start", () => {
 });
 
 describe("launcher signals (host/cli/shutdown.ts)", () => {
-  /** A process whose stop() never finishes, unless `timeoutMs` gives up on it. */
+  /**
+   * A process whose stop() never finishes, unless `timeoutMs` gives up on it.
+   * The clock the shutdown reads stands still until SIGUSR2 moves it past the
+   * repeat grace, so no test depends on how fast a signal arrives; a SIGINT
+   * the shutdown did not exit on prints "SIGINT seen".
+   */
   const hangingStop = (timeoutMs: number) =>
     launch(process.execPath, [
       "--input-type=module",
       "-e",
-      `import { installShutdown } from ${JSON.stringify(pathToFileURL(join(projectRoot, "dist/host/cli/shutdown.js")).href)};
+      `import { installShutdown, REPEAT_GRACE_MS } from ${JSON.stringify(pathToFileURL(join(projectRoot, "dist/host/cli/shutdown.js")).href)};
+       let now = Date.now();
+       Date.now = () => now;
        installShutdown({ stop: () => new Promise(() => {}), log: (line) => console.log(line), timeoutMs: ${timeoutMs} });
+       process.on("SIGINT", () => console.log("SIGINT seen"));
+       process.on("SIGUSR2", () => {
+         now += REPEAT_GRACE_MS;
+         console.log("clock moved");
+       });
        setInterval(() => {}, 1000);
        console.log("ready");`,
     ]);
@@ -222,12 +233,12 @@ describe("launcher signals (host/cli/shutdown.ts)", () => {
     await p.waitForOutput(/^ready$/m, 10_000);
     p.child.kill("SIGTERM");
     await p.waitForOutput(/^SIGTERM: stopping$/m, 5_000);
-    const firstAt = Date.now();
     // What npm does on Ctrl-C: it forwards the SIGINT the terminal sent us too.
     p.child.kill("SIGINT");
-    await sleep(300);
+    await p.waitForOutput(/^SIGINT seen$/m, 5_000);
     expect(p.child.exitCode).toBeNull();
-    await sleep(Math.max(0, firstAt + 1_100 - Date.now()));
+    p.child.kill("SIGUSR2");
+    await p.waitForOutput(/^clock moved$/m, 5_000);
     p.child.kill("SIGINT");
     expect(await p.exitWithin(5_000)).toEqual({ code: 130, signal: null });
     expect(p.output()).toMatch(/^SIGINT again: exiting now$/m);

@@ -5,6 +5,7 @@ import http from "node:http";
 import { Readable } from "node:stream";
 import OpenAI from "openai";
 import type { Stack } from "../../host/stack.js";
+import { waitFor } from "./stack.js";
 
 export interface Conn {
   /** The Envoy worker that accepted this connection ("worker_0"). */
@@ -92,4 +93,28 @@ export async function connect(stack: Stack, perWorker: number, apiKey = "x", ope
     throw new Error(`could not open ${perWorker} connections on each of two workers: ${JSON.stringify([...byWorker].map(([w, l]) => [w, l.length]))}`);
   }
   return Array.from({ length: perWorker }, (_, i) => workers.map((w) => w[i])).flat();
+}
+
+/**
+ * Waits until `check` holds on each of Envoy's two workers, asked over a
+ * connection of its own (opened here, closed after). Each worker installs a
+ * snapshot, and ages the view, on its own refresh tick: what one request saw
+ * says nothing of the next one, which may meet the other worker.
+ */
+export async function onEveryWorker(stack: Stack, what: string, check: (conn: Conn) => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const conns = await connect(stack, 1);
+  try {
+    await waitFor(`${what} on both workers`, async () => {
+      for (const c of conns) if (!(await check(c))) return false;
+      return true;
+    }, timeoutMs);
+  } finally {
+    for (const c of conns) c.agent.destroy();
+  }
+}
+
+/** Waits until both workers route on the aggregator's current snapshot (or a newer one). */
+export async function waitForWorkers(stack: Stack): Promise<void> {
+  const version = Number(stack.aggregator.current().version);
+  await onEveryWorker(stack, `snapshot ${version} installed`, async (c) => (await c.get("/health")).json.snapshot_version >= version);
 }

@@ -41,8 +41,8 @@ export class FakeEnvoy {
     this.send({ type_url: r.type_url, resource_names: resourceNames, version_info: r.version_info, response_nonce: r.nonce });
   }
 
-  /** The next response, failing after `ms`. */
-  async next(ms = 3_000): Promise<AdsResponse> {
+  /** The next response, failing after `ms` (a bound for a failing test, with room for a loaded machine). */
+  async next(ms = 10_000): Promise<AdsResponse> {
     const deadline = Date.now() + ms;
     while (this.queue.length === 0) {
       if (Date.now() > deadline) throw new Error("no response");

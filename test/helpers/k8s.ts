@@ -7,13 +7,21 @@ import net from "node:net";
 import { describe } from "vitest";
 import type { DiscoveryEventKind, DiscoverySink, Target } from "../../host/discovery/source.js";
 import { apiServerBinaries } from "../../host/localkube/apiserver.js";
-import { skipWithout } from "./requirements.js";
+import { commandRuns, skipWithout } from "./requirements.js";
 import { waitFor } from "./stack.js";
 
-/** `describe`, skipped with the reason when the API server is not built (failing instead under CI). */
-export function describeWithApiServer(name: string, body: () => void): void {
-  const why = "kube-apiserver and etcd are not built: run scripts/kube/build-apiserver.sh (about 10 minutes cold, cached in ~/.cache/kube-local)";
-  if (skipWithout(apiServerBinaries() !== null, name, why)) describe.skip(`${name} (SKIPPED: ${why})`, body);
+/**
+ * `describe`, skipped with the reason when the API server is not built, or
+ * kubectl is missing for a suite that runs it (failing instead under CI).
+ */
+export function describeWithApiServer(name: string, body: () => void, opts: { kubectl?: boolean } = {}): void {
+  const why =
+    apiServerBinaries() === null
+      ? "kube-apiserver and etcd are not built: run scripts/kube/build-apiserver.sh (about 10 minutes cold, cached in ~/.cache/kube-local)"
+      : opts.kubectl && !commandRuns("kubectl", ["version", "--client"])
+        ? "kubectl is not installed (Debian: apt-get install kubernetes-client)"
+        : null;
+  if (skipWithout(why === null, name, why ?? "")) describe.skip(`${name} (SKIPPED: ${why})`, body);
   else describe(name, body);
 }
 
