@@ -148,7 +148,16 @@ const scenarioSchema = z.strictObject({
   output: lengthDist,
   /** Some requests start with one of `groups` shared system prompts of `tokens` tokens. */
   sharedPrefix: z
-    .strictObject({ fraction: fraction(), groups: positiveInt(), tokens: positiveInt() })
+    .strictObject({
+      fraction: fraction(),
+      groups: positiveInt(),
+      tokens: positiveInt(),
+      /**
+       * Uneven popularity, as tenants' traffic is: group g (from 0) is drawn
+       * with weight 1/(g+1)^zipf. Without it every group is equally likely.
+       */
+      zipf: nonNegative().optional(),
+    })
     .optional(),
   classes: classMix.optional(),
 });

@@ -109,6 +109,24 @@ describe("scenario files", () => {
     ]);
   });
 
+  it("skews the shared prefixes' popularity with zipf, moving no other draw", () => {
+    const prefix = "sharedPrefix: { fraction: 0.9, groups: 8, tokens: 100 }\n";
+    const even = parseScenario(`${VALID.replace("rate: 4", "rate: 40")}${prefix}`, "x");
+    const skewed = parseScenario(`${VALID.replace("rate: 4", "rate: 40")}${prefix.replace(" }", ", zipf: 1 }")}`, "x");
+    expect(even.sharedPrefix?.zipf).toBeUndefined();
+    const before = generateTrace(even, 3).requests;
+    const after = generateTrace(skewed, 3).requests;
+    expect(after.map(({ prefixGroup: _, ...rest }) => rest)).toEqual(before.map(({ prefixGroup: _, ...rest }) => rest));
+    // The same requests carry a prefix; group 0 takes 1/H(8) = 37% of them, group 7 1/8 of that.
+    expect(after.map((r) => r.prefixGroup >= 0)).toEqual(before.map((r) => r.prefixGroup >= 0));
+    const prefixed = after.filter((r) => r.prefixGroup >= 0);
+    const share = (g: number) => prefixed.filter((r) => r.prefixGroup === g).length / prefixed.length;
+    expect(share(0)).toBeCloseTo(0.368, 1);
+    expect(share(7)).toBeGreaterThan(0.03);
+    expect(share(7)).toBeLessThan(0.065);
+    expect(issues(`${VALID}${prefix.replace(" }", ", zipf: -1 }")}`)).toEqual(["bench/scenarios/x.yaml: sharedPrefix.zipf: expected a number >= 0"]);
+  });
+
   it("finds the overload scenario's step: base load, 200% for 60 s, back", () => {
     const s = loadScenario("overload");
     expect(s.classes).toEqual({ critical: 0.2, standard: 0.5, sheddable: 0.3 });

@@ -158,6 +158,10 @@ export function generateTrace(scenario: Scenario, seed: number): Trace {
   const adapterWeight = adapterWeights(scenario);
   const modelShares = scenario.models.map((m) => m.share);
   const classes = classDraws(scenario.classes, arrivals.length, seed);
+  // Zipf weights of the prefix groups. Without `zipf` the group is drawn as it always was, so
+  // existing traces stay byte-identical; either draw takes one number, so no later draw moves.
+  const groupWeights = prefix?.zipf ? Array.from({ length: prefix.groups }, (_, g) => (g + 1) ** -prefix.zipf!) : undefined;
+  const drawGroup = (groups: number): number => (groupWeights ? rng.weighted(groupWeights) : rng.int(groups));
 
   const requests = arrivals.map((arrivalMs, index): TraceRequest => {
     const pool = rng.weighted(modelShares);
@@ -171,7 +175,7 @@ export function generateTrace(scenario: Scenario, seed: number): Trace {
       pool,
       model: adapter ?? scenario.models[pool].name,
       adapter,
-      prefixGroup: prefix && rng.next() < prefix.fraction ? rng.int(prefix.groups) : -1,
+      prefixGroup: prefix && rng.next() < prefix.fraction ? drawGroup(prefix.groups) : -1,
       userTokens,
       maxTokens: drawLength(scenario.output, rng),
       fillerOffset: rng.int(corpus.length - userTokens * CHARS_PER_TOKEN),
