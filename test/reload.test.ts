@@ -75,6 +75,13 @@ describe("what an edit changes", () => {
     };
     expect(describeChanges(config(selector("qwen")), config(selector("qwen-next")))).toEqual(["pool qwen: kubernetes"]);
     expect(describeChanges(config(), config((d) => d.pools.reverse()))).toEqual(["the order of pools or other details"]);
+    // Deadlines and batch slots are reloadable like the rest, and named.
+    const timed = config((d) => {
+      d.pools[1].batchSlots = 64;
+      d.profiles = { throughput: { deadlines: { streamIdleMs: 1000 } } };
+    });
+    expect(fixedFieldChanges(config(), timed)).toEqual([]);
+    expect(describeChanges(config(), timed)).toEqual(["pool qwen: batchSlots", "profiles.throughput"]);
   });
 });
 

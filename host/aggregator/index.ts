@@ -84,7 +84,8 @@ function publishEndpoints(discovery: DiscoveryServer, pools: readonly PoolState[
  * other (endpoints, engine, capacities, a selector) starts the pool afresh.
  */
 function sameDiscovery(a: PoolConfig, b: PoolConfig): boolean {
-  const discoveryPart = ({ baseModel: _m, adapters: _a, profile: _p, weights: _w, weightOverrides: _o, ...rest }: PoolConfig) => JSON.stringify(rest);
+  const discoveryPart = ({ baseModel: _m, adapters: _a, profile: _p, weights: _w, weightOverrides: _o, batchSlots: _b, ...rest }: PoolConfig) =>
+    JSON.stringify(rest);
   return discoveryPart(a) === discoveryPart(b);
 }
 
@@ -187,7 +188,8 @@ export async function startAggregator(initial: GatewayConfig, opts: AggregatorOp
   /** Puts a prepared config in force: pools that went (or were started afresh) stop, and the snapshot follows at once. */
   function commit({ config: next, states }: PreparedConfig): void {
     for (const [name, state] of poolStates) if (states.get(name) !== state) state.close();
-    for (const pool of next.pools) states.get(pool.name)!.config = pool;
+    const now = Date.now();
+    for (const pool of next.pools) states.get(pool.name)!.reconfigure(pool, now);
     config = next;
     poolStates = states;
     builder.reconfigure(next);

@@ -12,10 +12,19 @@ export class PoolState {
   membersChanged = false;
 
   constructor(
-    /** A reload that leaves the pool's discovery alone hands it the new config (weights, adapters, ...). */
-    public config: PoolConfig,
+    private current: PoolConfig,
     readonly source: DiscoverySource,
   ) {}
+
+  get config(): PoolConfig {
+    return this.current;
+  }
+
+  /** A reload that leaves the pool's discovery alone hands it the new config (weights, adapters, batch slots, ...). */
+  reconfigure(config: PoolConfig, now: number): void {
+    this.current = config;
+    for (const pod of this.members.values()) pod.setBatchSlots(config.batchSlots, now);
+  }
 
   get name(): string {
     return this.config.name;
@@ -45,7 +54,7 @@ export class PoolState {
         if (pod.target.capacity !== t.capacity || pod.target.name !== t.name) pod.retarget(t, now);
         next.set(t.address, pod);
       } else {
-        next.set(t.address, new Pod(t, this.config.engine));
+        next.set(t.address, new Pod(t, this.config.engine, this.config.batchSlots));
       }
     }
     for (const [address, pod] of before) if (next.get(address) !== pod) pod.close();
