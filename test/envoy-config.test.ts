@@ -207,6 +207,8 @@ describe("renderEnvoyConfig", () => {
       expect(pool.type).toBe("EDS");
       expect(pool.eds_cluster_config.eds_config).toEqual({ ads: {}, resource_api_version: "V3", initial_fetch_timeout: "5s" });
       expect(pool).not.toHaveProperty("load_assignment");
+      // No panic routing: the fallback never picks a pod the aggregator marked UNHEALTHY.
+      expect(pool.common_lb_config).toEqual({ update_merge_window: "0s", healthy_panic_threshold: { value: 0 } });
       const [lb] = pool.load_balancing_policy.policies;
       expect(lb.typed_extension_config.name).toBe("envoy.load_balancing_policies.override_host");
       const override = lb.typed_extension_config.typed_config;

@@ -72,9 +72,10 @@ function discoverySink(state: PoolState, telemetry: AggregatorTelemetry, log: (l
   };
 }
 
-/** Pushes each pool's pod addresses to Envoy (ADS): all of them, or only the pools whose pods changed. */
+/** Pushes each pool's pod addresses, and which of them fail their scrapes, to Envoy (ADS): all pools, or those that changed. */
 function publishEndpoints(discovery: DiscoveryServer, pools: readonly PoolState[]): void {
-  if (pools.length > 0) discovery.setEndpoints(new Map(pools.map((p) => [p.name, p.addresses()])));
+  if (pools.length === 0) return;
+  discovery.setEndpoints(new Map(pools.map((p) => [p.name, p.addresses()])), new Map(pools.map((p) => [p.name, p.failing()])));
 }
 
 /**
@@ -141,8 +142,10 @@ export async function startAggregator(initial: GatewayConfig, opts: AggregatorOp
     if (closed || !push) return;
     const moved = pools().filter((p) => p.membersChanged);
     for (const p of moved) p.membersChanged = false;
-    publishEndpoints(discovery, moved);
+    // Brings every pod's entry (and so its freshness) up to date.
     const built = builder.next(pools(), moved.length > 0 || configChanged, Date.now());
+    // Before the snapshot, so Envoy has a new pod before the filter names it.
+    publishEndpoints(discovery, pools().filter((p) => p.failingChanged() || moved.includes(p)));
     if (!built) return;
     const bytes = push.publish(built.snapshot);
     telemetry.snapshotPushed(bytes, Date.now() - built.oldestChangeMs);

@@ -10,6 +10,8 @@ export class PoolState {
   private members = new Map<string, Pod>();
   /** The pod set changed since the last cycle's end: Envoy's endpoints and the snapshot must follow. */
   membersChanged = false;
+  /** The failing pods as failingChanged last saw them. */
+  private failingKey = "";
 
   constructor(
     private current: PoolConfig,
@@ -67,6 +69,21 @@ export class PoolState {
   /** The pods' ip:port literals: the pool's endpoints for Envoy. */
   addresses(): string[] {
     return [...this.members.keys()];
+  }
+
+  /** The pods whose entries are not fresh (scrapes failing, or none yet): UNHEALTHY in Envoy's endpoints. */
+  failing(): Set<string> {
+    const out = new Set<string>();
+    for (const pod of this.members.values()) if (!pod.entry.fresh) out.add(pod.address);
+    return out;
+  }
+
+  /** Whether the failing pods differ from the last call's; cheap when none fail, as it is called every cycle. */
+  failingChanged(): boolean {
+    const key = [...this.failing()].join(",");
+    const changed = key !== this.failingKey;
+    this.failingKey = key;
+    return changed;
   }
 
   /** Stops the source and every pod's connection. */
