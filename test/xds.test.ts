@@ -7,6 +7,7 @@
 // new address, and marking pods whose scrapes fail UNHEALTHY.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { isDeepStrictEqual } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { startAggregator } from "../host/aggregator/index.js";
@@ -512,7 +513,7 @@ describe("the aggregator", () => {
       for (;;) {
         const r = await envoy.next(10_000);
         envoy.ack(r, [poolClusterName("llama")]);
-        if (JSON.stringify(healthOf(r).llm_gateway_pool_llama) === JSON.stringify(want)) return;
+        if (isDeepStrictEqual(healthOf(r).llm_gateway_pool_llama, want)) return;
       }
     };
     try {
