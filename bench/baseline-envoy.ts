@@ -4,6 +4,8 @@
 // differs. The Wasm service and filter and the ADS link go; each pool becomes
 // a STATIC cluster with one of Envoy's own load balancers, and its route
 // matches the request alone (or POOL_HEADER) instead of the filter's choice.
+// The pools' stream routes go too: without the filter nothing marks a
+// request as streamed, so streams get no idle timeout here.
 import { parse, stringify } from "yaml";
 
 export type EnvoyLbPolicy = "ROUND_ROBIN" | "LEAST_REQUEST";
@@ -14,8 +16,9 @@ export const POOL_HEADER = "x-bench-pool";
 const WASM_BOOTSTRAP_EXTENSION = "envoy.bootstrap.wasm";
 const WASM_HTTP_FILTER = "envoy.filters.http.wasm";
 const POOL_CLUSTER_PREFIX = "llm_gateway_pool_";
-// What the filter sets to pick a pool's route.
+// What the filter sets to pick a pool's route, and a pool's stream route.
 const FILTER_POOL_HEADER = "x-gateway-pool";
+const FILTER_STREAM_HEADER = "x-gateway-stream";
 
 interface Named {
   name: string;
@@ -102,8 +105,8 @@ export function baselineEnvoyConfig(gatewayYaml: string, pools: BaselinePool[], 
   const host = hcm.route_config.virtual_hosts[0];
   const isPoolRoute = (r: Route) => r.route?.cluster?.startsWith(POOL_CLUSTER_PREFIX) ?? false;
   const r = host.routes.findIndex(isPoolRoute);
-  if (r < 0) throw templateDrift("a route to a pool cluster");
-  const template = host.routes[r];
+  const template = host.routes.find((x) => isPoolRoute(x) && !x.match.headers?.some((h) => h.name === FILTER_STREAM_HEADER));
+  if (r < 0 || !template) throw templateDrift("a route to a pool cluster");
   const headers = (template.match.headers ?? []).filter((h) => h.name !== FILTER_POOL_HEADER);
   const baselineRoutes = pools.map((pool) => ({
     ...template,

@@ -88,6 +88,8 @@ export interface PoolConfig {
   endpoints: string[];
   /** Present when the pool's pods are the Ready pods a label selector matches (then `endpoints` is empty). */
   kubernetes?: KubernetesPoolConfig;
+  /** Sequences each pod's engine runs in one batch (vLLM max_num_seqs); the file's, else the engine's default. */
+  batchSlots: number;
   /**
    * Relative capacities, one per endpoint, present when the file gives any
    * endpoint of the pool one (the others get 1); absent, the aggregator
@@ -140,10 +142,29 @@ export interface AdmissionConfig {
   maxRetryAfterS: number;
 }
 
-/** How a kind of traffic is scored and admitted. */
+/**
+ * How long one try on a pod may take before its first response byte (proto
+ * Deadlines; the filter computes it per request and sets Envoy's per-try
+ * timeout), and how long a streamed response may stall (Envoy's per-try idle timeout).
+ */
+export interface DeadlinesConfig {
+  /** The part every request gets: queueing and scheduling before the prompt is read. */
+  firstByteMs: number;
+  /** Added per 1000 prompt tokens: the prefill. */
+  promptMsPerKToken: number;
+  /** Added per output token when the response is not streamed (its first byte is its last). */
+  outputMsPerToken: number;
+  /** The output tokens of a request that sets no max_tokens. */
+  assumedOutputTokens: number;
+  /** A streamed response silent this long is cut; before its first byte, tried on the next pod. */
+  streamIdleMs: number;
+}
+
+/** How a kind of traffic is scored, admitted and timed out. */
 export interface ProfileConfig {
   weights: ScorerWeights;
   admission: AdmissionConfig;
+  deadlines: DeadlinesConfig;
 }
 
 export const PRIORITIES = ["critical", "standard", "sheddable"] as const;
@@ -286,6 +307,18 @@ const endpointEntry = z.union(
   { error: msg(ENDPOINT_ENTRY_TEXT) },
 );
 
+/** A pool's batchSlots when the file gives none: the engine's own default batch limit. */
+export const DEFAULT_BATCH_SLOTS: Readonly<Record<Engine, number>> = {
+  // vLLM's max_num_seqs below 70 GB of GPU memory and on A100s; H100-class
+  // GPUs default to 1024, so state batchSlots for those.
+  vllm: 256,
+  // SGLang sizes max_running_requests from KV memory (no fixed default); as vLLM's.
+  sglang: 256,
+  // TGI leaves max_batch_size unset and its router admits at most
+  // max_concurrent_requests (default 128), so no more run at once.
+  tgi: 128,
+};
+
 /** The scorers' default weights (README "Scorers" says why each is what it is). */
 export const DEFAULT_WEIGHTS: Readonly<ScorerWeights> = { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 4 };
 
@@ -314,9 +347,21 @@ export const BUILTIN_PROFILES = {
       // (and after a Standard request's retry, whose limit is halfway), its
       // wait still bounded.
       criticalFactor: 2,
-      // The computed Retry-After spreads retries over the spare capacity an
-      // overload leaves; capping it low would send them all back together.
-      maxRetryAfterS: 300,
+      // The OpenAI SDKs honour a Retry-After of up to 60 s and fall back to
+      // their own short backoff above it, so a higher cap brings them back sooner.
+      maxRetryAfterS: 60,
+    },
+    deadlines: {
+      // Queueing and scheduling on a busy pod, well past a healthy one's first token.
+      firstByteMs: 20_000,
+      // 0.5 ms per prompt token: a slow GPU's prefill of a 70B model, so a 100k-token prompt adds 50 s.
+      promptMsPerKToken: 500,
+      // 10 tokens/s: a loaded slow pod's decode, with headroom.
+      outputMsPerToken: 100,
+      // A chat answer rarely runs past 2k tokens.
+      assumedOutputTokens: 2048,
+      // A decoding pod sends a token every fraction of a second; a minute of silence is a hung pod.
+      streamIdleMs: 60_000,
     },
   },
   /** Batch: work done per GPU-second matters, a single request's wait less. */
@@ -333,8 +378,20 @@ export const BUILTIN_PROFILES = {
       maxKvCache: 0.98,
       sheddableFactor: 0.5,
       criticalFactor: 2,
-      // Batch clients can come back later.
-      maxRetryAfterS: 900,
+      // As for latency: the OpenAI SDKs ignore a Retry-After above 60 s.
+      maxRetryAfterS: 60,
+    },
+    deadlines: {
+      // Deep queues (maxWaiting 32) mean minutes before a request is scheduled.
+      firstByteMs: 300_000,
+      // Batch pools may be the slowest GPUs: twice latency's allowance.
+      promptMsPerKToken: 1000,
+      // 5 tokens/s: a full batch on a slow pod decodes slowly.
+      outputMsPerToken: 200,
+      // Batch jobs (summaries, extraction) run long.
+      assumedOutputTokens: 4096,
+      // A stream in a full batch may pause while long prefills run.
+      streamIdleMs: 300_000,
     },
   },
 } as const satisfies Record<string, ProfileConfig>;
@@ -356,12 +413,29 @@ const admissionSchema = z.strictObject({
   maxKvCache: bounded("expected a number in (0, 1]", (v) => v > 0 && v <= 1).optional(),
   sheddableFactor: bounded("expected a number in (0, 1]", (v) => v > 0 && v <= 1).optional(),
   criticalFactor: bounded("expected a number >= 1", (v) => v >= 1 && Number.isFinite(v)).optional(),
+  // Up to an hour for clients that honour long waits; the OpenAI SDKs ignore a Retry-After above 60 s.
   maxRetryAfterS: bounded("expected an integer 1..3600", (v) => Number.isInteger(v) && v >= 1 && v <= 3600).optional(),
+});
+
+/** An integer in 1..max; `text` names the range. */
+const intUpTo = (max: number) => {
+  const text = `expected an integer 1..${max}`;
+  return bounded(text, (v) => Number.isInteger(v) && v >= 1 && v <= max).optional();
+};
+const HOUR_MS = 3_600_000;
+
+const deadlinesSchema = z.strictObject({
+  firstByteMs: intUpTo(HOUR_MS),
+  promptMsPerKToken: intUpTo(HOUR_MS),
+  outputMsPerToken: intUpTo(HOUR_MS),
+  assumedOutputTokens: intUpTo(1_000_000),
+  streamIdleMs: intUpTo(HOUR_MS),
 });
 
 const profileSchema = z.strictObject({
   weights: partialWeightsSchema.optional(),
   admission: admissionSchema.optional(),
+  deadlines: deadlinesSchema.optional(),
 });
 
 const SPLIT_WEIGHT_TEXT = "expected an integer 1..1000000";
@@ -450,6 +524,7 @@ const poolSchema = z
     weights: partialWeightsSchema.default({}),
     endpoints: z.array(endpointEntry, { error: msg("expected a list of host:port") }).min(1, { error: "expected at least one endpoint" }).optional(),
     kubernetes: kubernetesSchema.optional(),
+    batchSlots: intUpTo(100_000),
   })
   // A pool's pods come from one place: two sources would each report the whole set and overwrite the other's.
   .superRefine((pool, ctx) => {
@@ -459,7 +534,8 @@ const poolSchema = z
       ctx.addIssue({ code: "custom", path: ["endpoints"], message: "is required (or kubernetes: { namespace, selector, port } to discover the pool's pods by label)" });
     }
   })
-  .transform(({ endpoints, kubernetes, ...pool }): Omit<PoolConfig, "weights" | "weightOverrides"> & { weights: Partial<ScorerWeights> } => {
+  .transform(({ endpoints, kubernetes, batchSlots, ...rest }): Omit<PoolConfig, "weights" | "weightOverrides"> & { weights: Partial<ScorerWeights> } => {
+    const pool = { ...rest, batchSlots: batchSlots ?? DEFAULT_BATCH_SLOTS[rest.engine] };
     if (kubernetes) return { ...pool, endpoints: [], kubernetes };
     const entries = (endpoints ?? []).map((e) => (typeof e === "string" ? { address: e, capacity: undefined } : e));
     const configured = entries.some((e) => e.capacity !== undefined);
@@ -681,7 +757,7 @@ function givenFields<T extends object>(partial: Partial<T> | undefined): Partial
 /** The built-ins with the file's overrides; a new profile starts from the (overridden) latency profile. */
 function resolveProfiles(given: RawConfig["profiles"]): Record<string, ProfileConfig> {
   const out = new Map<string, ProfileConfig>(
-    Object.entries(BUILTIN_PROFILES).map(([n, p]) => [n, { weights: { ...p.weights }, admission: { ...p.admission } }]),
+    Object.entries(BUILTIN_PROFILES).map(([n, p]) => [n, { weights: { ...p.weights }, admission: { ...p.admission }, deadlines: { ...p.deadlines } }]),
   );
   const entries = Object.entries(given).sort(([a], [b]) => Number(b === "latency") - Number(a === "latency"));
   for (const [n, p] of entries) {
@@ -689,6 +765,7 @@ function resolveProfiles(given: RawConfig["profiles"]): Record<string, ProfileCo
     out.set(n, {
       weights: { ...base.weights, ...givenFields(p.weights) },
       admission: { ...base.admission, ...givenFields(p.admission) },
+      deadlines: { ...base.deadlines, ...givenFields(p.deadlines) },
     });
   }
   return Object.fromEntries(out);

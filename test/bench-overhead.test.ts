@@ -38,9 +38,11 @@ describe("baseline Envoy (without the filter)", () => {
     const listener = (cfg: any) => ({ ...cfg.static_resources.listeners[0], filter_chains: null });
     expect(listener(without)).toEqual(listener(withFilter));
 
-    // The two pool routes become one that needs no pool header; the rest of the table stays.
+    // The two pool routes and their stream twins become one route that needs
+    // no pool header (and no stream header: nothing sets it); the rest of the table stays.
     const [poolRoute, ...rest] = routesWithout.virtual_hosts[0].routes;
-    const [llamaRoute, , ...restWith2] = routesWith.virtual_hosts[0].routes;
+    const [, llamaRoute, , , ...restWith2] = routesWith.virtual_hosts[0].routes;
+    expect(llamaRoute.match.headers.map((h: { name: string }) => h.name)).toEqual([":method", "x-gateway-pool"]);
     expect(rest).toEqual(restWith2);
     expect(poolRoute.match).toEqual({ ...llamaRoute.match, headers: [{ name: ":method", string_match: { exact: "POST" } }] });
     expect(poolRoute.route).toEqual({ ...llamaRoute.route, cluster: "llm_gateway_pool_pods" });

@@ -5,12 +5,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { normalise, wantedMetrics } from "../host/aggregator/normalise.js";
+import { DEFAULT_WEIGHTS } from "../host/config.js";
 import { parsePrometheusText } from "../host/aggregator/scrape.js";
 import { MetricsRenderer } from "../host/fakeserver/metrics.js";
 import { runBench } from "../bench/command.js";
 import { POLICIES } from "../bench/policies/index.js";
 import { PrefixIndex, prefixHashes } from "../bench/policies/prefix-index.js";
 import { loadScenario, parseScenario, type Scenario } from "../bench/scenario.js";
+import { gatewayConfig } from "../bench/sim/aggregator.js";
 import { SimFleet } from "../bench/sim/fleet.js";
 import { scrapePod } from "../bench/sim/scrape.js";
 import { replayPolicy, runSim } from "../bench/sim/simulator.js";
@@ -201,6 +203,24 @@ output: { dist: uniform, min: 50, max: 400 }
     expect(r).toMatchObject({ adapterLoads: loads, preemptions, adapterLoadsPer1k: expect.closeTo((loads / r.requests) * 1000, 2) });
     expect(Object.keys(r.podShare)).toEqual(["gpu-0", "gpu-1", "gpu-2"]);
     for (const [pod, share] of Object.entries(r.podShare)) expect(share).toBeCloseTo(r.perPod[pod] / r.requests, 3);
+  });
+
+  it("tells the gateway each pool's batch slots as its simulated engines have them", () => {
+    const s = parseScenario(
+      `
+durationS: 1
+engine: { maxNumSeqs: 48 }
+models: [{ name: m }, { name: n }]
+fleet: [{ name: a, model: m, count: 2 }, { name: b, model: n, count: 1, engine: { maxNumSeqs: 12 } }]
+arrivals: { pattern: poisson, rate: 1 }
+prompt: { dist: fixed, value: 10 }
+output: { dist: fixed, value: 10 }
+`,
+      "slots",
+    );
+    const trace = generateTrace(s, 1);
+    const config = gatewayConfig(s, trace, new SimFleet(s, trace.requests), DEFAULT_WEIGHTS);
+    expect(config.pools.map((p) => p.batchSlots)).toEqual([48, 12]);
   });
 
   it("reads the same numbers as the aggregator does from the /metrics text", () => {

@@ -59,6 +59,7 @@ describe("gateway config", () => {
       weights: { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 4 },
       weightOverrides: {},
       endpoints: ["127.0.0.1:18001"],
+      batchSlots: 256,
     });
     expect(c.localFleet).toBeUndefined();
   });
@@ -164,6 +165,20 @@ pools:
     ]);
   });
 
+  it("gives a pool batchSlots from the file, else its engine's default batch limit", () => {
+    const c = parseGatewayConfig(`
+pools:
+  - { name: a, baseModel: ma, endpoints: ["127.0.0.1:1"] }
+  - { name: b, baseModel: mb, engine: sglang, endpoints: ["127.0.0.1:2"] }
+  - { name: c, baseModel: mc, engine: tgi, endpoints: ["127.0.0.1:3"] }
+  - { name: d, baseModel: md, engine: tgi, batchSlots: 1024, kubernetes: { namespace: m, selector: "app=d", port: 80 } }
+`);
+    expect(c.pools.map((p) => [p.engine, p.batchSlots])).toEqual([["vllm", 256], ["sglang", 256], ["tgi", 128], ["tgi", 1024]]);
+    const bad = (v: string) => issues(twoPools(`{ name: qwen, baseModel: q, batchSlots: ${v}, endpoints: ["127.0.0.1:2"] }`));
+    for (const v of ["0", "1.5", "100001", '"64"']) expect(bad(v)).toEqual(["pools[1].batchSlots: expected an integer 1..100000"]);
+    expect(parseGatewayConfig(twoPools(`{ name: qwen, baseModel: q, batchSlots: 100000, endpoints: ["127.0.0.1:2"] }`)).pools[1].batchSlots).toBe(100_000);
+  });
+
   it("requires unique pool names and unique model names across pools", () => {
     expect(issues(twoPools(`{ name: llama, baseModel: other, engine: vllm, endpoints: ["127.0.0.1:1"] }`))).toEqual([
       'pools[1].name: duplicate pool name "llama" (also pools[0])',
@@ -257,10 +272,13 @@ pools:
     const c = parseGatewayConfig(MINIMAL);
     expect(c.profiles).toEqual({ latency: BUILTIN_PROFILES.latency, throughput: BUILTIN_PROFILES.throughput });
     expect(c.profiles.latency.weights).toEqual(DEFAULT_WEIGHTS);
-    expect(c.profiles.latency.admission).toEqual({ enabled: true, maxWaiting: 2, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 300 });
+    // maxRetryAfterS 60: the OpenAI SDKs ignore a longer Retry-After.
+    expect(c.profiles.latency.admission).toEqual({ enabled: true, maxWaiting: 2, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60 });
+    expect(c.profiles.latency.deadlines).toEqual({ firstByteMs: 20_000, promptMsPerKToken: 500, outputMsPerToken: 100, assumedOutputTokens: 2048, streamIdleMs: 60_000 });
     expect(c.profiles.throughput).toEqual({
       weights: { queue: 1, kvCache: 1, running: 0, lora: 4, prefix: 6 },
-      admission: { enabled: true, maxWaiting: 32, maxKvCache: 0.98, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 900 },
+      admission: { enabled: true, maxWaiting: 32, maxKvCache: 0.98, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60 },
+      deadlines: { firstByteMs: 300_000, promptMsPerKToken: 1000, outputMsPerToken: 200, assumedOutputTokens: 4096, streamIdleMs: 300_000 },
     });
     expect(c.models).toEqual([]);
     expect(c.traffic).toEqual({ critical: "none", debug: "off" });
@@ -269,18 +287,24 @@ pools:
   it("overrides a built-in field by field; a new profile starts from latency as the file leaves it", () => {
     const c = parseGatewayConfig(`${MINIMAL}
 profiles:
-  batch: { admission: { maxRetryAfterS: 300 } }
-  latency: { weights: { prefix: 0 }, admission: { maxWaiting: 6 } }
-  throughput: { admission: { enabled: false } }
+  batch: { admission: { maxRetryAfterS: 300 }, deadlines: { assumedOutputTokens: 8192 } }
+  latency: { weights: { prefix: 0 }, admission: { maxWaiting: 6 }, deadlines: { firstByteMs: 5000, streamIdleMs: 30000 } }
+  throughput: { admission: { enabled: false }, deadlines: { outputMsPerToken: 50 } }
 `);
     expect(c.profiles.latency).toEqual({
       weights: { ...DEFAULT_WEIGHTS, prefix: 0 },
       admission: { ...BUILTIN_PROFILES.latency.admission, maxWaiting: 6 },
+      deadlines: { ...BUILTIN_PROFILES.latency.deadlines, firstByteMs: 5000, streamIdleMs: 30_000 },
     });
-    expect(c.profiles.throughput).toEqual({ ...BUILTIN_PROFILES.throughput, admission: { ...BUILTIN_PROFILES.throughput.admission, enabled: false } });
+    expect(c.profiles.throughput).toEqual({
+      ...BUILTIN_PROFILES.throughput,
+      admission: { ...BUILTIN_PROFILES.throughput.admission, enabled: false },
+      deadlines: { ...BUILTIN_PROFILES.throughput.deadlines, outputMsPerToken: 50 },
+    });
     expect(c.profiles.batch).toEqual({
       weights: { ...DEFAULT_WEIGHTS, prefix: 0 },
       admission: { ...BUILTIN_PROFILES.latency.admission, maxWaiting: 6, maxRetryAfterS: 300 },
+      deadlines: { ...BUILTIN_PROFILES.latency.deadlines, firstByteMs: 5000, streamIdleMs: 30_000, assumedOutputTokens: 8192 },
     });
   });
 
@@ -344,6 +368,18 @@ profiles:
       "profiles.throughput.admission.enabled: expected true or false",
       "profiles.throughput.admission.maxRetryAfterS: expected an integer 1..3600",
       'profiles.x: unknown field "weigths"',
+    ]);
+    expect(issues(`${MINIMAL}
+profiles:
+  latency: { deadlines: { firstByteMs: 0, promptMsPerKToken: 0.5, outputMsPerToken: "100", assumedOutputTokens: 1000001, streamIdleMs: 3600001 } }
+  throughput: { deadlines: { firstByteMs: 3600000, streamIdle: 1 } }
+`)).toEqual([
+      "profiles.latency.deadlines.firstByteMs: expected an integer 1..3600000",
+      "profiles.latency.deadlines.promptMsPerKToken: expected an integer 1..3600000",
+      "profiles.latency.deadlines.outputMsPerToken: expected an integer 1..3600000",
+      "profiles.latency.deadlines.assumedOutputTokens: expected an integer 1..1000000",
+      "profiles.latency.deadlines.streamIdleMs: expected an integer 1..3600000",
+      'profiles.throughput.deadlines: unknown field "streamIdle"',
     ]);
     expect(issues(`${MINIMAL}\nprofiles:\n  "bad name": {}\n`)).toEqual([
       "profiles.bad name: expected a non-empty name of letters, digits and . _ - : / (no spaces)",

@@ -19,13 +19,14 @@ import {
   envoyParamsFromGatewayConfig,
   MODEL_NAME_HEADER,
   POOL_HEADER,
+  STREAM_HEADER,
   type EnvoyConfigParams,
   type EnvoyProcess,
   type ModelRouteParams,
 } from "../host/envoy/index.js";
 import { encodeResource } from "../host/aggregator/xds-codec.js";
 import { CLUSTER_TYPE, ROUTE_CONFIGURATION_TYPE } from "../host/aggregator/xds.js";
-import { loadGatewayConfig, parseGatewayConfig } from "../host/config.js";
+import { BUILTIN_PROFILES, loadGatewayConfig, parseGatewayConfig } from "../host/config.js";
 import { filterWasmPath, projectRoot } from "../host/paths.js";
 
 const params: EnvoyConfigParams = {
@@ -43,7 +44,11 @@ const params: EnvoyConfigParams = {
 type Doc = any;
 
 const hcmOf = (doc: Doc) => doc.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+const routesOf = (doc: Doc): Doc[] => hcmOf(doc).route_config.virtual_hosts[0].routes;
 const INFERENCE = "^/v1/(chat/completions|completions|embeddings)$";
+/** Whether a route is a stream twin (it matches the filter's x-gateway-stream). */
+const streamed = (r: Doc) => r.match.headers?.some((h: Doc) => h.name === STREAM_HEADER) ?? false;
+const STRIPPED = [{ remove_on_match: { key_matcher: { prefix: "x-gateway-" } } }, { remove_on_match: { key_matcher: { prefix: "x-envoy-" } } }];
 
 describe("renderEnvoyConfig", () => {
   const doc: Doc = parseYaml(renderEnvoyConfig(params));
@@ -71,7 +76,7 @@ describe("renderEnvoyConfig", () => {
     expect(JSON.parse(cfg.configuration.value)).toEqual({ aggregator_cluster: "llm_gateway_aggregator" });
   });
 
-  it("builds the listener: no reuse_port, buffer limit with slack, normalised paths, 400s keep HTTP/1.1 open, x-gateway-* stripped before routing", () => {
+  it("builds the listener: no reuse_port, buffer limit with slack, normalised paths, 400s keep HTTP/1.1 open, x-gateway-* and x-envoy-* stripped before routing", () => {
     const [listener] = doc.static_resources.listeners;
     expect(listener.address.socket_address).toEqual({ address: "127.0.0.1", port_value: 8080 });
     expect(listener.enable_reuse_port).toBe(false);
@@ -86,7 +91,7 @@ describe("renderEnvoyConfig", () => {
       name: "envoy.http.early_header_mutation.header_mutation",
       typed_config: {
         "@type": "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation",
-        mutations: [{ remove_on_match: { key_matcher: { prefix: "x-gateway-" } } }],
+        mutations: STRIPPED,
       },
     }]);
     expect(hcm.http_filters.map((f: Doc) => f.name)).toEqual([
@@ -122,8 +127,21 @@ describe("renderEnvoyConfig", () => {
         },
       },
     });
-    expect(routes.slice(0, 2)).toEqual([poolRoute("llama"), poolRoute("org/qwen:32b")]);
-    const rest = routes.slice(2).map((r) => ({
+    // Each pool route has its stream twin right before it: x-gateway-stream
+    // matched too, and the pool's profile's streamIdleMs as per-try idle timeout.
+    const streamRoute = (pool: string, idle: string) => {
+      const r = poolRoute(pool);
+      return {
+        match: { ...r.match, headers: [...r.match.headers, { name: STREAM_HEADER, string_match: { exact: "1" } }] },
+        route: { ...r.route, retry_policy: { ...r.route.retry_policy, per_try_idle_timeout: idle } },
+      };
+    };
+    const latencyIdle = `${BUILTIN_PROFILES.latency.deadlines.streamIdleMs / 1000}s`;
+    expect(routes.slice(0, 4)).toEqual([streamRoute("llama", latencyIdle), poolRoute("llama"), streamRoute("org/qwen:32b", latencyIdle), poolRoute("org/qwen:32b")]);
+    expect(routesOf(parseYaml(renderEnvoyConfig({ ...params, streamIdleMs: { llama: 1500, "org/qwen:32b": 300_000 } }))).slice(0, 4)).toEqual([
+      streamRoute("llama", "1.5s"), poolRoute("llama"), streamRoute("org/qwen:32b", "300s"), poolRoute("org/qwen:32b"),
+    ]);
+    const rest = routes.slice(4).map((r) => ({
       regex: r.match.safe_regex?.regex ?? r.match.prefix,
       method: r.match.headers?.[0].string_match.exact,
       status: r.direct_response.status,
@@ -189,6 +207,8 @@ describe("renderEnvoyConfig", () => {
       expect(pool.type).toBe("EDS");
       expect(pool.eds_cluster_config.eds_config).toEqual({ ads: {}, resource_api_version: "V3", initial_fetch_timeout: "5s" });
       expect(pool).not.toHaveProperty("load_assignment");
+      // No panic routing: the fallback never picks a pod the aggregator marked UNHEALTHY.
+      expect(pool.common_lb_config).toEqual({ update_merge_window: "0s", healthy_panic_threshold: { value: 0 } });
       const [lb] = pool.load_balancing_policy.policies;
       expect(lb.typed_extension_config.name).toBe("envoy.load_balancing_policies.override_host");
       const override = lb.typed_extension_config.typed_config;
@@ -320,21 +340,37 @@ describe("renderEnvoyConfig: model-name routes and traffic gates", () => {
   const poolHeader = (r: Doc) => r.match.headers?.find((h: Doc) => h.name === POOL_HEADER)?.string_match.exact;
   const modelHeader = (r: Doc) => r.match.headers?.find((h: Doc) => h.name === MODEL_NAME_HEADER)?.string_match.exact;
 
-  it("puts each model's routes right before its pools' routes, a model that lands in two pools on both", () => {
-    expect(routes.slice(0, 7).map((r) => [poolHeader(r), modelHeader(r) ?? null])).toEqual([
-      ["llama", "sql-lora"],
-      ["llama", "chat"],
-      ["llama", null],
-      ["org/qwen:32b", "chat"],
-      ["org/qwen:32b", "batch.v2"],
-      ["org/qwen:32b", null],
-      [undefined, null], // the fail-closed 503
+  it("puts each model's routes right before its pools' routes, a model that lands in two pools on both, each with its stream twin first", () => {
+    expect(routes.slice(0, 12).map((r) => [poolHeader(r), modelHeader(r) ?? null, streamed(r)])).toEqual([
+      ["llama", "sql-lora", true],
+      ["llama", "sql-lora", false],
+      ["llama", "chat", true],
+      ["llama", "chat", false],
+      ["llama", null, true],
+      ["llama", null, false],
+      ["org/qwen:32b", "chat", true],
+      ["org/qwen:32b", "chat", false],
+      // Rate-limited: no twin, which would have a token bucket of its own.
+      ["org/qwen:32b", "batch.v2", false],
+      ["org/qwen:32b", null, true],
+      ["org/qwen:32b", null, false],
+      [undefined, null, false], // the fail-closed 503
     ]);
   });
 
+  it("gives a model's stream routes its own profile's streamIdleMs, else each pool's", () => {
+    const idle = (rs: Doc[], pool: string, model: string | null) =>
+      rs.find((r) => streamed(r) && poolHeader(r) === pool && (modelHeader(r) ?? null) === model)?.route.retry_policy.per_try_idle_timeout;
+    const rs = render({ modelRoutes: [{ ...modelRoutes[1], streamIdleMs: 90_000 }, modelRoutes[0]], streamIdleMs: { llama: 10_000, "org/qwen:32b": 20_000 } }).route_config.virtual_hosts[0].routes;
+    expect([idle(rs, "llama", "chat"), idle(rs, "org/qwen:32b", "chat"), idle(rs, "llama", "sql-lora"), idle(rs, "llama", null), idle(rs, "org/qwen:32b", null)]).toEqual(["90s", "90s", "10s", "10s", "20s"]);
+    for (const r of rs.filter((x: Doc) => !streamed(x) && x.route)) expect(r.route.retry_policy).not.toHaveProperty("per_try_idle_timeout");
+    expect(rs.find((r: Doc) => streamed(r) && modelHeader(r) === "chat").name).toBe("model chat on llama, streamed");
+    expect(() => render({ streamIdleMs: { llama: 0 } })).toThrow(/streamIdleMs of pool llama/);
+  });
+
   it("matches like the pool's route plus x-gateway-model-name, with its cluster and retries and the model's timeout", () => {
-    const base = parseYaml(renderEnvoyConfig(params)).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes;
-    const [sql, chatLlama, , chatQwen, batch] = routes;
+    const base = routesOf(parseYaml(renderEnvoyConfig(params))).filter((r) => !streamed(r));
+    const [sql, chatLlama, , chatQwen, batch] = routes.filter((r) => !streamed(r));
     expect(sql).toEqual({
       name: "model sql-lora on llama",
       match: { ...base[0].match, headers: [...base[0].match.headers, { name: MODEL_NAME_HEADER, string_match: { exact: "sql-lora" } }] },
@@ -343,7 +379,7 @@ describe("renderEnvoyConfig: model-name routes and traffic gates", () => {
     expect(chatLlama.route).toEqual({ ...base[0].route, timeout: "30s" });
     expect(chatQwen.route).toEqual({ ...base[1].route, timeout: "30s" });
     expect(batch.route).toEqual(base[1].route); // no timeout given: the pool's (none)
-    expect(routes.slice(2).filter((r) => !modelHeader(r))).toEqual(base);
+    expect(routes.filter((r) => !modelHeader(r) && !streamed(r))).toEqual(base);
   });
 
   it("rate-limits a model with Envoy's local_ratelimit, configured on its route only, with retry-after", () => {
@@ -357,7 +393,7 @@ describe("renderEnvoyConfig: model-name routes and traffic gates", () => {
     // No bucket and no filter_enabled (0% by default): it limits nothing by itself.
     expect(hcm.http_filters[2].typed_config).toEqual({ "@type": TYPE, stat_prefix: "llm_gateway_model_rate_limit" });
     const all = (key: string) => ({ runtime_key: key, default_value: { numerator: 100, denominator: "HUNDRED" } });
-    expect(routes[4].typed_per_filter_config).toEqual({
+    expect(routes.find((r) => modelHeader(r) === "batch.v2").typed_per_filter_config).toEqual({
       "envoy.filters.http.local_ratelimit": {
         "@type": TYPE,
         stat_prefix: "llm_gateway_model_batch_v2",
@@ -376,25 +412,37 @@ describe("renderEnvoyConfig: model-name routes and traffic gates", () => {
     const cfg = parseGatewayConfig(`
 pools:
   - { name: llama, baseModel: llama-3.1-8b, adapters: [sql-lora], endpoints: ["127.0.0.1:1"] }
-  - { name: qwen, baseModel: qwen3-32b, endpoints: ["127.0.0.1:2"] }
+  - { name: qwen, baseModel: qwen3-32b, profile: throughput, endpoints: ["127.0.0.1:2"] }
+profiles:
+  throughput: { deadlines: { streamIdleMs: 120000 } }
 models:
   - { name: sql-lora, route: { rateLimit: { requestsPerS: 2 } } }
   - { name: qwen3-32b, priority: sheddable }
   - { name: chat, split: [{ model: qwen3-32b, weight: 1 }, { model: sql-lora, weight: 1 }, { model: llama-3.1-8b, weight: 1 }], route: { timeoutMs: 500 } }
-  - { name: llama-3.1-8b, split: [{ model: sql-lora, weight: 1 }], route: { timeoutMs: 100 } }
+  - { name: llama-3.1-8b, split: [{ model: sql-lora, weight: 1 }], route: { timeoutMs: 100 }, profile: throughput }
 `);
     const p = envoyParamsFromGatewayConfig(cfg, { wasmPath: "/x/filter.wasm" });
     expect(p.modelRoutes).toEqual([
       { model: "sql-lora", pools: ["llama"], rateLimit: { requestsPerS: 2, burst: 2 } },
       { model: "chat", pools: ["qwen", "llama"], timeoutMs: 500 },
-      { model: "llama-3.1-8b", pools: ["llama"], timeoutMs: 100 },
+      { model: "llama-3.1-8b", pools: ["llama"], timeoutMs: 100, streamIdleMs: 120_000 },
+    ]);
+    // Each pool's stream routes take its profile's streamIdleMs.
+    expect(p.streamIdleMs).toEqual({ llama: BUILTIN_PROFILES.latency.deadlines.streamIdleMs, qwen: 120_000 });
+    // A model with a profile of its own but no route still gets routes: its streams take its profile's streamIdleMs.
+    const own = parseGatewayConfig(`
+pools: [{ name: llama, baseModel: llama-3.1-8b, adapters: [sql-lora], endpoints: ["127.0.0.1:1"] }]
+models: [{ name: sql-lora, profile: throughput }]
+`);
+    expect(envoyParamsFromGatewayConfig(own, { wasmPath: "/x/filter.wasm" }).modelRoutes).toEqual([
+      { model: "sql-lora", pools: ["llama"], streamIdleMs: BUILTIN_PROFILES.throughput.deadlines.streamIdleMs },
     ]);
     expect(p.traffic).toEqual({ critical: "none", debug: "off" });
   });
 
   it("copies a gate's claim into x-gateway-claim-* with jwt_authn, which runs after early_header_mutation stripped the client's copies", () => {
     const gated = render({ jwt, traffic: { critical: { claim: "tier", values: ["gold", "platinum"] }, debug: { claim: "org.role", values: ["sre"] } } });
-    expect(gated.early_header_mutation_extensions[0].typed_config.mutations).toEqual([{ remove_on_match: { key_matcher: { prefix: "x-gateway-" } } }]);
+    expect(gated.early_header_mutation_extensions[0].typed_config.mutations).toEqual(STRIPPED);
     expect(CLAIM_HEADERS).toEqual({ critical: "x-gateway-claim-critical", debug: "x-gateway-claim-debug" });
     const [authn] = gated.http_filters;
     expect(authn.name).toBe("envoy.filters.http.jwt_authn");

@@ -1,8 +1,8 @@
 // Hot reload through a real Envoy: the gateway runs from a config file with
 // traffic going through it all along (the official OpenAI client, several
 // loops at once, plain and streamed), and the file is edited: a pool is
-// added, weights, adapters, an admission limit and a model's rate limit
-// change, a pool is removed, and invalid edits are made. Envoy is never
+// added, weights, adapters, an admission limit, a model's rate limit,
+// deadlines and batch slots change, a pool is removed, and invalid edits are made. Envoy is never
 // restarted, no request for a model that exists throughout fails, and each
 // change reaches both of Envoy's workers.
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -243,6 +243,28 @@ describe("editing the config file of a running gateway", () => {
     expect(Object.values(limited)[0]).toBeGreaterThanOrEqual(1);
   });
 
+  it("changes deadlines (the snapshot, Envoy's stream routes) and a pool's batch slots (the snapshot), keeping the pool's pods", async () => {
+    const llama = () => stack.aggregator.current().pools.find((p) => p.name === "llama")!.endpoints;
+    // What its pod learned is lost if the pool is started afresh.
+    await waitFor("llama's pod to have a learned capacity", () => (llama()[0].capacity ?? 0) > 0);
+    expect(llama().map((e) => e.batchSlots)).toEqual([256]);
+    const line = await edit((d) => {
+      d.profiles.latency.deadlines = { firstByteMs: 9000, streamIdleMs: 45_000 };
+      d.pools[0].batchSlots = 64;
+    }, "applied");
+    expect(line).toContain("pool llama: batchSlots");
+    expect(line).toContain("profiles.latency");
+    expect(llama().map((e) => e.batchSlots)).toEqual([64]);
+    expect(llama()[0].capacity).toBeGreaterThan(0);
+    const latency = stack.aggregator.current().profiles!.filter((p) => p.name.startsWith("latency"));
+    expect(latency.map((p) => p.deadlines?.firstByteMs)).toEqual(latency.map(() => 9000));
+    const dump = (await (await fetch(`${stack.envoy.adminUrl}/config_dump?resource=dynamic_route_configs`)).json()) as { configs: any[] };
+    const llamaStream = dump.configs[0].route_config.virtual_hosts[0].routes.find((r: any) =>
+      r.route?.cluster === "llm_gateway_pool_llama" && r.match.headers.some((h: any) => h.name === "x-gateway-stream"));
+    expect(llamaStream.route.retry_policy.per_try_idle_timeout).toBe("45s");
+    await installed();
+  });
+
   it("refuses an invalid edit, naming the field, and keeps everything as it was", async () => {
     const config = stack.aggregator.config();
     // What the config decides in the snapshot (its version moves with the pods' metrics).
@@ -332,9 +354,9 @@ describe("editing the config file of a running gateway", () => {
     expect(stats["listener_manager.listener_removed"]).toBe(0);
     expect(stats["cluster_manager.cds.update_rejected"]).toBe(0);
     expect(stats["http.llm_gateway.rds.llm_gateway.update_rejected"]).toBe(0);
-    // The start, mistral added, the rate limit, qwen removed, its cluster dropped, qwen back.
-    expect(stats["http.llm_gateway.rds.llm_gateway.update_success"]).toBeGreaterThanOrEqual(5);
-    expect(await reloads()).toEqual({ applied: 7, refused: 3 });
+    // The start, mistral added, the rate limit, the stream routes' idle timeout, qwen removed, its cluster dropped, qwen back.
+    expect(stats["http.llm_gateway.rds.llm_gateway.update_success"]).toBeGreaterThanOrEqual(6);
+    expect(await reloads()).toEqual({ applied: 8, refused: 3 });
     // Every Envoy confirmed every change it was sent.
     expect(logs.filter((l) => l.includes("without every Envoy's confirmation"))).toEqual([]);
   });

@@ -11,7 +11,7 @@ import { stringify } from "yaml";
 import { describeChanges, fixedFieldChanges } from "../host/aggregator/config-diff.js";
 import { startSnapshotServer, type SnapshotServer } from "../host/aggregator/push.js";
 import { createReloader, type Reloader } from "../host/aggregator/reload.js";
-import { CLUSTER_TYPE as CDS, createDiscoveryServer, type DiscoveryServer } from "../host/aggregator/xds.js";
+import { CLUSTER_TYPE as CDS, ROUTE_CONFIGURATION_TYPE as RDS, createDiscoveryServer, type DiscoveryServer } from "../host/aggregator/xds.js";
 import { parseGatewayConfig, type GatewayConfig } from "../host/config.js";
 import { projectRoot } from "../host/paths.js";
 import { FakeEnvoy, type AdsResponse } from "./helpers/fake-envoy.js";
@@ -75,6 +75,13 @@ describe("what an edit changes", () => {
     };
     expect(describeChanges(config(selector("qwen")), config(selector("qwen-next")))).toEqual(["pool qwen: kubernetes"]);
     expect(describeChanges(config(), config((d) => d.pools.reverse()))).toEqual(["the order of pools or other details"]);
+    // Deadlines and batch slots are reloadable like the rest, and named.
+    const timed = config((d) => {
+      d.pools[1].batchSlots = 64;
+      d.profiles = { throughput: { deadlines: { streamIdleMs: 1000 } } };
+    });
+    expect(fixedFieldChanges(config(), timed)).toEqual([]);
+    expect(describeChanges(config(), timed)).toEqual(["pool qwen: batchSlots", "profiles.throughput"]);
   });
 });
 
@@ -173,6 +180,28 @@ describe("a reload against Envoy", () => {
     expect(Number(again.version_info)).toBeGreaterThan(Number(offered.version_info));
     expect(outcomes).toEqual({ applied: 0, refused: 1 });
     expect(logs.at(-1)).toMatch(/^config reload refused, the config in force stays: Envoy \(ads stream \d+, .*\) rejected clusters/);
+  });
+
+  it("sends Envoy the new stream routes when a profile's streamIdleMs changes, and only then puts it in force", async () => {
+    await subscribe();
+    envoy.send({ type_url: RDS, resource_names: ["llm_gateway"] });
+    const first = await envoy.next();
+    envoy.ack(first, ["llm_gateway"]);
+    /** The stream routes' per-try idle timeouts in ms (Durations decode as seconds and nanos). */
+    const idle = (r: AdsResponse) =>
+      r.resources[0].virtual_hosts[0].routes.flatMap((route: Doc) => {
+        const d = route.route?.retry_policy?.per_try_idle_timeout;
+        return d ? [Number(d.seconds) * 1000 + d.nanos / 1e6] : [];
+      });
+    expect(idle(first)).toEqual([60_000, 60_000]);
+    const reloading = reloader.reload(config((d) => (d.profiles = { latency: { deadlines: { streamIdleMs: 1500 } } })));
+    const routes = await envoy.next();
+    expect(routes.type_url).toBe(RDS);
+    expect(idle(routes)).toEqual([1500, 1500]);
+    expect(calls).toEqual(["prepare"]);
+    envoy.ack(routes, ["llm_gateway"]);
+    expect(await reloading).toEqual({ applied: true, changes: ["profiles.latency"] });
+    expect(calls).toEqual(["prepare", "commit"]);
   });
 
   it("refuses an edit of a fixed field without touching anything", async () => {

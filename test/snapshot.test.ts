@@ -118,6 +118,7 @@ pools:
   - name: llama
     baseModel: llama-3.1-8b
     adapters: [sql-lora, chat-lora]
+    batchSlots: 64
     endpoints: ["10.0.0.1:8000"]
   - name: qwen
     baseModel: qwen3-32b
@@ -126,10 +127,11 @@ pools:
     endpoints: ["10.0.0.2:8000"]
   - name: mistral
     baseModel: mistral-7b
+    engine: tgi
     weights: { queue: 2, prefix: 4 }
     endpoints: ["10.0.0.3:8000"]
 profiles:
-  batch: { admission: { maxWaiting: 64 } }
+  batch: { admission: { maxWaiting: 64 }, deadlines: { firstByteMs: 90000, streamIdleMs: 1000 } }
 models:
   - { name: sql-lora, profile: batch, priority: sheddable }
   - name: chat
@@ -173,11 +175,20 @@ models:
     ]);
     expect(sent.profiles!.map((p) => p.name)).toEqual(["latency", "batch", "latency@qwen", "throughput@qwen"]);
     const [latency, batch, latencyQwen, throughputQwen] = sent.profiles!;
-    expect(latency).toEqual({ name: "latency", weights: DEFAULT_WEIGHTS, admission: latencyAdmission() });
+    expect(latency).toEqual({ name: "latency", weights: DEFAULT_WEIGHTS, admission: latencyAdmission(), deadlines: latencyDeadlines() });
     expect(batch.admission.maxWaiting).toBe(64);
+    // streamIdleMs is Envoy's (the stream routes' per-try idle timeout): not in the snapshot.
+    expect(batch.deadlines).toEqual({ ...latencyDeadlines(), firstByteMs: 90_000 });
+    expect(throughputQwen.deadlines).toEqual({ firstByteMs: 300_000, promptMsPerKtoken: 1000, outputMsPerToken: 200, assumedOutputTokens: 4096 });
     expect(latencyQwen.weights).toEqual({ ...DEFAULT_WEIGHTS, queue: 3 });
     expect(throughputQwen.weights).toEqual({ ...BUILTIN_PROFILES.throughput.weights, queue: 3 });
     expect(throughputQwen.admission.maxWaiting).toBe(32);
+  });
+
+  it("gives every endpoint its pool's batchSlots (the file's, else the engine's default)", () => {
+    const states = config.pools.map((p) => p.endpoints.map((address): EndpointState => ({ address, metrics: null, lastGoodMs: null, capacity: new CapacityLearner() })));
+    const body = decodeSnapshot(encodeSnapshot({ version: 1, generatedUnixMs: 0, ...buildSnapshotBody(config, states, 0) }));
+    expect(body.pools.map((p) => p.endpoints.map((e) => e.batchSlots))).toEqual([[64], [256], [128]]);
   });
 
   it("keeps each pool's weights: its default profile's, with its own over them", () => {
@@ -194,6 +205,12 @@ models:
     expect(body.profiles.map((p) => p.name)).toEqual(["latency"]);
   });
 });
+
+/** The built-in latency deadlines as the snapshot carries them. */
+function latencyDeadlines() {
+  const d = BUILTIN_PROFILES.latency.deadlines;
+  return { firstByteMs: d.firstByteMs, promptMsPerKtoken: d.promptMsPerKToken, outputMsPerToken: d.outputMsPerToken, assumedOutputTokens: d.assumedOutputTokens };
+}
 
 /** The built-in latency admission as it comes back from the wire (floats are float32). */
 function latencyAdmission() {

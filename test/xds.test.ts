@@ -4,7 +4,10 @@
 // the endpoint sets, one on the split bootstrap that takes its clusters and
 // routes from the server (and refuses a bad cluster, keeping its own), one
 // started before the aggregator; then the aggregator pushing a DNS name's
-// new address.
+// new address, and marking pods whose scrapes fail UNHEALTHY.
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { isDeepStrictEqual } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { startAggregator } from "../host/aggregator/index.js";
@@ -31,6 +34,16 @@ function hostsOf(r: AdsResponse): Record<string, string[]> {
     expect(a["@type"]).toBe(CLA);
     out[a.cluster_name] = (a.endpoints ?? []).flatMap((l: any) =>
       (l.lb_endpoints ?? []).map((e: any) => `${e.endpoint.address.socket_address.address}:${e.endpoint.address.socket_address.port_value}`));
+  }
+  return out;
+}
+
+/** Each host's health_status per cluster name, from an endpoints response. */
+function healthOf(r: AdsResponse): Record<string, Record<string, string>> {
+  const out: Record<string, Record<string, string>> = {};
+  for (const a of r.resources) {
+    out[a.cluster_name] = Object.fromEntries((a.endpoints ?? []).flatMap((l: any) =>
+      (l.lb_endpoints ?? []).map((e: any) => [`${e.endpoint.address.socket_address.address}:${e.endpoint.address.socket_address.port_value}`, e.health_status])));
   }
   return out;
 }
@@ -155,6 +168,29 @@ describe("ADS protocol", () => {
     const other = connect();
     other.send({ type_url: "type.googleapis.com/envoy.config.listener.v3.Listener", resource_names: [] });
     await other.nothingFor();
+  });
+
+  it("marks the endpoints whose scrapes fail UNHEALTHY while one of the pool is not, and all HEALTHY when every one fails", async () => {
+    const envoy = connect();
+    const failing = (pool: string, ...addresses: string[]) => new Map([[pool, new Set(addresses)]]);
+    discovery.setEndpoints(new Map([["e", ["127.0.0.1:9011", "127.0.0.1:9012", "127.0.0.1:9013"]]]), failing("e", "127.0.0.1:9012"));
+    envoy.send({ resource_names: [C] });
+    expect(healthOf(await envoy.next())).toEqual({ [C]: { "127.0.0.1:9011": "HEALTHY", "127.0.0.1:9012": "UNHEALTHY", "127.0.0.1:9013": "HEALTHY" } });
+    expect(logs).toContain(`endpoints version ${discovery.version(CLA)}: ${C}=[127.0.0.1:9011,127.0.0.1:9012 unhealthy,127.0.0.1:9013]`);
+
+    // Same pods, another one failing: a new version, pushed.
+    const version = discovery.version(CLA);
+    discovery.setEndpoints(new Map([["e", ["127.0.0.1:9011", "127.0.0.1:9012", "127.0.0.1:9013"]]]), failing("e", "127.0.0.1:9011", "127.0.0.1:9012"));
+    expect(discovery.version(CLA)).toBe(version + 1);
+    expect(healthOf(await envoy.next())[C]).toEqual({ "127.0.0.1:9011": "UNHEALTHY", "127.0.0.1:9012": "UNHEALTHY", "127.0.0.1:9013": "HEALTHY" });
+
+    // Every pod failing: none is marked (fail open, as the filter does), or Envoy would have no host to try.
+    discovery.setEndpoints(new Map([["e", ["127.0.0.1:9011", "127.0.0.1:9012", "127.0.0.1:9013"]]]), failing("e", "127.0.0.1:9011", "127.0.0.1:9012", "127.0.0.1:9013"));
+    expect(healthOf(await envoy.next())[C]).toEqual({ "127.0.0.1:9011": "HEALTHY", "127.0.0.1:9012": "HEALTHY", "127.0.0.1:9013": "HEALTHY" });
+    // Failing addresses that are not the pool's mark nothing either.
+    discovery.setEndpoints(new Map([["e", ["127.0.0.1:9011"]]]), failing("e", "127.0.0.1:9099"));
+    expect(healthOf(await envoy.next())[C]).toEqual({ "127.0.0.1:9011": "HEALTHY" });
+    discovery.setEndpoints(new Map([["e", []]]));
   });
 
   it("refuses an endpoint that is not an ip:port literal", () => {
@@ -348,7 +384,8 @@ describe("a real Envoy on the split bootstrap (clusters and routes over ADS)", (
   const serve = (pools: string[]) => serveResources(discovery, renderEnvoyXds(gatewayParams(1, pools)).resources);
   const routedClusters = async () => {
     const dump = (await (await fetch(`${envoy.adminUrl}/config_dump?resource=dynamic_route_configs`)).json()) as { configs: any[] };
-    return dump.configs[0].route_config.virtual_hosts[0].routes.flatMap((r: any) => (r.route ? [r.route.cluster] : []));
+    // Each pool has two routes (its stream twin first): its cluster once.
+    return [...new Set(dump.configs[0].route_config.virtual_hosts[0].routes.flatMap((r: any) => (r.route ? [r.route.cluster] : [])))];
   };
 
   beforeAll(async () => {
@@ -443,7 +480,57 @@ describe("an Envoy started before the aggregator", () => {
   }, 60_000);
 });
 
+/** A vLLM /metrics page, for as long as it is up. */
+async function metricsPod(): Promise<{ address: string; close(): Promise<void> }> {
+  const server = http.createServer((_req, res) =>
+    res.end('vllm:num_requests_waiting{engine="0",model_name="m"} 0\nvllm:num_requests_running{engine="0",model_name="m"} 0\nvllm:kv_cache_usage_perc{engine="0",model_name="m"} 0\n'),
+  );
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    address: `127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    }),
+  };
+}
+
 describe("the aggregator", () => {
+  it("marks a pod whose scrapes fail UNHEALTHY for Envoy while another pod answers, and none when no pod does", async () => {
+    const pods = [await metricsPod(), await metricsPod()];
+    const [a, b] = pods.map((p) => p.address);
+    const config = parseGatewayConfig(
+      stringify({
+        gateway: { host: "127.0.0.1", port: 0, adminPort: 0 },
+        aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: 50, staleAfterMs: 1000 },
+        pools: [{ name: "llama", baseModel: "llama-3.1-8b", endpoints: [a, b] }],
+      }),
+      "health test",
+    );
+    const aggregator = await startAggregator(config, { port: 0, metricsPort: false, log: () => {} });
+    const envoy = new FakeEnvoy(createDiscoveryServer({ log: () => {} }).service.definition, `127.0.0.1:${aggregator.grpcPort}`);
+    /** The next endpoints push that shows `want`, failing after a few seconds. */
+    const until = async (want: Record<string, string>) => {
+      for (;;) {
+        const r = await envoy.next(10_000);
+        envoy.ack(r, [poolClusterName("llama")]);
+        if (isDeepStrictEqual(healthOf(r).llm_gateway_pool_llama, want)) return;
+      }
+    };
+    try {
+      envoy.send({ resource_names: [poolClusterName("llama")] });
+      await until({ [a]: "HEALTHY", [b]: "HEALTHY" });
+      await pods[1].close();
+      await until({ [a]: "HEALTHY", [b]: "UNHEALTHY" });
+      await pods[0].close();
+      await until({ [a]: "HEALTHY", [b]: "HEALTHY" });
+    } finally {
+      envoy.close();
+      await aggregator.close();
+      await Promise.all(pods.map((p) => p.close()));
+    }
+  });
+
   it("pushes a DNS name's new address to subscribed Envoys", async () => {
     let answer = "127.0.0.1";
     const config = parseGatewayConfig(

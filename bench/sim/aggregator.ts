@@ -38,6 +38,9 @@ export function gatewayConfig(
       adapters: trace.adapters[p],
       weights,
       endpoints: fleet.pools[p].map((i) => fleet.pods[i].address),
+      // The simulated engines' batch limit, as an operator states it; the
+      // config has one per pool, so a pool mixing limits states its smallest.
+      batchSlots: Math.min(...fleet.pools[p].map((i) => fleet.pods[i].engine.config.maxNumSeqs)),
     })),
   };
   return parseGatewayConfig(JSON.stringify(doc), `simulated gateway for ${scenario.name}`);

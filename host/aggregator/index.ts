@@ -72,9 +72,10 @@ function discoverySink(state: PoolState, telemetry: AggregatorTelemetry, log: (l
   };
 }
 
-/** Pushes each pool's pod addresses to Envoy (ADS): all of them, or only the pools whose pods changed. */
+/** Pushes each pool's pod addresses, and which of them fail their scrapes, to Envoy (ADS): all pools, or those that changed. */
 function publishEndpoints(discovery: DiscoveryServer, pools: readonly PoolState[]): void {
-  if (pools.length > 0) discovery.setEndpoints(new Map(pools.map((p) => [p.name, p.addresses()])));
+  if (pools.length === 0) return;
+  discovery.setEndpoints(new Map(pools.map((p) => [p.name, p.addresses()])), new Map(pools.map((p) => [p.name, p.failing()])));
 }
 
 /**
@@ -84,7 +85,8 @@ function publishEndpoints(discovery: DiscoveryServer, pools: readonly PoolState[
  * other (endpoints, engine, capacities, a selector) starts the pool afresh.
  */
 function sameDiscovery(a: PoolConfig, b: PoolConfig): boolean {
-  const discoveryPart = ({ baseModel: _m, adapters: _a, profile: _p, weights: _w, weightOverrides: _o, ...rest }: PoolConfig) => JSON.stringify(rest);
+  const discoveryPart = ({ baseModel: _m, adapters: _a, profile: _p, weights: _w, weightOverrides: _o, batchSlots: _b, ...rest }: PoolConfig) =>
+    JSON.stringify(rest);
   return discoveryPart(a) === discoveryPart(b);
 }
 
@@ -140,8 +142,10 @@ export async function startAggregator(initial: GatewayConfig, opts: AggregatorOp
     if (closed || !push) return;
     const moved = pools().filter((p) => p.membersChanged);
     for (const p of moved) p.membersChanged = false;
-    publishEndpoints(discovery, moved);
+    // Brings every pod's entry (and so its freshness) up to date.
     const built = builder.next(pools(), moved.length > 0 || configChanged, Date.now());
+    // Before the snapshot, so Envoy has a new pod before the filter names it.
+    publishEndpoints(discovery, pools().filter((p) => p.failingChanged() || moved.includes(p)));
     if (!built) return;
     const bytes = push.publish(built.snapshot);
     telemetry.snapshotPushed(bytes, Date.now() - built.oldestChangeMs);
@@ -187,7 +191,8 @@ export async function startAggregator(initial: GatewayConfig, opts: AggregatorOp
   /** Puts a prepared config in force: pools that went (or were started afresh) stop, and the snapshot follows at once. */
   function commit({ config: next, states }: PreparedConfig): void {
     for (const [name, state] of poolStates) if (states.get(name) !== state) state.close();
-    for (const pool of next.pools) states.get(pool.name)!.config = pool;
+    const now = Date.now();
+    for (const pool of next.pools) states.get(pool.name)!.reconfigure(pool, now);
     config = next;
     poolStates = states;
     builder.reconfigure(next);

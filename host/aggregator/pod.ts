@@ -38,6 +38,8 @@ export class Pod implements EndpointState {
   constructor(
     public target: Target,
     private readonly engine: Engine,
+    /** Its pool's; a reload may change it (setBatchSlots). */
+    private batchSlots: number,
   ) {
     this.address = target.address;
     this.connection = new ScrapeConnection(target);
@@ -75,6 +77,13 @@ export class Pod implements EndpointState {
     return isFresh(this, now, staleAfterMs);
   }
 
+  /** A reload changed the pool's batchSlots: the entry follows at the cycle's end. */
+  setBatchSlots(batchSlots: number, now: number): void {
+    if (batchSlots === this.batchSlots) return;
+    this.batchSlots = batchSlots;
+    this.changedSinceMs ??= now;
+  }
+
   /** A new target for the same address (its capacity hint may have changed). */
   retarget(target: Target, now: number): void {
     this.target = target;
@@ -103,6 +112,6 @@ export class Pod implements EndpointState {
   }
 
   private buildEntry(fresh: boolean): EndpointMsg {
-    return endpointMsg(this.address, this.metrics, this.target.capacity ?? this.capacity.value, fresh);
+    return endpointMsg(this.address, this.metrics, this.target.capacity ?? this.capacity.value, fresh, this.batchSlots);
   }
 }

@@ -10,12 +10,23 @@ export class PoolState {
   private members = new Map<string, Pod>();
   /** The pod set changed since the last cycle's end: Envoy's endpoints and the snapshot must follow. */
   membersChanged = false;
+  /** The failing pods as failingChanged last saw them. */
+  private failingKey = "";
 
   constructor(
-    /** A reload that leaves the pool's discovery alone hands it the new config (weights, adapters, ...). */
-    public config: PoolConfig,
+    private current: PoolConfig,
     readonly source: DiscoverySource,
   ) {}
+
+  get config(): PoolConfig {
+    return this.current;
+  }
+
+  /** A reload that leaves the pool's discovery alone hands it the new config (weights, adapters, batch slots, ...). */
+  reconfigure(config: PoolConfig, now: number): void {
+    this.current = config;
+    for (const pod of this.members.values()) pod.setBatchSlots(config.batchSlots, now);
+  }
 
   get name(): string {
     return this.config.name;
@@ -45,7 +56,7 @@ export class PoolState {
         if (pod.target.capacity !== t.capacity || pod.target.name !== t.name) pod.retarget(t, now);
         next.set(t.address, pod);
       } else {
-        next.set(t.address, new Pod(t, this.config.engine));
+        next.set(t.address, new Pod(t, this.config.engine, this.config.batchSlots));
       }
     }
     for (const [address, pod] of before) if (next.get(address) !== pod) pod.close();
@@ -58,6 +69,21 @@ export class PoolState {
   /** The pods' ip:port literals: the pool's endpoints for Envoy. */
   addresses(): string[] {
     return [...this.members.keys()];
+  }
+
+  /** The pods whose entries are not fresh (scrapes failing, or none yet): UNHEALTHY in Envoy's endpoints. */
+  failing(): Set<string> {
+    const out = new Set<string>();
+    for (const pod of this.members.values()) if (!pod.entry.fresh) out.add(pod.address);
+    return out;
+  }
+
+  /** Whether the failing pods differ from the last call's; cheap when none fail, as it is called every cycle. */
+  failingChanged(): boolean {
+    const key = [...this.failing()].join(",");
+    const changed = key !== this.failingKey;
+    this.failingKey = key;
+    return changed;
   }
 
   /** Stops the source and every pod's connection. */

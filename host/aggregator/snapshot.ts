@@ -47,8 +47,9 @@ const quantiseKv = (kv: number) => Math.round(kv * 1000) / 1000;
  * One endpoint's entry. Stale endpoints keep their last values, with
  * fresh=false. `capacity` is the configured one when the pool has them,
  * else the learned one: the two are in different units and never mixed.
+ * `batchSlots` is its pool's.
  */
-export function endpointMsg(address: string, m: EndpointMetrics | null, capacity: number, fresh: boolean): EndpointMsg {
+export function endpointMsg(address: string, m: EndpointMetrics | null, capacity: number, fresh: boolean, batchSlots: number): EndpointMsg {
   return {
     address,
     waiting: m?.waiting ?? 0,
@@ -60,6 +61,7 @@ export function endpointMsg(address: string, m: EndpointMetrics | null, capacity
     runningAdapters: m?.runningAdapters ?? [],
     waitingAdapters: m?.waitingAdapters ?? [],
     capacity,
+    batchSlots,
   };
 }
 
@@ -76,6 +78,7 @@ export function sameEndpoint(a: EndpointMsg, b: EndpointMsg): boolean {
     a.fresh === b.fresh &&
     a.maxLora === b.maxLora &&
     a.capacity === b.capacity &&
+    a.batchSlots === b.batchSlots &&
     sameList(a.runningAdapters, b.runningAdapters) &&
     sameList(a.waitingAdapters, b.waitingAdapters)
   );
@@ -93,7 +96,7 @@ export function buildSnapshotBody(config: GatewayConfig, states: EndpointState[]
     for (const [e, state] of states[p].entries()) {
       if (state.address === null) continue;
       const fresh = isFresh(state, now, config.aggregator.staleAfterMs);
-      endpoints.push(endpointMsg(state.address, state.metrics, pool.capacities?.[e] ?? state.capacity.value, fresh));
+      endpoints.push(endpointMsg(state.address, state.metrics, pool.capacities?.[e] ?? state.capacity.value, fresh, pool.batchSlots));
     }
     return poolMsg(pool, endpoints);
   });
@@ -115,6 +118,7 @@ function effectiveProfile(config: GatewayConfig, name: string, pool: PoolConfig)
   const weights = { ...base.weights, ...pool.weightOverrides };
   const changed = (Object.keys(weights) as Array<keyof ScorerWeights>).some((k) => weights[k] !== base.weights[k]);
   const a = base.admission;
+  const d = base.deadlines;
   return {
     name: changed ? `${name}@${pool.name}` : name,
     weights: weightsMsg(weights),
@@ -125,6 +129,13 @@ function effectiveProfile(config: GatewayConfig, name: string, pool: PoolConfig)
       sheddableFactor: a.sheddableFactor,
       criticalFactor: a.criticalFactor,
       maxRetryAfterS: a.maxRetryAfterS,
+    },
+    // streamIdleMs is Envoy's (the stream routes), not the filter's.
+    deadlines: {
+      firstByteMs: d.firstByteMs,
+      promptMsPerKtoken: d.promptMsPerKToken,
+      outputMsPerToken: d.outputMsPerToken,
+      assumedOutputTokens: d.assumedOutputTokens,
     },
   };
 }

@@ -5,7 +5,9 @@
 //   every response carries all of them, and one left out is removed;
 // - EDS: each pool's endpoints as the ClusterLoadAssignment of its cluster.
 //   Envoy only ever connects to hosts listed here, so the endpoint set is the
-//   gateway's list of known pods;
+//   gateway's list of known pods. A pod whose scrapes fail is UNHEALTHY while
+//   another pod of its pool is not, so Envoy's own choices (the fallback
+//   least-request, retries past the filter's list) skip it;
 // - RDS: the listener's route table, by name.
 // An Envoy rendered complete (every cluster and route static) asks for
 // endpoints only and gets only those.
@@ -50,10 +52,13 @@ export interface DiscoveryServer {
   readonly service: { definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation };
   /**
    * Sets the endpoints ("ip:port" literals) of the pools named in `sets`;
-   * other pools keep theirs. When a pool's set changes, the version moves and
-   * every stream subscribed to that pool's cluster gets the new assignment.
+   * other pools keep theirs. `failing` names, per pool, the endpoints whose
+   * scrapes fail: UNHEALTHY, unless every endpoint of the pool is failing,
+   * when all are HEALTHY (fail open, as the filter does: Envoy would
+   * otherwise have no host to try). When a pool's assignment changes, the
+   * version moves and every stream subscribed to that pool's cluster gets it.
    */
-  setEndpoints(sets: ReadonlyMap<string, readonly string[]>): void;
+  setEndpoints(sets: ReadonlyMap<string, readonly string[]>, failing?: ReadonlyMap<string, ReadonlySet<string>>): void;
   /** Forgets the endpoints of pools whose clusters are gone. */
   dropEndpoints(pools: Iterable<string>): void;
   /**
@@ -263,24 +268,32 @@ export function createDiscoveryServer(opts: { log: (line: string) => void }): Di
 
   return {
     service: { definition: adsServiceDefinition(), implementation: { StreamAggregatedResources: stream } },
-    setEndpoints(sets) {
+    setEndpoints(sets, failing = new Map()) {
       const next = new Map(state.get(CLUSTER_LOAD_ASSIGNMENT_TYPE)!.resources);
       const described: string[] = [];
       for (const [pool, addresses] of sets) {
+        const bad = failing.get(pool) ?? new Set<string>();
         const hosts = [...new Set(addresses)].sort().map((a) => {
           const hp = parseEndpoint(a);
           if (!hp || isIP(hp.host) === 0) throw new Error(`pool ${pool}: endpoint ${a} is not an ip:port literal`);
           return { address: a, host: hp.host, port: hp.port };
         });
+        const anyGood = hosts.some((h) => !bad.has(h.address));
+        const unhealthy = (h: { address: string }) => anyGood && bad.has(h.address);
         const cluster = poolClusterName(pool);
         const assignment = {
           cluster_name: cluster,
-          endpoints: [{ lb_endpoints: hosts.map((h) => ({ endpoint: { address: { socket_address: { address: h.host, port_value: h.port } } } })) }],
+          endpoints: [{
+            lb_endpoints: hosts.map((h) => ({
+              endpoint: { address: { socket_address: { address: h.host, port_value: h.port } } },
+              health_status: unhealthy(h) ? "UNHEALTHY" : "HEALTHY",
+            })),
+          }],
         };
         const key = JSON.stringify(assignment);
         if (next.get(cluster)?.key === key) continue;
         next.set(cluster, { key, encoded: encodeResource(CLUSTER_LOAD_ASSIGNMENT_TYPE, assignment) });
-        described.push(`${cluster}=[${hosts.map((h) => h.address).join(",")}]`);
+        described.push(`${cluster}=[${hosts.map((h) => (unhealthy(h) ? `${h.address} unhealthy` : h.address)).join(",")}]`);
       }
       if (described.length === 0) return;
       replace(CLUSTER_LOAD_ASSIGNMENT_TYPE, next);

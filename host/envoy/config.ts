@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { isMap, isSeq, parseDocument, visit, type Document, type Node } from "yaml";
 import {
+  BUILTIN_PROFILES,
   landingPools,
   servedModels,
   type GatewayConfig,
@@ -23,6 +24,8 @@ export const BUFFER_SLACK_BYTES = 64 * 1024;
 export const POOL_HEADER = "x-gateway-pool";
 /** Set by the filter to the model name the client asked for (before any split rewrites the body). */
 export const MODEL_NAME_HEADER = "x-gateway-model-name";
+/** Set by the filter to "1" on a streamed request (`"stream": true`): it takes a pool's or model's stream route. */
+export const STREAM_HEADER = "x-gateway-stream";
 /** Set by jwt_authn from a verified token's claim, for the traffic gates that name a claim. */
 export const CLAIM_HEADERS = { critical: "x-gateway-claim-critical", debug: "x-gateway-claim-debug" } as const;
 
@@ -33,6 +36,8 @@ export interface ModelRouteParams {
   pools: string[];
   timeoutMs?: number;
   rateLimit?: { requestsPerS: number; burst: number };
+  /** Its own profile's streamIdleMs; absent, each pool's own. */
+  streamIdleMs?: number;
 }
 
 export interface EnvoyConfigParams {
@@ -57,6 +62,8 @@ export interface EnvoyConfigParams {
   passiveHealth?: PassiveHealthConfig;
   /** Pool names, in config order: one route and one EDS cluster each. */
   pools: string[];
+  /** Each pool's profile's streamIdleMs, for its stream route; the latency profile's for a pool not listed. */
+  streamIdleMs?: Readonly<Record<string, number>>;
   /** Require a JWT on every request (Envoy's jwt_authn filter, ahead of ours). */
   jwt?: JwtConfig;
   /** false leaves our Wasm HTTP filter out (tests: the routes alone must never reach a wrong host). */
@@ -87,19 +94,34 @@ export function envoyParamsFromGatewayConfig(
     maxBodyBytes: cfg.gateway.maxBodyBytes,
     staleView: cfg.gateway.staleView,
     passiveHealth: cfg.gateway.passiveHealth,
-    pools: cfg.pools.map((p) => p.name),
     jwt: cfg.gateway.jwt,
-    modelRoutes: modelRoutesOf(cfg),
     traffic: cfg.traffic,
+    ...routeParamsOf(cfg),
   };
 }
 
-/** The `models:` entries with a route, each with the pools its requests can land in. */
+/** What the route table and the pools' clusters are made of. */
+function routeParamsOf(cfg: GatewayConfig): Pick<EnvoyConfigParams, "pools" | "streamIdleMs" | "modelRoutes"> {
+  return {
+    pools: cfg.pools.map((p) => p.name),
+    streamIdleMs: Object.fromEntries(cfg.pools.map((p) => [p.name, cfg.profiles[p.profile].deadlines.streamIdleMs])),
+    modelRoutes: modelRoutesOf(cfg),
+  };
+}
+
+/**
+ * The `models:` entries with a route or a profile of their own (whose
+ * streamIdleMs their stream routes take), each with the pools its requests
+ * can land in.
+ */
 function modelRoutesOf(cfg: GatewayConfig): ModelRouteParams[] {
   const served = servedModels(cfg.pools);
-  return cfg.models.flatMap((m) =>
-    m.route ? [{ model: m.name, pools: landingPools(m, served).map((p) => cfg.pools[p].name), ...m.route }] : [],
-  );
+  return cfg.models.flatMap((m) => {
+    if (!m.route && m.profile === undefined) return [];
+    const route: ModelRouteParams = { model: m.name, pools: landingPools(m, served).map((p) => cfg.pools[p].name), ...m.route };
+    if (m.profile !== undefined) route.streamIdleMs = cfg.profiles[m.profile].deadlines.streamIdleMs;
+    return [route];
+  });
 }
 
 function checkInt(name: string, value: number, min: number, max: number): number {
@@ -225,7 +247,7 @@ export function xdsResourcesFromGatewayConfig(
   cfg: GatewayConfig,
   template: string = readFileSync(gatewayTemplatePath(), "utf8"),
 ): XdsResources {
-  return renderEnvoyXds({ ...BOOTSTRAP_UNUSED, pools: cfg.pools.map((p) => p.name), modelRoutes: modelRoutesOf(cfg) }, template).resources;
+  return renderEnvoyXds({ ...BOOTSTRAP_UNUSED, ...routeParamsOf(cfg) }, template).resources;
 }
 
 /** The template filled in, with one route and one cluster per pool; `poolClusters` are those clusters. */
@@ -249,6 +271,7 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   repeatPerPool(doc, ROUTES, pools);
   const poolClusters = repeatPerPool(doc, CLUSTERS, pools);
   withModelRoutes(doc, params.modelRoutes ?? [], pools);
+  withStreamRoutes(doc, streamIdleOf(params));
   const claims = claimHeaders(params.traffic);
   if (claims.length > 0 && !params.jwt) throw new Error("traffic gates that name a claim need jwt");
   if (params.jwt) withJwtAuthn(doc, params.jwt, claims);
@@ -494,14 +517,59 @@ function withRateLimitFilter(doc: Document): void {
   }));
 }
 
+type HeaderMatch = { name: string; string_match?: { exact?: string } };
+type RouteJson = { match: { headers: HeaderMatch[] }; route: Record<string, unknown> } & Record<string, unknown>;
+
+/** The value a route's match requires of a header exactly; undefined when it requires none. */
+function exactHeader(route: unknown, name: string): string | undefined {
+  const headers = (route as { match?: { headers?: HeaderMatch[] } }).match?.headers ?? [];
+  return headers.find((h) => h.name === name)?.string_match?.exact;
+}
+
 /** The template's inference route for `pool` (x-gateway-pool matched, no model name). */
 function isPoolRoute(item: unknown, pool: string): boolean {
   if (!isMap(item)) return false;
-  const headers: Array<{ name: string; string_match?: { exact?: string } }> = (item.toJSON() as { match?: { headers?: [] } }).match?.headers ?? [];
-  return headers.some((h) => h.name === POOL_HEADER && h.string_match?.exact === pool) && !headers.some((h) => h.name === MODEL_NAME_HEADER);
+  const route = item.toJSON();
+  return exactHeader(route, POOL_HEADER) === pool && exactHeader(route, MODEL_NAME_HEADER) === undefined;
 }
 
-type RouteJson = { match: { headers: unknown[] }; route: Record<string, unknown> } & Record<string, unknown>;
+/** A route's per-try idle timeout for streams: the model's own profile's, else the pool's profile's. */
+function streamIdleOf(params: EnvoyConfigParams): (pool: string, model: string | undefined) => number {
+  const byModel = new Map((params.modelRoutes ?? []).flatMap((r) => (r.streamIdleMs === undefined ? [] : [[r.model, r.streamIdleMs] as const])));
+  return (pool, model) => {
+    const ms = (model === undefined ? undefined : byModel.get(model)) ?? params.streamIdleMs?.[pool] ?? BUILTIN_PROFILES.latency.deadlines.streamIdleMs;
+    return checkInt(`streamIdleMs of ${model === undefined ? `pool ${pool}` : `model ${model} on ${pool}`}`, ms, 1, 2 ** 31 - 1);
+  };
+}
+
+/**
+ * Puts before every route to a pool (pool and model routes alike) its twin
+ * for streamed requests: the same match plus x-gateway-stream (the filter's),
+ * the same action plus Envoy's per-try idle timeout. That timer restarts with
+ * every byte from the pod, so before the response starts it moves a silent
+ * try to the next pod, and after it cuts a stalled stream. A non-streamed
+ * answer sends nothing until it is done, so its routes get none. A
+ * rate-limited model route gets no twin: Envoy keeps a token bucket per
+ * route, and two routes would double the model's limit.
+ */
+function withStreamRoutes(doc: Document, idleMs: (pool: string, model: string | undefined) => number): void {
+  const seq = doc.getIn(ROUTES);
+  if (!isSeq(seq)) throw new Error(`the Envoy template has no ${ROUTES.join(".")} list`);
+  seq.items = seq.items.flatMap((item) => {
+    const route = (item as Node).toJSON() as RouteJson;
+    const pool = exactHeader(route, POOL_HEADER);
+    const rateLimited = (route.typed_per_filter_config as Record<string, unknown> | undefined)?.[LOCAL_RATELIMIT] !== undefined;
+    if (pool === undefined || rateLimited) return [item];
+    const retryPolicy = { ...(route.route.retry_policy as Record<string, unknown>), per_try_idle_timeout: duration(idleMs(pool, exactHeader(route, MODEL_NAME_HEADER))) };
+    const stream: Record<string, unknown> = {
+      ...route,
+      match: { ...route.match, headers: [...route.match.headers, { name: STREAM_HEADER, string_match: { exact: "1" } }] },
+      route: { ...route.route, retry_policy: retryPolicy },
+    };
+    if (typeof route.name === "string") stream.name = `${route.name}, streamed`;
+    return [doc.createNode(stream), item];
+  });
+}
 
 function modelRoute(r: ModelRouteParams, pool: string, poolRoute: RouteJson): Record<string, unknown> {
   const route: Record<string, unknown> = { ...poolRoute.route };

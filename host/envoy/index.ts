@@ -7,6 +7,7 @@ export {
   MODEL_NAME_HEADER,
   POOL_HEADER,
   renderEnvoyConfig,
+  STREAM_HEADER,
   renderEnvoyXds,
   xdsResourcesFromGatewayConfig,
   type EnvoyConfigParams,
