@@ -364,7 +364,9 @@ describe("renderEnvoyConfig: model-name routes and traffic gates", () => {
     const rs = render({ modelRoutes: [{ ...modelRoutes[1], streamIdleMs: 90_000 }, modelRoutes[0]], streamIdleMs: { llama: 10_000, "org/qwen:32b": 20_000 } }).route_config.virtual_hosts[0].routes;
     expect([idle(rs, "llama", "chat"), idle(rs, "org/qwen:32b", "chat"), idle(rs, "llama", "sql-lora"), idle(rs, "llama", null), idle(rs, "org/qwen:32b", null)]).toEqual(["90s", "90s", "10s", "10s", "20s"]);
     for (const r of rs.filter((x: Doc) => !streamed(x) && x.route)) expect(r.route.retry_policy).not.toHaveProperty("per_try_idle_timeout");
-    expect(rs.find((r: Doc) => streamed(r) && modelHeader(r) === "chat").name).toBe("model chat on llama, streamed");
+    const chatStream = rs.find((r: Doc) => streamed(r) && modelHeader(r) === "chat");
+    expect(chatStream.name).toBe("model chat on llama, streamed");
+    expect(chatStream.route.timeout).toBe("30s"); // the model's whole-response timeout holds for its streams too
     expect(() => render({ streamIdleMs: { llama: 0 } })).toThrow(/streamIdleMs of pool llama/);
   });
 
