@@ -65,12 +65,16 @@ export function setViewPolicy(maxAgeMs: u64, stalePolicy: i32): void {
   router.policy.stalePolicy = <StaleViewPolicy>stalePolicy;
 }
 
-/** Passive health as the filter records it: a failure (true) or success of `address` at the clock's now. */
-export function recordOutcome(address: string, failed: bool, ejectAfter: u32, ejectMs: u64): void {
+/**
+ * Passive health as the filter records it: a failure (true) or success of
+ * `address` at the clock's now; `eject`: a failure that ejects at once (Envoy
+ * moved the request off the pod).
+ */
+export function recordOutcome(address: string, failed: bool, ejectAfter: u32, ejectMs: u64, eject: bool = false): void {
   const rules = new HealthRules();
   rules.threshold = ejectAfter;
   rules.ejectMs = ejectMs;
-  if (failed) health.recordFailure(address, nowMs, rules);
+  if (failed) health.recordFailure(address, nowMs, rules, eject);
   else health.recordSuccess(address);
   if (view.current != null) health.applyTo(view.current!);
 }
@@ -193,11 +197,12 @@ const outcome = new Outcome();
 /**
  * How the filter judges a routed request's end (core/outcome.ts): bit 0 the
  * pod chosen first failed it, bit 1 the pod Envoy moved it to failed too,
- * bit 2 the first pod served it well.
+ * bit 2 the first pod served it well, bit 3 Envoy moved it off the first pod.
  */
 export function judgeOutcome(moved: bool, status: i32, flags: u64, stream: bool, sawDone: bool): i32 {
   outcome.judge(moved, status, flags, stream, sawDone);
-  return (outcome.primaryFailed ? 1 : 0) | (outcome.servedFailed ? 2 : 0) | (outcome.primarySucceeded ? 4 : 0);
+  return (outcome.primaryFailed ? 1 : 0) | (outcome.servedFailed ? 2 : 0) | (outcome.primarySucceeded ? 4 : 0) |
+    (outcome.primaryMovedOff ? 8 : 0);
 }
 
 /** Whether an answer whose chunks went through usageTailPush ended with a stream's terminal event. */

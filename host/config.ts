@@ -360,8 +360,10 @@ export const BUILTIN_PROFILES = {
       outputMsPerToken: 100,
       // A chat answer rarely runs past 2k tokens.
       assumedOutputTokens: 2048,
-      // A decoding pod sends a token every fraction of a second; a minute of silence is a hung pod.
-      streamIdleMs: 60_000,
+      // A decoding pod sends a token every fraction of a second, but an engine
+      // may send a stream's headers before its prefill, and a 100k-token prompt
+      // on a slow GPU may then be silent for firstByteMs + 50 s: 90 s covers it.
+      streamIdleMs: 90_000,
     },
   },
   /** Batch: work done per GPU-second matters, a single request's wait less. */

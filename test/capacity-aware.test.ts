@@ -132,6 +132,19 @@ describe("deadlines to the first byte", () => {
   });
 });
 
+describe("the health ledger", () => {
+  it("ejects a pod Envoy had to move a request off at once, and one that fails itself after the threshold", () => {
+    const rules = { ejectAfter: 3, ejectMs: 10_000 };
+    shared.install(router, fleet({}, {}));
+    router.recordOutcome(A, true, rules, true);
+    for (let i = 0; i < 10; i++) expect(endpointOf(shared.route(router, chat(), "chat", {}))).toBe(B);
+    router.recordOutcome(B, true, rules);
+    router.recordOutcome(B, true, rules);
+    // Two failures of B's own: not yet ejected (and A still is, so B it is).
+    expect(endpointOf(shared.route(router, chat(), "chat", {}))).toBe(B);
+  });
+});
+
 describe("how a request's end is judged", () => {
   const judge = (moved: boolean, status: number, flags: bigint, stream = false, sawDone = false) =>
     router.judgeOutcome({ moved, status, flags, stream, sawDone });
@@ -140,19 +153,21 @@ describe("how a request's end is judged", () => {
   const DC = 0x4000n;
 
   it("blames the first pod when Envoy moved the request, and the pod that served it when that failed too", () => {
-    expect(judge(true, 200, 0n)).toEqual({ primaryFailed: true, servedFailed: false, primarySucceeded: false });
-    expect(judge(true, 503, 0n)).toEqual({ primaryFailed: true, servedFailed: true, primarySucceeded: false });
+    expect(judge(true, 200, 0n)).toEqual({ primaryFailed: true, primaryMovedOff: true, servedFailed: false, primarySucceeded: false });
+    expect(judge(true, 503, 0n)).toEqual({ primaryFailed: true, primaryMovedOff: true, servedFailed: true, primarySucceeded: false });
   });
 
   it("counts a deadline, a reset after the headers and a broken stream as failures", () => {
     expect(judge(false, 504, UT).primaryFailed).toBe(true);
     expect(judge(false, 200, UC).primaryFailed).toBe(true);
     expect(judge(false, 200, 0n, true, false).primaryFailed).toBe(true);
-    expect(judge(false, 200, 0n, true, true)).toEqual({ primaryFailed: false, servedFailed: false, primarySucceeded: true });
+    expect(judge(false, 200, 0n, true, true)).toEqual({ primaryFailed: false, primaryMovedOff: false, servedFailed: false, primarySucceeded: true });
+    // Failures the pod returned itself count towards the threshold; a move off it ejects at once.
+    expect(judge(false, 504, UT).primaryMovedOff).toBe(false);
   });
 
   it("learns nothing from a stream the client left", () => {
-    expect(judge(false, 200, DC, true, false)).toEqual({ primaryFailed: false, servedFailed: false, primarySucceeded: false });
+    expect(judge(false, 200, DC, true, false)).toEqual({ primaryFailed: false, primaryMovedOff: false, servedFailed: false, primarySucceeded: false });
   });
 
   it("finds the terminal event at a stream's end, blank lines after it allowed", () => {

@@ -274,7 +274,7 @@ pools:
     expect(c.profiles.latency.weights).toEqual(DEFAULT_WEIGHTS);
     // maxRetryAfterS 60: the OpenAI SDKs ignore a longer Retry-After.
     expect(c.profiles.latency.admission).toEqual({ enabled: true, maxWaiting: 2, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60 });
-    expect(c.profiles.latency.deadlines).toEqual({ firstByteMs: 20_000, promptMsPerKToken: 500, outputMsPerToken: 100, assumedOutputTokens: 2048, streamIdleMs: 60_000 });
+    expect(c.profiles.latency.deadlines).toEqual({ firstByteMs: 20_000, promptMsPerKToken: 500, outputMsPerToken: 100, assumedOutputTokens: 2048, streamIdleMs: 90_000 });
     expect(c.profiles.throughput).toEqual({
       weights: { queue: 1, kvCache: 1, running: 0, lora: 4, prefix: 6 },
       admission: { enabled: true, maxWaiting: 32, maxKvCache: 0.98, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60 },

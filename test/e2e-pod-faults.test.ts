@@ -107,7 +107,7 @@ describe("a pod that accepts requests and never answers", () => {
     // failures), no request went to it until its ejection ran out.
     const fired = hung.arrivals[0] + DEADLINES.firstByteMs;
     const late = hung.arrivals.filter((t) => t > fired + 500 && t < fired + EJECT_MS - 500);
-    expect(late).toEqual([]);
+    expect(late.map((t) => t - hung.arrivals[0]), JSON.stringify(hung.arrivals.map((t) => t - hung.arrivals[0]))).toEqual([]);
     // A hung request stays counted: only a few were ever sent there.
     expect(hung.arrivals.length).toBeLessThan(10);
 
@@ -121,7 +121,7 @@ describe("a pod that answers 200 and then breaks every stream", () => {
   let fleet: Fleet;
 
   it("is ejected: streams stop going to it", async () => {
-    fleet = await startFleet(["good-1", "good-2", "breaker"].map((name) => ({ name, model: MODEL, outputTokens: 8 })));
+    fleet = await startFleet(["good-1", "good-2", "breaker"].map((name) => ({ name, model: MODEL })));
     cleanups.push(() => fleet.close());
     fleet.pod("breaker").setFault("break-streams");
     const { stack } = await gateway(fleet.pods.map((p) => p.address));
@@ -158,7 +158,7 @@ describe("while the view is stale", () => {
   it("sends nothing to pods whose scrapes were failing when the aggregator was last heard", async () => {
     pods = await Promise.all(["ok-1", "ok-2", "bad-1", "bad-2"].map((n) => startScriptedPod(n, MODEL)));
     cleanups.push(...pods.map((p) => () => p.close()));
-    const { stack } = await gateway(pods.map((p) => p.address), { staleView: { maxAgeMs: 1_000 } });
+    const { stack } = await gateway(pods.map((p) => p.address), { staleView: { maxAgeMs: 1_500 } });
     const openai = client(stack);
     await waitFor("the pool to answer", async () => (await ask(openai)).status === 200);
     for (const p of pods.filter((p) => p.name.startsWith("bad"))) p.metricsOk = false;

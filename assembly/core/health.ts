@@ -1,7 +1,10 @@
-// Passive health, learned from how routed requests ended: a pod that fails
-// `threshold` times in a row (a 5xx, or Envoy had to move the request to a
-// fallback) is ejected for `ejectMs`; afterwards one request may try it again
-// (a failure re-ejects at once, a success clears the record). All workers
+// Passive health, learned from how routed requests ended (core/outcome.ts):
+// a pod that fails `threshold` times in a row (a 5xx, a broken answer) is
+// ejected for `ejectMs`, and one that made Envoy move a request to another
+// pod (it refused, reset, 5xx'd or let its deadline pass before answering)
+// at once: every request it gets would cost a retry, or wait out a deadline.
+// Afterwards one request may try it again (a failure re-ejects at once, a
+// success clears the record). All workers
 // share one ledger through shared data (gateway/shared-health.ts); this file
 // is the pure part: the rules and the byte encoding.
 
@@ -20,8 +23,8 @@ export class HealthRules {
 export class HealthLedger {
   records: Map<string, HealthRecord> = new Map();
 
-  /** Counts a failure; true if the ledger changed. */
-  recordFailure(address: string, nowMs: u64, rules: HealthRules): bool {
+  /** Counts a failure (`eject`: one that ejects at once); true if the ledger changed. */
+  recordFailure(address: string, nowMs: u64, rules: HealthRules, eject: bool = false): bool {
     let r: HealthRecord;
     if (this.records.has(address)) {
       r = this.records.get(address);
@@ -30,6 +33,7 @@ export class HealthLedger {
       this.records.set(address, r);
     }
     r.failures++;
+    if (eject && r.failures < rules.threshold) r.failures = rules.threshold;
     if (r.failures >= rules.threshold) r.ejectedUntilMs = nowMs + rules.ejectMs;
     return true;
   }

@@ -26,6 +26,8 @@ const UPSTREAM_FAULTS: u64 = FLAG_UPSTREAM_TIMEOUT | FLAG_UPSTREAM_REMOTE_RESET 
 export class Outcome {
   /** The pod chosen first failed the request. */
   primaryFailed: bool = false;
+  /** ...so that Envoy moved it to another pod: that ejects at once (core/health.ts). */
+  primaryMovedOff: bool = false;
   /** Another pod (a fallback, `served`) failed it too. */
   servedFailed: bool = false;
   /** The pod chosen first served it well. */
@@ -41,6 +43,7 @@ export class Outcome {
     const servedFailed = status >= 500 || (flags & UPSTREAM_FAULTS) != 0 ||
       (stream && status == 200 && !sawDone && !clientGone);
     this.primaryFailed = moved || servedFailed;
+    this.primaryMovedOff = moved;
     this.servedFailed = moved && servedFailed;
     this.primarySucceeded = !moved && !servedFailed && !clientGone;
   }

@@ -189,7 +189,7 @@ export class GatewayRoot extends RootContext {
     o.judge(moved, status, flags, stream, sawDone);
     let failures = 0;
     if (o.primaryFailed) {
-      health.recordFailure(primary.address, this.nowMs);
+      health.recordFailure(primary.address, this.nowMs, o.primaryMovedOff);
       failures++;
     }
     if (o.servedFailed) {

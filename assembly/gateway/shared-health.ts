@@ -33,10 +33,10 @@ export class SharedHealth {
     return changed;
   }
 
-  recordFailure(address: string, nowMs: u64): void {
+  recordFailure(address: string, nowMs: u64, eject: bool = false): void {
     for (let i = 0; i < CAS_ATTEMPTS; i++) {
       this.load();
-      this.ledger.recordFailure(address, nowMs, this.rules);
+      this.ledger.recordFailure(address, nowMs, this.rules, eject);
       if (this.store()) return;
     }
   }

@@ -64,6 +64,8 @@ export type RouteResult =
 /** Which pods a routed request's end counts for or against (core/outcome.ts). */
 export interface Outcome {
   primaryFailed: boolean;
+  /** Envoy moved the request off the first pod: a failure that ejects at once. */
+  primaryMovedOff: boolean;
   servedFailed: boolean;
   primarySucceeded: boolean;
 }
@@ -81,7 +83,7 @@ interface Bindings {
   route(body: Uint8Array, kind: number, priority: number, mayClaimCritical: boolean, explain: boolean): string;
   setClock(nowMs: bigint, heardMs: bigint): void;
   setViewPolicy(maxAgeMs: bigint, stalePolicy: number): void;
-  recordOutcome(address: string, failed: boolean, ejectAfter: number, ejectMs: bigint): void;
+  recordOutcome(address: string, failed: boolean, ejectAfter: number, ejectMs: bigint, eject: boolean): void;
   setInflight(bytes: Uint8Array): boolean;
   setRefusals(bytes: Uint8Array): boolean;
   refusalTable(): Uint8Array;
@@ -122,12 +124,15 @@ export class NativeRouter {
    */
   judgeOutcome(end: { moved: boolean; status: number; flags: bigint; stream: boolean; sawDone: boolean }): Outcome {
     const bits = this.wasm.judgeOutcome(end.moved, end.status, end.flags, end.stream, end.sawDone);
-    return { primaryFailed: (bits & 1) !== 0, servedFailed: (bits & 2) !== 0, primarySucceeded: (bits & 4) !== 0 };
+    return { primaryFailed: (bits & 1) !== 0, servedFailed: (bits & 2) !== 0, primarySucceeded: (bits & 4) !== 0, primaryMovedOff: (bits & 8) !== 0 };
   }
 
-  /** Feeds the passive-health ledger as the filter does when a routed request ends. */
-  recordOutcome(address: string, failed: boolean, rules: { ejectAfter: number; ejectMs: number }): void {
-    this.wasm.recordOutcome(address, failed, rules.ejectAfter, BigInt(rules.ejectMs));
+  /**
+   * Feeds the passive-health ledger as the filter does when a routed request
+   * ends; `eject`: a failure that ejects at once (Envoy moved the request off the pod).
+   */
+  recordOutcome(address: string, failed: boolean, rules: { ejectAfter: number; ejectMs: number }, eject = false): void {
+    this.wasm.recordOutcome(address, failed, rules.ejectAfter, BigInt(rules.ejectMs), eject);
   }
 
   /**

@@ -136,7 +136,7 @@ export class NativeSide implements Side {
     const rules = this.options.health;
     const moved = upstream !== undefined && upstream !== primary;
     const o = router.judgeOutcome({ moved, status, flags: 0n, stream: routed.stream, sawDone: !broken });
-    if (o.primaryFailed) router.recordOutcome(primary, true, rules);
+    if (o.primaryFailed) router.recordOutcome(primary, true, rules, o.primaryMovedOff);
     if (o.servedFailed) router.recordOutcome(upstream!, true, rules);
     if (o.primarySucceeded) router.recordOutcome(primary, false, rules);
   }
