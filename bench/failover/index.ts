@@ -61,27 +61,22 @@ const POD_FAULTS: Partial<Record<PhaseName, FaultMode>> = {
 };
 
 /**
- * How long a pod may keep the gateway waiting: the faulty pod's front judges
- * every attempt by these, and the gateway config should enforce them.
+ * How long a pod may keep the gateway waiting: the gateway's config holds
+ * pods to these, and the faulty pod's front judges every attempt by them.
  */
 const DEADLINES: Deadlines = { firstByteMs: 2_000, streamIdleMs: 2_000 };
-/**
- * SWITCH ON once the config schema accepts profiles.<name>.deadlines (it
- * rejects the field today): the gateway then holds pods to DEADLINES too.
- */
-const DEADLINES_IN_CONFIG = false;
 
 /**
  * Default gateway settings but admission: a killed pod's load lands on the
  * others, and 429s would hide what failover alone does to clients. And
- * DEADLINES when the config can hold them. Only the ports are the OS's choice.
+ * DEADLINES. Only the ports are the OS's choice.
  */
 function gatewayConfig(endpoints: string[]): GatewayConfig {
   return parseGatewayConfig(
     stringify({
       gateway: { host: "127.0.0.1", port: 0, adminPort: 0 },
       aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0 },
-      profiles: { latency: { admission: { enabled: false }, ...(DEADLINES_IN_CONFIG ? { deadlines: DEADLINES } : {}) } },
+      profiles: { latency: { admission: { enabled: false }, deadlines: DEADLINES } },
       pools: [{ name: POOL, baseModel: MODEL, endpoints }],
     }),
     "failover bench",
@@ -290,7 +285,7 @@ export async function runFailover(opts: FailoverOptions = {}): Promise<FailoverR
     graceMs: GRACE_MS,
     ledgerGraceMs: LEDGER_GRACE_MS,
     quietMs: QUIET_MS,
-    deadlines: { ...DEADLINES, inConfig: DEADLINES_IN_CONFIG },
+    deadlines: DEADLINES,
     gateway: {
       staleViewMaxAgeMs: defaults.gateway.staleView.maxAgeMs,
       staleViewPolicy: defaults.gateway.staleView.policy,

@@ -143,8 +143,8 @@ export interface FailoverSettings {
   graceMs: number;
   ledgerGraceMs: number;
   quietMs: number;
-  /** What the faulty pod's front holds a response to; `inConfig`: the gateway's config set them too. */
-  deadlines: { firstByteMs: number; streamIdleMs: number; inConfig: boolean };
+  /** What the gateway's config and the faulty pod's front hold a response to. */
+  deadlines: { firstByteMs: number; streamIdleMs: number };
   gateway: { staleViewMaxAgeMs: number; staleViewPolicy: string; ejectAfterFailures: number; ejectMs: number; staleAfterMs: number; scrapeIntervalMs: number };
 }
 
@@ -424,10 +424,7 @@ export function failoverMarkdown(r: FailoverReport): string {
       `of the 500, hung, cutting and stalling pods counts every attempt on them and when each could first be seen to fail ` +
       `from the gateway: a 500, a cut, Envoy abandoning it, or a deadline passing without a byte ` +
       `(${s.deadlines.firstByteMs} ms to the first byte, ${s.deadlines.streamIdleMs} ms between two bytes). ` +
-      (s.deadlines.inConfig
-        ? "The gateway's config set the same deadlines (profiles.latency.deadlines). "
-        : "The gateway's config could not set those deadlines in this build, so nothing held a pod to them: the " +
-          "route has no timeout and Envoy's stream_idle_timeout is 600 s. ") +
+      "The gateway's config sets the same deadlines (profiles.latency.deadlines). " +
       `"Attempts after a failure could be seen" counts the attempts that reached the pod after the first such moment ` +
       `(a crash is seen at once). Every request the client sent counts: a refusal, a cut, or no answer ` +
       `${s.drainLimitS} s after the last arrival (a timeout) is an error.`,
@@ -461,15 +458,11 @@ export function failoverMarkdown(r: FailoverReport): string {
       "detection has it ejected. Without the filter's view, least-request goes back to a dead pod whenever its ejection " +
       "runs out, until two refused connections have it ejected again.",
     "",
-    ...(s.deadlines.inConfig ? [] : [
-      "Without deadlines, a hung pod and a stalled stream fail in no way Envoy or the filter can see: no status, no " +
-        "reset, so no retry, no outlier ejection and no failure in the filter's ledger. The hung pod's metrics stay idle " +
-        "and the requests it holds do not keep the filter off it, so it goes on drawing requests until the load ends, " +
-        "each of them waiting until the client gives up. A pod cutting responses after their 200 is ejected by Envoy's " +
-        "outlier detection, which sees the resets but does not stop the filter from naming it; the " +
-        "filter's ledger does not count a failure that comes after the 200, and Envoy cannot retry it.",
-      "",
-    ]),
+    "With deadlines, a hung pod's first request waits out the first-byte deadline and is retried on another pod; " +
+      "Envoy moved it, so the filter's ledger ejects the pod at once, and the requests it holds stay counted on it " +
+      "until they end. A stalled stream is cut after the idle bound (the client sees the stream end early) and " +
+      "counts against the pod, as does a stream that ends without its terminal event.",
+    "",
     `Machine: ${r.machine.cpus} × ${r.machine.cpuModel}, Node ${r.machine.node}, Envoy ${r.machine.envoy}. The fake pods, ` +
       "the aggregator, the client and Envoy share it over loopback; timings move between runs by tens of milliseconds, " +
       "and which pod is busiest at the fault changes how many streams it was carrying.",
