@@ -108,14 +108,18 @@ export class EventRunner {
     const up = this.members(pool).filter((p) => p !== this.down.get(pool));
     if (up.length === 0) throw new Error(`kill in ${pool}: no member is up`);
     const deadline = Date.now() + STREAM_WAIT_MS;
-    while (Date.now() < deadline && !up.some((p) => this.streamsUnderway(p.name) > 0)) await new Promise((r) => setTimeout(r, POLL_MS));
-    let best: { pod: PodProcess; streams: number; held: number } | null = null;
-    for (const pod of up) {
-      const streams = this.streamsUnderway(pod.name);
-      const held = await pod.requestsHeld();
-      if (!best || streams > best.streams || (streams === best.streams && held > best.held)) best = { pod, streams, held };
+    for (;;) {
+      while (Date.now() < deadline && !up.some((p) => this.streamsUnderway(p.name) > 0)) await new Promise((r) => setTimeout(r, POLL_MS));
+      const held = await Promise.all(up.map((pod) => pod.requestsHeld()));
+      // Streams counted once the engines answered, and the crash follows at once: a short
+      // stream may end while they answer (the longer, the slower the machine).
+      let best: { pod: PodProcess; streams: number; held: number } | null = null;
+      for (const [i, pod] of up.entries()) {
+        const streams = this.streamsUnderway(pod.name);
+        if (!best || streams > best.streams || (streams === best.streams && held[i] > best.held)) best = { pod, streams, held: held[i] };
+      }
+      if (best!.streams > 0 || Date.now() >= deadline) return best!;
     }
-    return best!;
   }
 
   /** Until the pod's engine holds no request: what Envoy sent before it dropped the pod has finished. */
