@@ -153,6 +153,17 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
   }
 }
 
+/**
+ * The batch the pool's fake pods run (their engines' maxNumSeqs), as an
+ * operator states it in pools[].batchSlots; absent when they differ or
+ * keep the engine's default (the config's default for the engine applies).
+ */
+export function fleetBatchSlots(pool: FleetPool): { batchSlots?: number } {
+  const sizes = new Set(pool.pods.map((pod) => pod.engineConfig?.maxNumSeqs));
+  const [size] = sizes;
+  return sizes.size === 1 && size !== undefined ? { batchSlots: size } : {};
+}
+
 /** A pool of fake pods for startFleetStack. */
 export interface FleetPool {
   name: string;
@@ -204,6 +215,7 @@ export async function startFleetStack(
           engine: p.engine ?? "vllm",
           adapters: p.adapters ?? [],
           weights: p.weights ?? {},
+          ...fleetBatchSlots(p),
           endpoints: [...p.pods.map((pod) => fleet.pod(pod.name).address), ...(p.extraEndpoints ?? [])],
         })),
       }),

@@ -193,7 +193,7 @@ describe("a reload against Envoy", () => {
         const d = route.route?.retry_policy?.per_try_idle_timeout;
         return d ? [Number(d.seconds) * 1000 + d.nanos / 1e6] : [];
       });
-    expect(idle(first)).toEqual([60_000, 60_000]);
+    expect(idle(first)).toEqual([90_000, 90_000]);
     const reloading = reloader.reload(config((d) => (d.profiles = { latency: { deadlines: { streamIdleMs: 1500 } } })));
     const routes = await envoy.next();
     expect(routes.type_url).toBe(RDS);

@@ -106,7 +106,8 @@ describe("Endpoint.capacity on the wire", () => {
   });
 
   it("does not upset the filter's decoder, which skips fields it does not score on", () => {
-    expect(pick([endpoint("10.0.0.1:80", { waiting: 9, capacity: 3 }), endpoint("10.0.0.2:80", { capacity: 0.5 })], { queue: 1, kvCache: 0, running: 0 })).toBe(
+    // A queue of 9 behind a full batch of one, against an idle pod a sixth as fast.
+    expect(pick([endpoint("10.0.0.1:80", { waiting: 9, running: 1, batchSlots: 1, capacity: 3 }), endpoint("10.0.0.2:80", { capacity: 0.5 })], { queue: 1, kvCache: 0, running: 0 })).toBe(
       "10.0.0.2:80",
     );
   });

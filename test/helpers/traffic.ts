@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { stringify } from "yaml";
 import { parseGatewayConfig } from "../../host/config.js";
 import { startFleet, type Fleet } from "../../host/fakeserver/index.js";
-import { startStack, type FleetPool, type Stack } from "../../host/stack.js";
+import { fleetBatchSlots, startStack, type FleetPool, type Stack } from "../../host/stack.js";
 import type { Conn } from "./connections.js";
 import { waitFor } from "./stack.js";
 
@@ -75,6 +75,7 @@ export async function startTrafficStack(pools: FleetPool[], opts: TrafficOptions
           baseModel: p.baseModel,
           engine: p.engine ?? "vllm",
           adapters: p.adapters ?? [],
+          ...fleetBatchSlots(p),
           endpoints: p.pods.map((pod) => byPod.get(pod.name)!),
         })),
         ...(opts.profiles ? { profiles: opts.profiles } : {}),
