@@ -319,7 +319,7 @@ export const DEFAULT_BATCH_SLOTS: Readonly<Record<Engine, number>> = {
   tgi: 128,
 };
 
-/** The scorers' default weights (README "Scorers" says why each is what it is). */
+/** The scorers' default weights (docs/scorers.md says why each is what it is). */
 export const DEFAULT_WEIGHTS: Readonly<ScorerWeights> = { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 4 };
 
 /**
