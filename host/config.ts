@@ -556,7 +556,8 @@ const podSchema = z.strictObject({
   engine: engine.optional(),
 });
 
-const configSchema = z.strictObject({
+/** The whole file's schema; exported so scripts/docs/config-reference.mjs can list its fields and defaults. */
+export const configSchema = z.strictObject({
   apiVersion: z.literal("llm-gateway/v1", { error: 'expected "llm-gateway/v1"' }).default("llm-gateway/v1"),
   kind: z.literal("InferenceGatewayConfig", { error: 'expected "InferenceGatewayConfig"' }).default("InferenceGatewayConfig"),
   gateway: z
