@@ -1,5 +1,5 @@
 /**
- * Admission figures of one policy's run, from its request records (issue 9):
+ * Admission figures of one policy's run, from its request records:
  * refusals and retries per class, Critical refused while Sheddable was
  * admitted, admitted TTFT over time, and how TTFT behaves through a load
  * step and after it. Every policy gets them, so a baseline that never

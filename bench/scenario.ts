@@ -119,7 +119,7 @@ const gatewayModel = z.strictObject({
 });
 
 /**
- * Flow-control classes (issue 9): each request's class is drawn from this mix.
+ * Flow-control classes (docs/traffic.md): each request's class is drawn from this mix.
  * Fractions of all requests; a class left out gets none. Without it every
  * request is Standard.
  */

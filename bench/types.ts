@@ -6,7 +6,7 @@ import type { AdmissionSummary } from "./admission.js";
 
 export type Mode = "sim" | "live";
 
-/** Flow-control class of a request (issue 9), from most to least protected. */
+/** Flow-control class of a request (docs/traffic.md), from most to least protected. */
 export type Priority = "critical" | "standard" | "sheddable";
 export const PRIORITIES: readonly Priority[] = ["critical", "standard", "sheddable"];
 

@@ -319,7 +319,7 @@ export const DEFAULT_BATCH_SLOTS: Readonly<Record<Engine, number>> = {
   tgi: 128,
 };
 
-/** The scorers' default weights (README "Scorers" says why each is what it is). */
+/** The scorers' default weights (docs/scorers.md says why each is what it is). */
 export const DEFAULT_WEIGHTS: Readonly<ScorerWeights> = { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 4 };
 
 /**
@@ -556,7 +556,8 @@ const podSchema = z.strictObject({
   engine: engine.optional(),
 });
 
-const configSchema = z.strictObject({
+/** The whole file's schema; exported so scripts/docs/config-reference.mjs can list its fields and defaults. */
+export const configSchema = z.strictObject({
   apiVersion: z.literal("llm-gateway/v1", { error: 'expected "llm-gateway/v1"' }).default("llm-gateway/v1"),
   kind: z.literal("InferenceGatewayConfig", { error: 'expected "InferenceGatewayConfig"' }).default("InferenceGatewayConfig"),
   gateway: z

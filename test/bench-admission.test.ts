@@ -1,4 +1,4 @@
-// Admission in the benchmark (issue 9): the simulated client's retry-once on
+// Admission in the benchmark: the simulated client's retry-once on
 // a 429 with Retry-After (against a fake policy that refuses), and the
 // report's figures on hand-built records. Cheap: no native router.
 import { describe, expect, it } from "vitest";

@@ -85,7 +85,7 @@ describe("bench simulator", () => {
     const good = policy(fresh, "ours:default").ttftMs!.p95;
     const stale = blind.policies[0].ttftMs!.p95;
     expect(good).toBeLessThan(rr / 3);
-    // A count that only grew (the old per-snapshot pending picks) would rotate
+    // A count that only grew (picks counted per snapshot, never released) would rotate
     // over the pods like round-robin; released counts favour the pods that finish sooner.
     expect(stale).toBeLessThan(rr / 2);
     const perPod = blind.policies[0].perPod;

@@ -443,7 +443,7 @@ profiles:
     ]);
   });
 
-  it("parses config/traffic-example.yaml, the README's complete example", () => {
+  it("parses config/traffic-example.yaml, docs/traffic.md's complete example", () => {
     const c = loadGatewayConfig(fileURLToPath(new URL("../config/traffic-example.yaml", import.meta.url)));
     expect(c.pools.map((p) => [p.name, p.profile])).toEqual([["llama", "latency"], ["qwen", "throughput"]]);
     expect(Object.keys(c.profiles)).toEqual(["latency", "throughput", "nightly"]);

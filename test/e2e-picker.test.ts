@@ -1,5 +1,5 @@
-// The inference-aware picker through a real Envoy with two workers (issue 8,
-// "Tests (real Envoy, two workers)"): fake engine pods behind the real
+// The inference-aware picker through a real Envoy with two workers, as a
+// deployment runs it: fake engine pods behind the real
 // aggregator, the official OpenAI client as the client. Every case drives
 // both workers: each client is one keep-alive HTTP/1.1 connection, and the
 // connections are chosen from Envoy's per-worker listener stats so that both
@@ -379,12 +379,13 @@ describe("a shared prompt prefix", () => {
 describe("steady metrics", () => {
   // The aggregator pushes a snapshot only when a pod's state changes. With a
   // 50 ms scrape the idle pod's gauges move under this traffic on nearly
-  // every scrape, and every new snapshot used to reset the per-worker
-  // "pending" counts the bug lived in, hiding it; a scrape every 5 s stands in
-  // for steady metrics (a pod that finishes its requests between scrapes).
-  // Run against the filter before issue 8 (commit b995aed) this test sent 38
-  // of the 300 requests to the busy pod; at a 2 s scrape, 11.
-  it("do not drift traffic onto a pod with a long queue (issue 8's repro)", async () => {
+  // every scrape, and a new snapshot resets any count kept per snapshot, which
+  // would hide a count that drifts between snapshots; a scrape every 5 s
+  // stands in for steady metrics (a pod that finishes its requests between
+  // scrapes). A filter that counts its picks per snapshot and never releases
+  // them sends 38 of the 300 requests here to the busy pod (11 at a 2 s
+  // scrape), so this case tells the two designs apart.
+  it("do not drift traffic onto a pod with a long queue while metrics hold steady", async () => {
     const ps = await start([
       {
         name: "llama",

@@ -1,5 +1,5 @@
-// Traffic management through a real Envoy with two workers (issue 9, "Tests
-// (real Envoy, two workers)"): admission with 429 + Retry-After by class,
+// Traffic management through a real Envoy with two workers, as a deployment
+// runs it: admission with 429 + Retry-After by class,
 // Critical claimed only by a JWT claim, a 90/10 canary, a route matching
 // x-gateway-model-name, and debug output for the allowed client only. Fake
 // engine pods behind the real aggregator; the official OpenAI client as the

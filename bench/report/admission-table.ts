@@ -1,4 +1,4 @@
-// Admission tables (issue 9), for runs with classes or refusals: per policy
+// Admission tables, for runs with classes or refusals: per policy
 // the refusals by class, the retries' success, Critical refused while
 // Sheddable got in, and TTFT through the load step; the step's 5-s windows;
 // and ours with against without admission. With several seeds a cell lists

@@ -1,7 +1,7 @@
 // Maps engine-specific Prometheus metrics to the engine-neutral numbers the
 // Endpoint Picker scores on. What an engine does not export keeps its
 // "unknown" value: kvCacheUsage 0, maxLora 0 with empty adapter lists, itl
-// null (then the snapshot's capacity is 0), kvTokens 0. README "Signals per engine"
+// null (then the snapshot's capacity is 0), kvTokens 0. docs/scorers.md "Signals per engine"
 // lists the mapping.
 import type { Engine } from "../config.js";
 import type { Sample } from "./scrape.js";

@@ -1,4 +1,4 @@
-// Helpers for the traffic-management end-to-end tests (issue 9): a fleet
+// Helpers for the traffic-management end-to-end tests: a fleet
 // stack whose config also has profiles, models and traffic sections; a
 // header-recording proxy in front of a fake pod; JWTs signed by a local
 // JWKS. (Connections pinned to Envoy's workers: ./connections.ts.)
