@@ -92,6 +92,7 @@ interface Bindings {
   judgeOutcome(moved: boolean, status: number, flags: bigint, stream: boolean, sawDone: boolean): number;
   inflightOf(address: string): number;
   exchangePrefixLog(log: Uint8Array): Uint8Array;
+  snapshotJson(): string;
 }
 
 export class NativeRouter {
@@ -182,6 +183,11 @@ export class NativeRouter {
   setSnapshot(snapshot: SnapshotMsg | Uint8Array): void {
     const bytes = snapshot instanceof Uint8Array ? snapshot : encodeSnapshot(snapshot);
     if (!this.wasm.setSnapshot(bytes)) throw new Error("native router rejected the snapshot bytes");
+  }
+
+  /** The installed snapshot as the router decoded it, keyed by the .proto's field names; null before any. */
+  installedSnapshot(): unknown {
+    return JSON.parse(this.wasm.snapshotJson());
   }
 
   route(body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult {
