@@ -106,7 +106,9 @@ describe("Endpoint.capacity on the wire", () => {
   });
 
   it("does not upset the filter's decoder, which skips fields it does not score on", () => {
-    expect(pick([endpoint("10.0.0.1:80", { waiting: 9, capacity: 3 }), endpoint("10.0.0.2:80", { capacity: 0.5 })], { queue: 1, kvCache: 0, running: 0 })).toBe(
+    // Small batches, so that 9 waiting is a queue (on 256 slots it would all run at once).
+    const a = endpoint("10.0.0.1:80", { waiting: 9, capacity: 3, batchSlots: 4 });
+    expect(pick([a, endpoint("10.0.0.2:80", { capacity: 0.5, batchSlots: 4 })], { queue: 1, kvCache: 0, running: 0 })).toBe(
       "10.0.0.2:80",
     );
   });
