@@ -4,6 +4,7 @@
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import type { AdmissionConfig } from "./config.js";
+import { CONTRACT } from "./contract.js";
 import { protoPath } from "./paths.js";
 
 export interface WeightsMsg { queue: number; kvCache: number; running: number; lora: number; prefix: number }
@@ -29,7 +30,7 @@ export interface EndpointMsg {
 }
 export interface PoolMsg { name: string; baseModel: string; weights: WeightsMsg; endpoints: EndpointMsg[] }
 /** proto Priority: the encoder takes the number (or the name); decoded messages carry the number. */
-export const PRIORITY_WIRE = { standard: 0, critical: 1, sheddable: 2 } as const;
+export const PRIORITY_WIRE = CONTRACT.priorities;
 export interface SplitMsg { model: number; weight: number }
 /**
  * profile, priority and splits are optional here only so hand-built messages

@@ -11,6 +11,7 @@ import {
   type StaleViewConfig,
   type TrafficConfig,
 } from "../config.js";
+import { CONTRACT } from "../contract.js";
 import { projectRoot } from "../paths.js";
 
 /**
@@ -21,13 +22,13 @@ import { projectRoot } from "../paths.js";
 export const BUFFER_SLACK_BYTES = 64 * 1024;
 
 /** Request headers the filter reads; early_header_mutation removes every client-sent x-gateway-* header before any filter runs. */
-export const POOL_HEADER = "x-gateway-pool";
+export const POOL_HEADER = CONTRACT.headers.pool;
 /** Set by the filter to the model name the client asked for (before any split rewrites the body). */
-export const MODEL_NAME_HEADER = "x-gateway-model-name";
+export const MODEL_NAME_HEADER = CONTRACT.headers.modelName;
 /** Set by the filter to "1" on a streamed request (`"stream": true`): it takes a pool's or model's stream route. */
-export const STREAM_HEADER = "x-gateway-stream";
+export const STREAM_HEADER = CONTRACT.headers.stream;
 /** Set by jwt_authn from a verified token's claim, for the traffic gates that name a claim. */
-export const CLAIM_HEADERS = { critical: "x-gateway-claim-critical", debug: "x-gateway-claim-debug" } as const;
+export const CLAIM_HEADERS = { critical: CONTRACT.headers.claimCritical, debug: CONTRACT.headers.claimDebug } as const;
 
 /** Route settings for one model name, repeated on each pool its requests can land in. */
 export interface ModelRouteParams {

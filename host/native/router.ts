@@ -2,6 +2,7 @@
 // tests, the simulator and tools.
 import { readFile } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
+import { CONTRACT } from "../contract.js";
 import { nativeBindingsPath, nativeWasmPath } from "../paths.js";
 import { encodeSnapshot, SnapshotMsg } from "../proto.js";
 
@@ -13,7 +14,7 @@ export interface OpenAIErrorBody {
 }
 
 export type PriorityClass = "critical" | "standard" | "sheddable";
-const PRIORITY_CODE: Record<PriorityClass, number> = { standard: 0, critical: 1, sheddable: 2 };
+const PRIORITY_CODE: Record<PriorityClass, number> = CONTRACT.priorities;
 /** What the filter passes for a missing x-llm-priority header, and for one that names no class. */
 const NO_PRIORITY = -1;
 const BAD_PRIORITY = -2;
