@@ -55,7 +55,7 @@ export interface EnvoyConfigParams {
   aggregatorPort: number;
   /** Absolute path of build/filter.wasm. */
   wasmPath: string;
-  /** Largest request body the filter accepts. */
+  /** Largest request body the filter accepts; at most the contract's limit, which the filter enforces too. */
   maxBodyBytes: number;
   /** The filter's view-age bound and policy; the filter's defaults when absent. */
   staleView?: StaleViewConfig;
@@ -254,7 +254,7 @@ export function xdsResourcesFromGatewayConfig(
 /** The template filled in, with one route and one cluster per pool; `poolClusters` are those clusters. */
 function renderDocument(params: EnvoyConfigParams, template: string): { doc: Document; poolClusters: Set<unknown> } {
   if (!isAbsolute(params.wasmPath)) throw new Error(`wasmPath must be absolute, got ${params.wasmPath}`);
-  const maxBodyBytes = checkInt("maxBodyBytes", params.maxBodyBytes, 1, 2 ** 31 - 1 - BUFFER_SLACK_BYTES);
+  const maxBodyBytes = checkInt("maxBodyBytes", params.maxBodyBytes, 1, CONTRACT.limits.maxBodyBytes);
   const values: Record<string, string> = {
     GATEWAY_HOST: JSON.stringify(checkString("gatewayHost", params.gatewayHost)),
     GATEWAY_PORT: String(checkInt("gatewayPort", params.gatewayPort, 0, 65535)),
