@@ -7,7 +7,8 @@
 import { ApiKind } from "./core/request";
 import { RequestMeta, Router } from "./core/router";
 import { priorityName } from "./core/priority";
-import { decodeSnapshot } from "./core/snapshot";
+import { decodeSnapshot, Deadlines, Endpoint, ModelRoute, Pool, Profile, Weights } from "./core/snapshot";
+import { Admission } from "./core/admission";
 import { jsonString } from "./core/errors";
 import { StaleViewPolicy } from "./core/view";
 import { HealthLedger, HealthRules } from "./core/health";
@@ -90,6 +91,83 @@ export function setSnapshot(bytes: Uint8Array): bool {
   view.offer(++version, view.heardMs);
   view.install(decoded, version, inflight, health, router.prefixes);
   return true;
+}
+
+/**
+ * The installed snapshot as decoded, in JSON keyed by the .proto's field names
+ * (protobufjs' camelCase), or "null": lets a test check that every field the
+ * aggregator encodes reaches the router with its value.
+ */
+export function snapshotJson(): string {
+  const s = view.current;
+  if (s == null) return "null";
+  return "{" + num("version", <f64>s.version) + "," + num("generatedUnixMs", <f64>s.generatedMs) +
+    ',"models":[' + list<ModelRoute>(s.models, modelJson) + '],"pools":[' + list<Pool>(s.pools, poolJson) +
+    '],"profiles":[' + list<Profile>(s.profiles, profileJson) + "]}";
+}
+
+function num(key: string, v: f64): string {
+  return jsonString(key) + ":" + (<f64><i64>v == v ? (<i64>v).toString() : v.toString());
+}
+
+function str(key: string, v: string): string {
+  return jsonString(key) + ":" + jsonString(v);
+}
+
+function flag(key: string, v: bool): string {
+  return jsonString(key) + ":" + (v ? "true" : "false");
+}
+
+function list<T>(items: T[], json: (item: T) => string): string {
+  let out = "";
+  for (let i = 0; i < items.length; i++) out += (i > 0 ? "," : "") + json(items[i]);
+  return out;
+}
+
+function modelJson(m: ModelRoute): string {
+  let splits = "";
+  for (let i = 0; i < m.splits.length; i++) {
+    splits += (i > 0 ? ",{" : "{") + num("model", <f64>m.splits[i].model) + "," + num("weight", <f64>m.splits[i].weight) + "}";
+  }
+  return "{" + str("name", m.name) + "," + num("pool", <f64>m.pool) + "," + str("adapter", m.adapter) + "," +
+    num("profile", <f64>m.profileIndex) + "," + num("priority", <f64>m.priority) + ',"splits":[' + splits + "]}";
+}
+
+function weightsJson(w: Weights): string {
+  return "{" + num("queue", w.queue) + "," + num("kvCache", w.kvCache) + "," + num("running", w.running) + "," +
+    num("lora", w.lora) + "," + num("prefix", w.prefix) + "}";
+}
+
+function admissionJson(a: Admission): string {
+  return "{" + flag("enabled", a.enabled) + "," + num("maxWaiting", a.maxWaiting) + "," + num("maxKvCache", a.maxKvCache) + "," +
+    num("sheddableFactor", a.sheddableFactor) + "," + num("criticalFactor", a.criticalFactor) + "," +
+    num("maxRetryAfterS", <f64>a.maxRetryAfterS) + "}";
+}
+
+function deadlinesJson(d: Deadlines): string {
+  return "{" + num("firstByteMs", <f64>d.firstByteMs) + "," + num("promptMsPerKtoken", <f64>d.promptMsPerKToken) + "," +
+    num("outputMsPerToken", <f64>d.outputMsPerToken) + "," + num("assumedOutputTokens", <f64>d.assumedOutputTokens) + "}";
+}
+
+function profileJson(p: Profile): string {
+  return "{" + str("name", p.name) + ',"weights":' + weightsJson(p.weights) + ',"admission":' + admissionJson(p.admission) +
+    ',"deadlines":' + deadlinesJson(p.deadlines) + "}";
+}
+
+function stringsJson(items: string[]): string {
+  return list<string>(items, (s: string): string => jsonString(s));
+}
+
+function endpointJson(e: Endpoint): string {
+  return "{" + str("address", e.address) + "," + num("waiting", <f64>e.waiting) + "," + num("running", <f64>e.running) + "," +
+    num("kvCacheUsage", e.kvCacheUsage) + "," + flag("fresh", e.fresh) + "," + num("maxLora", <f64>e.maxLora) + "," +
+    '"runningAdapters":[' + stringsJson(e.runningAdapters) + '],"waitingAdapters":[' + stringsJson(e.waitingAdapters) + "]," +
+    num("capacity", e.capacity) + "," + num("kvTokens", <f64>e.kvTokens) + "," + num("batchSlots", <f64>e.batchSlots) + "}";
+}
+
+function poolJson(p: Pool): string {
+  return "{" + str("name", p.name) + "," + str("baseModel", p.baseModel) + ',"weights":' + weightsJson(p.weights) +
+    ',"endpoints":[' + list<Endpoint>(p.endpoints, endpointJson) + "]}";
 }
 
 /** Loads the shared in-flight table (as the filter reads its shared-data key); false if the bytes are not one. */

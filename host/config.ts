@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { isIP, isIPv4, isIPv6 } from "node:net";
 import { dirname, resolve } from "node:path";
 import * as z from "zod";
+import { CONTRACT } from "./contract.js";
 import { isLabelKey, isLabelValue, LABEL_KEY_TEXT, LABEL_VALUE_TEXT, matchLabelsSelector, selectorProblem } from "./discovery/label-selector.js";
 import { msg, validateYaml } from "./validation.js";
 
@@ -566,7 +567,10 @@ export const configSchema = z.strictObject({
       port: port(true).default(8080),
       adminPort: port(true).default(9901),
       statsPort: port(false).optional(),
-      maxBodyBytes: positiveInt.default(4 * 1024 * 1024),
+      // The filter refuses a larger limit (and Envoy the filter with it), so the config must too.
+      maxBodyBytes: positiveInt
+        .max(CONTRACT.limits.maxBodyBytes, { error: `expected at most ${CONTRACT.limits.maxBodyBytes} (the filter's limit)` })
+        .default(4 * 1024 * 1024),
       staleView: z
         .strictObject({
           maxAgeMs: positiveInt.default(3000),

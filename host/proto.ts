@@ -4,6 +4,7 @@
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import type { AdmissionConfig } from "./config.js";
+import { CONTRACT } from "./contract.js";
 import { protoPath } from "./paths.js";
 
 export interface WeightsMsg { queue: number; kvCache: number; running: number; lora: number; prefix: number }
@@ -29,7 +30,7 @@ export interface EndpointMsg {
 }
 export interface PoolMsg { name: string; baseModel: string; weights: WeightsMsg; endpoints: EndpointMsg[] }
 /** proto Priority: the encoder takes the number (or the name); decoded messages carry the number. */
-export const PRIORITY_WIRE = { standard: 0, critical: 1, sheddable: 2 } as const;
+export const PRIORITY_WIRE = CONTRACT.priorities;
 export interface SplitMsg { model: number; weight: number }
 /**
  * profile, priority and splits are optional here only so hand-built messages
@@ -46,6 +47,34 @@ export interface ProfileMsg { name: string; weights: WeightsMsg; admission: Admi
 /** Without profiles (hand-built messages may leave them out) the filter scores with pool weights and admits everything. */
 export interface SnapshotMsg { version: number; models: ModelMsg[]; pools: PoolMsg[]; generatedUnixMs: number; profiles?: ProfileMsg[] }
 export interface HelloMsg { client: string; haveVersion: number }
+
+/**
+ * Exactly a message interface's keys (tsc refuses a missing or an extra one),
+ * as a list test/proto-contract.test.ts compares with the .proto's fields: the
+ * interfaces are hand-written, and this keeps them to the .proto.
+ */
+function fieldsOf<T>(fields: { [K in keyof T]-?: true }): string[] {
+  return Object.keys(fields);
+}
+
+/** Each message's field names, protobufjs' camelCase (what the interfaces above and the codec use). */
+export const MESSAGE_FIELDS: Readonly<Record<string, readonly string[]>> = {
+  Hello: fieldsOf<HelloMsg>({ client: true, haveVersion: true }),
+  Snapshot: fieldsOf<SnapshotMsg>({ version: true, models: true, pools: true, generatedUnixMs: true, profiles: true }),
+  Model: fieldsOf<ModelMsg>({ name: true, pool: true, adapter: true, profile: true, priority: true, splits: true }),
+  Split: fieldsOf<SplitMsg>({ model: true, weight: true }),
+  Profile: fieldsOf<ProfileMsg>({ name: true, weights: true, admission: true, deadlines: true }),
+  Deadlines: fieldsOf<DeadlinesMsg>({ firstByteMs: true, promptMsPerKtoken: true, outputMsPerToken: true, assumedOutputTokens: true }),
+  Admission: fieldsOf<AdmissionMsg>({
+    enabled: true, maxWaiting: true, maxKvCache: true, sheddableFactor: true, criticalFactor: true, maxRetryAfterS: true,
+  }),
+  Weights: fieldsOf<WeightsMsg>({ queue: true, kvCache: true, running: true, lora: true, prefix: true }),
+  Pool: fieldsOf<PoolMsg>({ name: true, baseModel: true, weights: true, endpoints: true }),
+  Endpoint: fieldsOf<EndpointMsg>({
+    address: true, waiting: true, running: true, kvCacheUsage: true, fresh: true, maxLora: true,
+    runningAdapters: true, waitingAdapters: true, capacity: true, kvTokens: true, batchSlots: true,
+  }),
+};
 
 export const packageDefinition = protoLoader.loadSync(protoPath, {
   longs: Number,

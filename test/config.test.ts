@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { CONTRACT } from "../host/contract.js";
 import { BUILTIN_PROFILES, ConfigError, DEFAULT_WEIGHTS, loadGatewayConfig, parseEndpoint, parseGatewayConfig, resolveConfigHosts } from "../host/config.js";
 
 const LOCAL_YAML = fileURLToPath(new URL("../config/local.yaml", import.meta.url));
@@ -106,6 +107,11 @@ describe("gateway config", () => {
       "gateway.port: expected an integer port 0..65535",
       "gateway.maxBodyBytes: expected an integer > 0",
     ]);
+    // Past the filter's limit Envoy would refuse the rendered filter at start: the config says so first.
+    expect(issues(`${MINIMAL}\ngateway: { maxBodyBytes: ${CONTRACT.limits.maxBodyBytes + 1} }\n`)).toEqual([
+      `gateway.maxBodyBytes: expected at most ${CONTRACT.limits.maxBodyBytes} (the filter's limit)`,
+    ]);
+    expect(parseGatewayConfig(`${MINIMAL}\ngateway: { maxBodyBytes: ${CONTRACT.limits.maxBodyBytes} }\n`).gateway.maxBodyBytes).toBe(CONTRACT.limits.maxBodyBytes);
     expect(issues(`${MINIMAL}\naggregator: { scrapeIntervalMs: "fast" }\n`)).toEqual(["aggregator.scrapeIntervalMs: expected an integer > 0"]);
     expect(issues("pools: []")).toEqual(["pools: expected at least one pool"]);
     expect(issues("gateway: {}")).toEqual(["pools: is required"]);

@@ -5,6 +5,7 @@
 import binaryen from "binaryen";
 import { describe, expect, it } from "vitest";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
+import { CONTRACT } from "../host/contract.js";
 import { snapshotServiceDefinition } from "../host/proto.js";
 import { decodePairs, encodePairs, PluginRejected, ProxyWasmHost, Status, type HttpStream } from "./emulator/index.js";
 import { SharedData } from "./emulator/shared-data.js";
@@ -94,6 +95,16 @@ describe("host functions", () => {
     const vm = host.createVm(filterWasmModule(), { vmId: filter.vmId });
     expect(() => vm.startPlugin({ ...filter.plugin, configuration: '{"max_body_byte":1}' })).toThrow(PluginRejected);
     expect(vm.logs.at(-1)).toMatchObject({ level: "critical", message: expect.stringContaining("unknown setting 'max_body_byte'") });
+  });
+
+  it("takes a body limit up to the contract's, which the config and the renderer stop at too", () => {
+    const host = new ProxyWasmHost(START_MS);
+    const limit = CONTRACT.limits.maxBodyBytes;
+    const { filter } = renderedPlugins({ maxBodyBytes: limit });
+    expect(() => host.createVm(filterWasmModule(), { vmId: filter.vmId }).startPlugin(filter.plugin)).not.toThrow();
+    const vm = host.createVm(filterWasmModule(), { vmId: filter.vmId });
+    expect(() => vm.startPlugin({ ...filter.plugin, configuration: JSON.stringify({ max_body_bytes: limit + 1 }) })).toThrow(PluginRejected);
+    expect(() => renderedPlugins({ maxBodyBytes: limit + 1 })).toThrow(/maxBodyBytes/);
   });
 });
 

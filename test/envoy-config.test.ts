@@ -25,6 +25,7 @@ import {
   type ModelRouteParams,
 } from "../host/envoy/index.js";
 import { encodeResource } from "../host/aggregator/xds-codec.js";
+import { CONTRACT } from "../host/contract.js";
 import { CLUSTER_TYPE, ROUTE_CONFIGURATION_TYPE } from "../host/aggregator/xds.js";
 import { BUILTIN_PROFILES, loadGatewayConfig, parseGatewayConfig } from "../host/config.js";
 import { filterWasmPath, projectRoot } from "../host/paths.js";
@@ -310,6 +311,7 @@ describe("renderEnvoyConfig", () => {
     expect(() => renderEnvoyConfig({ ...params, gatewayPort: 70000 })).toThrow(/gatewayPort/);
     expect(() => renderEnvoyConfig({ ...params, aggregatorPort: 0 })).toThrow(/aggregatorPort/);
     expect(() => renderEnvoyConfig({ ...params, maxBodyBytes: 1.5 })).toThrow(/maxBodyBytes/);
+    expect(() => renderEnvoyConfig({ ...params, maxBodyBytes: CONTRACT.limits.maxBodyBytes + 1 })).toThrow(/maxBodyBytes/);
     expect(() => renderEnvoyConfig({ ...params, gatewayHost: "a b" })).toThrow(/gatewayHost/);
     expect(() => renderEnvoyConfig({ ...params, pools: ["a b"] })).toThrow(/pool name "a b"/);
     expect(() => renderEnvoyConfig({ ...params, pools: ['x"}'] })).toThrow(/pool name/);

@@ -3,8 +3,11 @@
 // first (core/admission.ts). Asking for a lower class is always allowed;
 // Critical only for clients the gateway's config trusts, whether they ask for
 // it or their model's default is Critical: the claim gate is the one place
-// that grants it, and anyone else is served at Standard.
-export const enum Priority { Standard = 0, Critical = 1, Sheddable = 2 }
+// that grants it, and anyone else is served at Standard. The classes' numbers
+// are the contract's (proto/contract.json), which the aggregator sends too.
+import { Priority } from "./contract.generated";
+
+export { Priority };
 
 /** No class asked for. */
 export const NO_PRIORITY: i32 = -1;

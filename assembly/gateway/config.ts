@@ -1,5 +1,6 @@
 // Plugin configuration: a small JSON object in the Envoy config's
 // `configuration` field, read with the same non-trapping scanner as bodies.
+import { MAX_BODY_BYTES } from "../core/contract.generated";
 import { JsonScanner, JsonType } from "../core/json";
 import { HealthRules } from "../core/health";
 import { StaleViewPolicy, ViewPolicy } from "../core/view";
@@ -73,7 +74,7 @@ export class FilterConfig {
     if (len == 0) return c;
     const s = new ConfigScanner();
     if (s.scanObject(ptr, len)) {
-      c.maxBodyBytes = <i64>s.numberOr("max_body_bytes", <f64>c.maxBodyBytes, 1, <f64>(1 << 30));
+      c.maxBodyBytes = <i64>s.numberOr("max_body_bytes", <f64>c.maxBodyBytes, 1, <f64>MAX_BODY_BYTES);
       c.refreshMs = <u32>s.numberOr("refresh_ms", <f64>c.refreshMs, 1, 60_000);
       c.view.maxAgeMs = <u64>s.numberOr("max_view_age_ms", <f64>c.view.maxAgeMs, 1, 86_400_000);
       c.view.stalePolicy = <StaleViewPolicy>s.choiceOr("stale_view_policy", ["fail_open", "reject"], c.view.stalePolicy);

@@ -41,6 +41,10 @@ import { Endpoint, ModelRoute, Pool, Snapshot } from "../core/snapshot";
 import { Usage, UsageTail } from "../core/usage";
 import { FleetView } from "../core/fleet-view";
 import { viewIsStale, StaleViewPolicy } from "../core/view";
+import {
+  GATEWAY_HEADER_PREFIX, HEADER_BASE_MODEL, HEADER_CLAIM_CRITICAL, HEADER_CLAIM_DEBUG, HEADER_DEBUG, HEADER_DECISION,
+  HEADER_DESTINATION_ENDPOINT, HEADER_MODEL_NAME, HEADER_POOL, HEADER_PRIORITY, HEADER_REPLY, HEADER_STREAM,
+} from "../core/contract.generated";
 import { FilterConfig, Gate } from "./config";
 import { FilterMetrics } from "./metrics";
 import { reportMemoryGrowth } from "./memory-gauge";
@@ -52,22 +56,22 @@ import { SnapshotReader } from "./shared-snapshot";
 import { TrafficStats } from "./traffic-stats";
 import { takeWorkerId } from "./worker-id";
 
-const POOL_HEADER = utf8("x-gateway-pool");
-const MODEL_NAME_HEADER = utf8("x-gateway-model-name");
-const BASE_MODEL_HEADER = utf8("x-gateway-base-model");
+const POOL_HEADER = utf8(HEADER_POOL);
+const MODEL_NAME_HEADER = utf8(HEADER_MODEL_NAME);
+const BASE_MODEL_HEADER = utf8(HEADER_BASE_MODEL);
 // The decision in words; the pool routes copy it onto the response (%REQ(...)%).
-const DECISION_HEADER = utf8("x-gateway-decision");
+const DECISION_HEADER = utf8(HEADER_DECISION);
 const CONTENT_LENGTH = utf8("content-length");
 // Set by Envoy's jwt_authn from a verified token (claim_to_headers).
-const CRITICAL_CLAIM = "x-gateway-claim-critical";
-const DEBUG_CLAIM = "x-gateway-claim-debug";
-const DESTINATION_HEADER = utf8("x-gateway-destination-endpoint");
+const CRITICAL_CLAIM = HEADER_CLAIM_CRITICAL;
+const DEBUG_CLAIM = HEADER_CLAIM_DEBUG;
+const DESTINATION_HEADER = utf8(HEADER_DESTINATION_ENDPOINT);
 // Streamed requests take their pool's stream route, whose per-try idle timeout cuts a stalled stream.
-const STREAM_HEADER = utf8("x-gateway-stream");
+const STREAM_HEADER = utf8(HEADER_STREAM);
 // Envoy's router reads it after the connection manager dropped any client copy.
 const PER_TRY_TIMEOUT_HEADER = utf8("x-envoy-upstream-rq-per-try-timeout-ms");
 // Marks the filter's own replies so Envoy's local_reply_config leaves them as they are.
-const REPLY_MARKER = utf8("x-gateway-reply");
+const REPLY_MARKER = utf8(HEADER_REPLY);
 const ONE = utf8("1");
 const DETAILS = utf8("llm_gateway");
 const RESPONSE_CODE = propertyPath("response.code");
@@ -165,7 +169,7 @@ export class GatewayRoot extends RootContext {
   saturatedHeaders(retryAfterS: u32, explanation: string): ArrayBuffer {
     const pairs = ["content-type", "application/json", "retry-after", retryAfterS.toString()];
     if (explanation.length > 0) {
-      pairs.push("x-gateway-decision");
+      pairs.push(HEADER_DECISION);
       pairs.push(explanation);
     }
     return encodePairs(pairs);
@@ -282,7 +286,7 @@ class GatewayStream extends HttpContext {
       while (pairs.next()) {
         const k = pairs.keyPtr;
         const kl = pairs.keyLen;
-        if (startsWith(k, kl, "x-gateway-")) {
+        if (startsWith(k, kl, GATEWAY_HEADER_PREFIX)) {
           if (config.criticalFrom == Gate.Claim && equals(k, kl, CRITICAL_CLAIM)) {
             criticalClaim = root.claimAllows(pairs.valuePtr, pairs.valueLen, config.criticalClaims);
           } else if (config.debug == Gate.Claim && equals(k, kl, DEBUG_CLAIM)) {
@@ -291,9 +295,9 @@ class GatewayStream extends HttpContext {
             root.stats!.spoofedHeader();
           }
           removeHeaderRaw(MapType.RequestHeaders, k, kl);
-        } else if (equals(k, kl, "x-llm-priority")) {
+        } else if (equals(k, kl, HEADER_PRIORITY)) {
           this.priority = parsePriority(pairs.valuePtr, pairs.valueLen);
-        } else if (equals(k, kl, "x-llm-debug")) {
+        } else if (equals(k, kl, HEADER_DEBUG)) {
           debugAsked = equals(pairs.valuePtr, pairs.valueLen, "1") || equals(pairs.valuePtr, pairs.valueLen, "true");
         } else if (equals(k, kl, ":path")) {
           pathPtr = pairs.valuePtr;

@@ -11,6 +11,7 @@ import {
   type StaleViewConfig,
   type TrafficConfig,
 } from "../config.js";
+import { CONTRACT } from "../contract.js";
 import { projectRoot } from "../paths.js";
 
 /**
@@ -21,13 +22,13 @@ import { projectRoot } from "../paths.js";
 export const BUFFER_SLACK_BYTES = 64 * 1024;
 
 /** Request headers the filter reads; early_header_mutation removes every client-sent x-gateway-* header before any filter runs. */
-export const POOL_HEADER = "x-gateway-pool";
+export const POOL_HEADER = CONTRACT.headers.pool;
 /** Set by the filter to the model name the client asked for (before any split rewrites the body). */
-export const MODEL_NAME_HEADER = "x-gateway-model-name";
+export const MODEL_NAME_HEADER = CONTRACT.headers.modelName;
 /** Set by the filter to "1" on a streamed request (`"stream": true`): it takes a pool's or model's stream route. */
-export const STREAM_HEADER = "x-gateway-stream";
+export const STREAM_HEADER = CONTRACT.headers.stream;
 /** Set by jwt_authn from a verified token's claim, for the traffic gates that name a claim. */
-export const CLAIM_HEADERS = { critical: "x-gateway-claim-critical", debug: "x-gateway-claim-debug" } as const;
+export const CLAIM_HEADERS = { critical: CONTRACT.headers.claimCritical, debug: CONTRACT.headers.claimDebug } as const;
 
 /** Route settings for one model name, repeated on each pool its requests can land in. */
 export interface ModelRouteParams {
@@ -54,7 +55,7 @@ export interface EnvoyConfigParams {
   aggregatorPort: number;
   /** Absolute path of build/filter.wasm. */
   wasmPath: string;
-  /** Largest request body the filter accepts. */
+  /** Largest request body the filter accepts; at most the contract's limit, which the filter enforces too. */
   maxBodyBytes: number;
   /** The filter's view-age bound and policy; the filter's defaults when absent. */
   staleView?: StaleViewConfig;
@@ -253,7 +254,7 @@ export function xdsResourcesFromGatewayConfig(
 /** The template filled in, with one route and one cluster per pool; `poolClusters` are those clusters. */
 function renderDocument(params: EnvoyConfigParams, template: string): { doc: Document; poolClusters: Set<unknown> } {
   if (!isAbsolute(params.wasmPath)) throw new Error(`wasmPath must be absolute, got ${params.wasmPath}`);
-  const maxBodyBytes = checkInt("maxBodyBytes", params.maxBodyBytes, 1, 2 ** 31 - 1 - BUFFER_SLACK_BYTES);
+  const maxBodyBytes = checkInt("maxBodyBytes", params.maxBodyBytes, 1, CONTRACT.limits.maxBodyBytes);
   const values: Record<string, string> = {
     GATEWAY_HOST: JSON.stringify(checkString("gatewayHost", params.gatewayHost)),
     GATEWAY_PORT: String(checkInt("gatewayPort", params.gatewayPort, 0, 65535)),

@@ -2,6 +2,7 @@
 // tests, the simulator and tools.
 import { readFile } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
+import { CONTRACT } from "../contract.js";
 import { nativeBindingsPath, nativeWasmPath } from "../paths.js";
 import { encodeSnapshot, SnapshotMsg } from "../proto.js";
 
@@ -13,7 +14,7 @@ export interface OpenAIErrorBody {
 }
 
 export type PriorityClass = "critical" | "standard" | "sheddable";
-const PRIORITY_CODE: Record<PriorityClass, number> = { standard: 0, critical: 1, sheddable: 2 };
+const PRIORITY_CODE: Record<PriorityClass, number> = CONTRACT.priorities;
 /** What the filter passes for a missing x-llm-priority header, and for one that names no class. */
 const NO_PRIORITY = -1;
 const BAD_PRIORITY = -2;
@@ -92,6 +93,7 @@ interface Bindings {
   judgeOutcome(moved: boolean, status: number, flags: bigint, stream: boolean, sawDone: boolean): number;
   inflightOf(address: string): number;
   exchangePrefixLog(log: Uint8Array): Uint8Array;
+  snapshotJson(): string;
 }
 
 export class NativeRouter {
@@ -182,6 +184,11 @@ export class NativeRouter {
   setSnapshot(snapshot: SnapshotMsg | Uint8Array): void {
     const bytes = snapshot instanceof Uint8Array ? snapshot : encodeSnapshot(snapshot);
     if (!this.wasm.setSnapshot(bytes)) throw new Error("native router rejected the snapshot bytes");
+  }
+
+  /** The installed snapshot as the router decoded it, keyed by the .proto's field names; null before any. */
+  installedSnapshot(): unknown {
+    return JSON.parse(this.wasm.snapshotJson());
   }
 
   route(body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult {
