@@ -64,14 +64,8 @@ export class Picker {
    */
   chooseBlind(pool: Pool, nowMs: u64): void {
     this.ranked.length = 0;
-    const all = pool.endpoints;
+    const n = this.collectUsable(pool, nowMs);
     const c = this.candidates;
-    c.length = 0;
-    for (let i = 0; i < all.length; i++) {
-      const e = unchecked(all[i]);
-      if (e.fresh && e.ejectedUntilMs <= nowMs) c.push(e);
-    }
-    const n = c.length;
     this.ensureCapacity(n);
     for (let i = 0; i < n; i++) unchecked(this.totals[i] = -<f64>unchecked(c[i]).inflight);
     const keep = min(n, MAX_RANKED);
@@ -143,12 +137,7 @@ export class Picker {
   private collectCandidates(pool: Pool, nowMs: u64): i32 {
     const all = pool.endpoints;
     const c = this.candidates;
-    c.length = 0;
-    for (let i = 0; i < all.length; i++) {
-      const e = unchecked(all[i]);
-      if (e.fresh && e.ejectedUntilMs <= nowMs) c.push(e);
-    }
-    this.trusted = c.length > 0;
+    this.trusted = this.collectUsable(pool, nowMs) > 0;
     if (c.length == 0) {
       for (let i = 0; i < all.length; i++) {
         const e = unchecked(all[i]);
@@ -156,6 +145,18 @@ export class Picker {
       }
     }
     if (c.length == 0) for (let i = 0; i < all.length; i++) c.push(unchecked(all[i]));
+    return c.length;
+  }
+
+  /** The candidates become the pool's endpoints with fresh metrics that are not ejected; returns how many. */
+  private collectUsable(pool: Pool, nowMs: u64): i32 {
+    const all = pool.endpoints;
+    const c = this.candidates;
+    c.length = 0;
+    for (let i = 0; i < all.length; i++) {
+      const e = unchecked(all[i]);
+      if (e.fresh && e.ejectedUntilMs <= nowMs) c.push(e);
+    }
     return c.length;
   }
 
