@@ -109,7 +109,11 @@ describe("deadlines to the first byte", () => {
 
   it("grow with the prompt, and for an answer that is not streamed with its output", () => {
     shared.install(router, fleet({}, {}, deadlines));
-    const deadline = (body: string) => (shared.route(router, body, "chat", {}) as { deadlineMs: number }).deadlineMs;
+    const deadline = (body: string) => {
+      const r = shared.route(router, body, "chat", {}) as { endpoint: string; deadlineMs: number };
+      shared.release(router, r.endpoint);
+      return r.deadlineMs;
+    };
     const prompt = "x".repeat(40_000); // ~10k tokens at 4 bytes each: +5 s
     const promptBody = (extra: Record<string, unknown>) => JSON.stringify({ model: "llama", messages: [{ role: "user", content: prompt }], ...extra });
     expect(deadline(promptBody({ stream: true }))).toBeGreaterThanOrEqual(25_000);

@@ -1,10 +1,13 @@
 // Admission: a request is refused with 429 only when every eligible pod of its
-// pool is saturated for its class. A pod is saturated when its estimated queue
-// (scraped waiting + sent since the scrape) reaches the class's limit, scaled
-// by the pod's relative speed (a pod half as fast drains its queue half as
-// fast), or, below Critical, when its KV cache is nearly full and it already
-// queues (new work would wait for memory; a high KV with an empty queue still
-// starts the next request at once). Limits form a ladder, Sheddable <
+// pool is saturated for its class. A pod is saturated when the requests ahead
+// of a new one (core/snapshot.ts, requestsAhead: what exceeds the sequences
+// it can run in full, what it reported waiting or was sent since by the
+// pool's typical prompt's share of a prefill step) reach the class's limit,
+// scaled by the pod's relative speed (a pod half as fast drains its queue
+// half as fast), or, below Critical, when its KV cache is nearly full and it
+// already queues (new work would wait for memory; a high KV with an empty
+// queue still starts the next request at once). So an idle pool never
+// refuses a burst its batches can hold. Limits form a ladder, Sheddable <
 // Standard < Critical, so whenever a Critical request is refused any
 // Sheddable one would be too.
 //
@@ -54,23 +57,33 @@ export class Admission {
     return (this.queueLimit(p) + this.queueLimit(next)) / 2;
   }
 
-  /** True when `e` (relative speed `speed`, 0..1) has no room under queue limit `limit`; `p` is the request's class. */
-  saturated(e: Endpoint, speed: f64, limit: f64, p: Priority): bool {
-    const waiting = e.estimatedWaiting;
+  /**
+   * True when `e` (relative speed `speed`, 0..1) has no room under queue
+   * limit `limit` for a request whose prompt is `share` of a prefill step;
+   * `p` is the request's class.
+   */
+  saturated(e: Endpoint, speed: f64, limit: f64, share: f64, p: Priority): bool {
+    const waiting = e.requestsAhead(share);
     if (waiting >= limit * speed) return true;
     return p != Priority.Critical && waiting >= 1 && e.kvCacheUsage >= this.maxKvCache;
   }
 
-  /** True when some candidate has room for class `p` (for its retry, with `retry`); `speed[i]` is candidate i's relative speed. */
-  hasRoom(candidates: Endpoint[], n: i32, speed: StaticArray<f64>, p: Priority, retry: bool = false): bool {
+  /**
+   * True when some candidate has room for class `p` (for its retry, with
+   * `retry`); `speed[i]` is candidate i's relative speed, `share` the
+   * request's prompt's share of a prefill step.
+   */
+  hasRoom(candidates: Endpoint[], n: i32, speed: StaticArray<f64>, share: f64, p: Priority, retry: bool = false): bool {
     const limit = retry ? this.retryLimit(p) : this.queueLimit(p);
     for (let i = 0; i < n; i++) {
-      if (!this.saturated(unchecked(candidates[i]), unchecked(speed[i]), limit, p)) return true;
+      if (!this.saturated(unchecked(candidates[i]), unchecked(speed[i]), limit, share, p)) return true;
     }
     return false;
   }
 }
 
+/** Each request's weight in the typical prompt share (about the last 50 requests). */
+const SHARE_WEIGHT: f64 = 0.02;
 /** Time constant of the drain rate: long enough to smooth bursts, short enough to follow a step. */
 const DRAIN_WINDOW_MS: f64 = 10_000;
 /** Time constant of the pool's usual rate: what keeps arriving after an overload ends. */
@@ -121,6 +134,12 @@ class Rate {
  * saturated nothing booked drains.
  */
 export class PoolLoad {
+  /**
+   * The pool's typical prompt as a share of a prefill step (an average over
+   * its recent requests): admission judges every class's queue by it, so
+   * the class ladder holds whatever one request's own size.
+   */
+  typicalShare: f64 = 0;
   private drain: Rate = new Rate(DRAIN_WINDOW_MS);
   private usual: Rate = new Rate(USUAL_WINDOW_MS);
   /** Completions per second before the pool last saturated. */
@@ -130,6 +149,11 @@ export class PoolLoad {
   private bookedMs: u64 = 0;
   /** The pool had no room for its lowest class at the last check: booked work is not draining. */
   saturated: bool = false;
+
+  /** A request for the pool arrived, its prompt `share` of a prefill step. */
+  observeShare(share: f64): void {
+    this.typicalShare = this.typicalShare == 0 ? share : this.typicalShare + SHARE_WEIGHT * (share - this.typicalShare);
+  }
 
   /** A pod answered a request this worker routed to the pool. */
   completed(nowMs: u64): void {

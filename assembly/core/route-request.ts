@@ -14,8 +14,8 @@ export class RouteRequest {
   adapterHash: u64 = 0;
   /** Block hashes of the prompt's leading bytes, for prefix affinity. */
   prefix: PrefixKeys = new PrefixKeys();
-  /** The prompt's size in tokens, estimated from its bytes (4 per token). */
-  promptTokens: f64 = 0;
+  /** The prompt's share of an engine's prefill step (core/snapshot.ts, prefillShare). */
+  prefillShare: f64 = 0;
   /** The caller's clock, for ejection deadlines and the prefix index's ages. */
   nowMs: u64 = 0;
   /** Per candidate, its capacity relative to the fastest candidate (filled by the picker). */

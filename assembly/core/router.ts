@@ -18,7 +18,7 @@ import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority, priorityName } 
 import { RefusalLedger } from "./refusals";
 import { RouteRequest } from "./route-request";
 import { adapterKey } from "./scorers/lora";
-import { Endpoint, ModelRoute, Pool, Split } from "./snapshot";
+import { Endpoint, ModelRoute, Pool, prefillShare, Split } from "./snapshot";
 import { StaleViewPolicy, ViewPolicy, viewIsStale } from "./view";
 
 /** What the caller knows about a request besides its body (from its headers and the gateway's config). */
@@ -155,7 +155,8 @@ export class Router {
     request.priority = this.priority;
     request.pool = pool;
     request.nowMs = nowMs;
-    request.promptTokens = <f64>promptBytes / 4;
+    request.prefillShare = prefillShare(<f64>promptBytes / 4);
+    pool.load!.observeShare(request.prefillShare);
     return true;
   }
 
@@ -206,13 +207,14 @@ export class Router {
     const load = request.pool.load!;
     const nowMs = request.nowMs;
     const speed = request.capacity;
-    if (admission.hasRoom(candidates, n, speed, this.priority)) {
+    const share = load.typicalShare;
+    if (admission.hasRoom(candidates, n, speed, share, this.priority)) {
       // Room even for the lowest class: the retries booked so far start draining.
-      if (load.saturated && admission.hasRoom(candidates, n, speed, Priority.Sheddable)) load.markRoom(nowMs, n);
+      if (load.saturated && admission.hasRoom(candidates, n, speed, share, Priority.Sheddable)) load.markRoom(nowMs, n);
       return true;
     }
     const hash = this.body.bodyHash();
-    if (refusals.take(hash, nowMs) && admission.hasRoom(candidates, n, speed, this.priority, true)) {
+    if (refusals.take(hash, nowMs) && admission.hasRoom(candidates, n, speed, share, this.priority, true)) {
       load.retried();
       this.retried = true;
       return true;

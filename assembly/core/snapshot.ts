@@ -108,16 +108,43 @@ export class Endpoint {
   }
 
   /**
-   * Queued requests now: what exceeds the pod's batch slots. A pod with free
-   * slots starts what it is sent at its next step, and what it reported
-   * waiting too (a request that arrived between two steps); with a nearly
-   * full KV cache no slot is free, and everything not running waits.
+   * Queued requests now: what exceeds the sequences the pod can run (its
+   * batch slots, or fewer when its KV cache fills first). A pod with room
+   * starts what it is sent at its next step, and what it reported waiting
+   * too (a request that arrived between two steps); with a nearly full KV
+   * cache there is no room, and everything not running waits.
    */
+  /**
+   * Requests ahead of a new one whose prompt is `share` of a prefill step
+   * (prefillShare): those beyond the pod's room in full, the rest of what it
+   * reported waiting or was sent since (about to be admitted, or being
+   * prefilled) by `share`. So a few short prompts on a big idle pod are no
+   * queue, and long ones count as their prefills would queue.
+   */
+  requestsAhead(share: f64): f64 {
+    const queued = this.estimatedWaiting;
+    const starting = max(<f64>(this.waiting + this.sentSinceScrape) - queued, 0);
+    return queued + starting * share;
+  }
+
   get estimatedWaiting(): f64 {
-    const slots = this.kvCacheUsage >= KV_FULL ? this.running : this.batchSlots;
-    const w = this.estimatedTotal - <f64>slots;
+    const slots = this.kvCacheUsage >= KV_FULL ? <f64>this.running : this.effectiveSlots;
+    const w = this.estimatedTotal - slots;
     return w > 0 ? w : 0;
   }
+}
+
+/**
+ * Prompt tokens an engine prefills in one step (vLLM's default
+ * max_num_batched_tokens): requests that have a slot but wait for or are in
+ * their prefill cost one arriving behind them in proportion to its prompt's
+ * share of a step (requests alike in size take about as long).
+ */
+const STEP_PREFILL_TOKENS: f64 = 2048;
+
+/** A prompt's share of one prefill step, at most 1. */
+export function prefillShare(promptTokens: f64): f64 {
+  return min(promptTokens / STEP_PREFILL_TOKENS, 1.0);
 }
 
 /** vLLM's default max_num_seqs: the batch an engine that reports none is taken to run. */

@@ -1,13 +1,7 @@
 import { RouteRequest } from "../route-request";
-import { Endpoint, Weights } from "../snapshot";
+import { Endpoint, prefillShare, Weights } from "../snapshot";
 import { RatioScorer } from "./scorer";
 
-/**
- * Prompt tokens an engine prefills in one step (vLLM's default
- * max_num_batched_tokens): a request arriving behind others waits for their
- * prefill in steps of this many tokens.
- */
-const STEP_PREFILL_TOKENS: f64 = 2048;
 /**
  * Loading a LoRA adapter stalls the pod about as long as prefilling this
  * many tokens (a ~200 ms load at ~0.25 ms per prompt token).
@@ -22,13 +16,12 @@ const ADAPTER_LOAD_TOKENS: f64 = 800;
  *   wait_i = (q_i + 1) / c_i          (the +1 is this request's own turn)
  *   score_i = min_j wait_j / wait_i   in (0, 1]
  *
- *   q_i = queued_i + starting_i x min(1, prompt tokens / 2048)
+ *   q_i = requests ahead (core/snapshot.ts, requestsAhead): those beyond
+ *         the pod's room in full, the rest it reported waiting or was sent
+ *         since (being admitted and prefilled) by this prompt's share of a
+ *         2048-token prefill step; + the adapter's load, if the pod lacks it
  *
- * queued (core/snapshot.ts, estimatedWaiting) is what exceeds the pod's batch
- * slots: it waits for a slot. starting is the rest of what it reported
- * waiting or was sent since the scrape: it has a slot and is being prefilled
- * ahead of this request, which costs it in proportion to the prompt's share
- * of a step (requests alike in size take about as long). A request for an
+ * A request for an
  * adapter the pod does not hold also waits for its load, counted as the
  * prefill of ADAPTER_LOAD_TOKENS. So a few short prompts ahead on an idle pod
  * weigh less than an adapter load, and affinity decides; long ones spread as
@@ -46,11 +39,8 @@ export class QueueScorer extends RatioScorer {
 
 /** wait_i above, for candidate `i` of the request being scored. */
 export function predictedWait(e: Endpoint, request: RouteRequest, i: i32): f64 {
-  const queued = e.estimatedWaiting;
-  const starting = max(<f64>(e.waiting + e.sentSinceScrape) - queued, 0);
-  const share = min(request.promptTokens / STEP_PREFILL_TOKENS, 1.0);
-  const load = needsAdapterLoad(e, request) ? ADAPTER_LOAD_TOKENS / STEP_PREFILL_TOKENS : 0;
-  return (queued + starting * share + load + 1) / unchecked(request.capacity[i]);
+  const load = needsAdapterLoad(e, request) ? prefillShare(ADAPTER_LOAD_TOKENS) : 0;
+  return (e.requestsAhead(request.prefillShare) + load + 1) / unchecked(request.capacity[i]);
 }
 
 /** The request names an adapter the pod does not run or queue: it waits for the load too. */
