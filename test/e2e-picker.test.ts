@@ -221,6 +221,15 @@ describe("LoRA affinity", () => {
     return held;
   }
 
+  /**
+   * Until the view both workers route on shows each of `pods` running its one
+   * long request alone: a scrape may have caught the last request under way,
+   * and on a slow machine the next one would meet that view.
+   */
+  async function heldAlone(ps: PickerStack, list: Conn[], pods: string[]): Promise<void> {
+    for (const pod of pods) await waitForPod(ps, list, `${pod} to run its long request alone`, pod, (e) => e.running === 1 && e.waiting === 0);
+  }
+
   // One running request on the adapter's pod must not outweigh the affinity
   // (the running scorer is a ratio: 1 vs 0 requests halves a score, it does
   // not zero it).
@@ -233,7 +242,10 @@ describe("LoRA affinity", () => {
     const held = await holdEach(ps, list, { "llama-b": "sql-lora" });
     try {
       const served: string[] = [];
-      for (let i = 0; i < 12; i++) served.push(await chat(list[i % list.length], "sql-lora"));
+      for (let i = 0; i < 12; i++) {
+        await heldAlone(ps, list, ["llama-b"]);
+        served.push(await chat(list[i % list.length], "sql-lora"));
+      }
       expect(tally(served)).toEqual({ "llama-b": 12 });
       expect(ps.pod("llama-a").engine.metrics().counters.loraLoads + ps.pod("llama-c").engine.metrics().counters.loraLoads).toBe(0);
     } finally {
@@ -252,7 +264,10 @@ describe("LoRA affinity", () => {
     try {
       const served: Record<string, string[]> = { "sql-lora": [], "chat-lora": [] };
       for (let i = 0; i < 12; i++) {
-        for (const adapter of Object.keys(served)) served[adapter].push(await chat(list[i % list.length], adapter));
+        for (const adapter of Object.keys(served)) {
+          await heldAlone(ps, list, ["llama-a", "llama-b", "llama-c"]);
+          served[adapter].push(await chat(list[i % list.length], adapter));
+        }
       }
       expect(tally(served["sql-lora"])).toEqual({ "llama-b": 12 });
       expect(tally(served["chat-lora"])).toEqual({ "llama-c": 12 });
