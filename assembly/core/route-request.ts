@@ -14,6 +14,8 @@ export class RouteRequest {
   adapterHash: u64 = 0;
   /** Block hashes of the prompt's leading bytes, for prefix affinity. */
   prefix: PrefixKeys = new PrefixKeys();
+  /** The prompt's size in bytes of its JSON (about 4 per token). */
+  promptBytes: i32 = 0;
   /** The prompt's share of an engine's prefill step (core/snapshot.ts, prefillShare). */
   prefillShare: f64 = 0;
   /** The caller's clock, for ejection deadlines and the prefix index's ages. */

@@ -155,8 +155,8 @@ export class Router {
     request.priority = this.priority;
     request.pool = pool;
     request.nowMs = nowMs;
+    request.promptBytes = promptBytes;
     request.prefillShare = prefillShare(<f64>promptBytes / 4);
-    pool.load!.observeShare(request.prefillShare);
     return true;
   }
 
@@ -189,7 +189,10 @@ export class Router {
     this.picker.choose(request, explain);
     const primary = this.picker.ranked[0];
     this.count(inflight, primary);
-    if (usePrefix && request.prefix.count > 0) this.recordPrefix(pool, primary);
+    // The pool's typical prefill is what its pods compute: a prompt's part already cached costs nothing.
+    let cachedBytes = 0;
+    if (usePrefix && request.prefix.count > 0) cachedBytes = this.recordPrefix(pool, primary);
+    pool.load!.observeShare(prefillShare(<f64>max(request.promptBytes - cachedBytes, 0) / 4));
     if (request.adapterHash != 0 && weights.lora > 0) this.recordAdapter(primary);
     if (explain) this.explanation = explainPick(this.picker, this.requested!, model, this.priority, this.retried);
     return true;
@@ -261,7 +264,8 @@ export class Router {
     return n;
   }
 
-  private recordPrefix(pool: Pool, primary: Endpoint): void {
+  /** Records the prompt's blocks as cached on `primary`; returns the bytes it probably held already. */
+  private recordPrefix(pool: Pool, primary: Endpoint): i32 {
     const keys = this.request.prefix;
     if (this.matched.length != pool.endpoints.length) this.matched = new StaticArray<i32>(pool.endpoints.length);
     this.prefixes.match(keys, pool, this.matched);
@@ -273,6 +277,7 @@ export class Router {
     d.count = keys.count;
     for (let k = 0; k < keys.count; k++) unchecked(d.keys[k] = keys.keys[k]);
     this.prefixes.record(d);
+    return cachedBlocks * BLOCK_BYTES;
   }
 
   /** A reusable decision record; the oldest unshared ones are overwritten if nobody drains them. */

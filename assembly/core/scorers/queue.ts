@@ -3,10 +3,10 @@ import { Endpoint, prefillShare, Weights } from "../snapshot";
 import { RatioScorer } from "./scorer";
 
 /**
- * Loading a LoRA adapter stalls the pod about as long as prefilling this
- * many tokens (a ~200 ms load at ~0.25 ms per prompt token).
+ * Loading a LoRA adapter stalls the pod about as long as a full prefill step
+ * (a few hundred ms from host memory; more from disk).
  */
-const ADAPTER_LOAD_TOKENS: f64 = 800;
+const ADAPTER_LOAD_TOKENS: f64 = 2048;
 
 /**
  * Predicted wait for the first token, aware of each pod's speed and batch.
