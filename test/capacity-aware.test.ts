@@ -107,7 +107,7 @@ describe("requests in flight", () => {
 describe("deadlines to the first byte", () => {
   const deadlines = { firstByteMs: 20_000, promptMsPerKtoken: 500, outputMsPerToken: 100, assumedOutputTokens: 2048 };
 
-  it("grow with the prompt, and for an answer that is not streamed with its output", () => {
+  it("grow with the prompt and the output for an answer that is not streamed; a stream has its idle bound instead", () => {
     shared.install(router, fleet({}, {}, deadlines));
     const deadline = (body: string) => {
       const r = shared.route(router, body, "chat", {}) as { endpoint: string; deadlineMs: number };
@@ -116,13 +116,14 @@ describe("deadlines to the first byte", () => {
     };
     const prompt = "x".repeat(40_000); // ~10k tokens at 4 bytes each: +5 s
     const promptBody = (extra: Record<string, unknown>) => JSON.stringify({ model: "llama", messages: [{ role: "user", content: prompt }], ...extra });
-    expect(deadline(promptBody({ stream: true }))).toBeGreaterThanOrEqual(25_000);
-    expect(deadline(promptBody({ stream: true }))).toBeLessThan(25_100);
-    expect(deadline(promptBody({ stream: true, max_tokens: 10 }))).toBe(deadline(promptBody({ stream: true })));
-    // Not streamed: its first byte is its last, so max_tokens (else the assumed output) counts.
-    expect(deadline(promptBody({ max_tokens: 100 }))).toBe(deadline(promptBody({ stream: true })) + 10_000);
-    expect(deadline(promptBody({ max_completion_tokens: 50, max_tokens: 100 }))).toBe(deadline(promptBody({ stream: true })) + 5_000);
-    expect(deadline(promptBody({}))).toBe(deadline(promptBody({ stream: true })) + 204_800);
+    // A stream gets none: its route's idle bound covers its first byte too.
+    expect(deadline(promptBody({ stream: true }))).toBe(0);
+    // Not streamed: its first byte is its last, so the prompt and max_tokens (else the assumed output) count.
+    const base = 20_000 + 5_000;
+    expect(deadline(promptBody({ max_tokens: 100 }))).toBeGreaterThanOrEqual(base + 10_000);
+    expect(deadline(promptBody({ max_tokens: 100 }))).toBeLessThan(base + 10_100);
+    expect(deadline(promptBody({ max_completion_tokens: 50, max_tokens: 100 }))).toBe(deadline(promptBody({ max_tokens: 100 })) - 5_000);
+    expect(deadline(promptBody({}))).toBe(deadline(promptBody({ max_tokens: 100 })) - 10_000 + 204_800);
     // A max_tokens that is not a plain integer is the server's to refuse; the deadline assumes the default.
     expect(deadline(promptBody({ max_tokens: "9".repeat(30) }))).toBe(deadline(promptBody({})));
     expect(deadline(promptBody({ max_tokens: 1e300 }))).toBe(deadline(promptBody({})));

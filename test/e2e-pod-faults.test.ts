@@ -183,3 +183,36 @@ describe("while the view is stale", () => {
     expect(got[1]).toBeGreaterThan(0);
   }, 60_000);
 });
+
+describe("a pod that stalls its streams after the first event", () => {
+  it("has each stall cut after streamIdleMs: the client's stream ends, and the pod is counted failing", async () => {
+    const fleet = await startFleet(["good", "staller"].map((name) => ({ name, model: MODEL })));
+    cleanups.push(() => fleet.close());
+    fleet.pod("staller").setFault("stall-stream");
+    const { stack } = await gateway(fleet.pods.map((p) => p.address));
+    const openai = client(stack);
+    const started = Date.now();
+    const ends: Array<{ pod: string; ms: number; complete: boolean }> = [];
+    for (let i = 0; i < 6; i++) {
+      const { data, response } = await openai.chat.completions
+        .create({ model: MODEL, messages: [{ role: "user", content: `stall ${i} ${Math.random()}` }], max_tokens: 8, stream: true })
+        .withResponse();
+      const t0 = Date.now();
+      let complete = false;
+      try {
+        for await (const chunk of data) if (chunk.choices[0]?.finish_reason) complete = true;
+      } catch {
+        complete = false;
+      }
+      ends.push({ pod: response.headers.get("x-served-by") ?? "", ms: Date.now() - t0, complete });
+    }
+    const stalled = ends.filter((e) => e.pod === "staller");
+    expect(stalled.length, JSON.stringify(ends)).toBeGreaterThan(0);
+    // Cut after the idle bound (and Envoy's 1 s delayed close), never left hanging.
+    for (const e of stalled) {
+      expect(e.complete).toBe(false);
+      expect(e.ms).toBeLessThan(DEADLINES.streamIdleMs + 5_000);
+    }
+    expect(Date.now() - started).toBeLessThan(60_000);
+  }, 90_000);
+});

@@ -455,6 +455,7 @@ class GatewayStream extends HttpContext {
       this.failSaturated(router.error!, router.retryAfterS, router.explanation);
       return false;
     }
+    // A stream's route bounds every silence instead (core/deadline.ts).
     if (this.stream) replaceHeader(MapType.RequestHeaders, STREAM_HEADER, ONE);
     if (router.deadlineMs > 0) replaceHeader(MapType.RequestHeaders, PER_TRY_TIMEOUT_HEADER, utf8(router.deadlineMs.toString()));
     const ranked = router.ranked;
