@@ -129,7 +129,8 @@ describe.skipIf(skip)(SUITE, () => {
       aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: 50, staleAfterMs: 1000 },
       pools: [
         { name: "llama", baseModel: LLAMA, engine: "vllm", adapters: [ADAPTER], endpoints: [fleet.pod("a").address, fleet.pod("b").address, `127.0.0.1:${dead}`] },
-        { name: "busy", baseModel: BUSY, engine: "vllm", endpoints: [fleet.pod("busy").address] },
+        // It batches one sequence, as its engine: what waits behind it is a queue.
+        { name: "busy", baseModel: BUSY, engine: "vllm", batchSlots: 1, endpoints: [fleet.pod("busy").address] },
       ],
     }), "prometheus test");
     stack = await startStack(config, { metricsPort: 0, concurrency: 2 });
