@@ -65,7 +65,15 @@ async function startIdleFleet(opts: TrafficOptions = {}): Promise<TrafficStack> 
       { name: COLD, engineConfig: { maxNumSeqs: BATCH } },
     ],
   };
-  stack = await startTrafficStack([pool], opts);
+  // The fake pods share this process's event loop with up to 64 clients, so a
+  // scrape may answer late: a view that goes stale here (a pod dropped from the
+  // candidates, or the filter routing blind) would test the machine's speed,
+  // not placement. Staleness has its own tests.
+  stack = await startTrafficStack([pool], {
+    ...opts,
+    aggregator: { staleAfterMs: 10_000, ...opts.aggregator },
+    gateway: { staleView: { maxAgeMs: 15_000 }, ...opts.gateway },
+  });
   return stack;
 }
 
