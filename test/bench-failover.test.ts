@@ -79,8 +79,9 @@ describe("npm run bench -- --failover --smoke", () => {
   it("a pod answering 500 costs clients nothing, and once the filter's ledger ejects it no request reaches it", () => {
     const p = phase("pod-500");
     expect(p.errors.total).toBe(0);
-    // It advertises the emptiest queue, so the filter tries it until its ledger knows better.
-    expect(p.faultyPod.attemptsAfterFault).toBeGreaterThanOrEqual(report.settings.gateway.ejectAfterFailures);
+    // It advertises the emptiest queue, so the filter tries it until its ledger knows better:
+    // the first request Envoy moves off it ejects it.
+    expect(p.faultyPod.attemptsAfterFault).toBeGreaterThanOrEqual(1);
     expect(p.faultyPod.ledger!.ejections.length).toBeGreaterThan(0);
     expect(p.faultyPod.ledger!.attemptsWhileEjected).toBe(0);
     // Each 500 was retried on another pod.
