@@ -1,13 +1,16 @@
-# The gateway's one image, llm-gateway:<version of package.json>: the metrics
-# aggregator, the fake model servers, and the step that hands Envoy its files
-# (llm-gateway-envoy-init: the Wasm filter and the bootstrap rendered for it)
-# for the official envoyproxy/envoy image to run. The filter and the
-# aggregator come from the same build, so both ends of the snapshot protocol
-# always match.
+# Two images from one build of the project, so both ends of the snapshot
+# protocol always match:
+#
+# - llm-gateway:<version of package.json> (target gateway, the default): the
+#   product only, the metrics aggregator and the step that hands Envoy its
+#   files (llm-gateway-envoy-init: the Wasm filter and the bootstrap rendered
+#   for it) for the official envoyproxy/envoy image to run.
+# - llm-gateway-fake-fleet:<version> (target fake-fleet): the fake model
+#   servers, for trying the stack without GPUs (docker-compose.yml).
 #
 # It packs the project as built on the host, so build first:
 #   npm ci && npm run build && docker build -t llm-gateway:0.1.0 .
-FROM node:20-bookworm-slim
+FROM node:20-bookworm-slim AS runtime
 
 WORKDIR /app
 ENV NODE_ENV=production
@@ -16,11 +19,19 @@ ENV NODE_ENV=production
 # No install scripts: none of the runtime dependencies needs one.
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+COPY dist/host/ dist/host/
 
+FROM runtime AS fake-fleet
+# The fake pods and the engine model they serve; nothing else of testing/.
+COPY dist/testing/fakeserver/ dist/testing/fakeserver/
+COPY dist/testing/engine/ dist/testing/engine/
+USER 1000:1000
+CMD ["node", "dist/testing/fakeserver/main.js", "--config", "/etc/llm-gateway/config.yaml", "--host", "0.0.0.0"]
+
+FROM runtime AS gateway
 COPY proto/ proto/
 COPY envoy/gateway.yaml envoy/
 COPY build/filter.wasm build/
-COPY dist/host/ dist/host/
 COPY deploy/envoy-init.sh /usr/local/bin/llm-gateway-envoy-init
 # Where docker-compose.yml mounts the volume the init step fills: a new named
 # volume takes this folder's owner, so the node user may write it.

@@ -4,7 +4,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { basename, extname, join, relative } from "node:path";
 import * as z from "zod";
 import { msg, validateYaml } from "../host/validation.js";
-import { resolveEngineConfig } from "../host/engine/index.js";
+import { resolveEngineConfig } from "../testing/engine/index.js";
 import { projectRoot } from "../host/paths.js";
 
 export const SCENARIO_DIR = join(projectRoot, "bench", "scenarios");
@@ -17,7 +17,7 @@ const fraction = (text = "expected a number between 0 and 1") => z.number({ erro
 const NAME_TEXT = "expected a name of letters, digits and . _ - (no spaces)";
 const name = z.string({ error: msg(NAME_TEXT) }).regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$/, { error: NAME_TEXT });
 
-/** Engine fields a scenario may override (host/engine/config.ts); the model and speed come from the pod group. */
+/** Engine fields a scenario may override (testing/engine/config.ts); the model and speed come from the pod group. */
 const engineOverrides = z
   .strictObject({
     stepOverheadMs: positive(),

@@ -1,7 +1,7 @@
 // Stage (a): bodies through build/native.wasm, each answer checked against
 // the server's reading of the same body (oracle.ts). A trap is a failure; the
 // module is then reloaded so the run goes on.
-import { NativeRouter } from "../host/native/router.js";
+import { NativeRouter } from "../testing/native/router.js";
 import type { SnapshotMsg } from "../host/proto.js";
 import { generateCase, type FuzzCase } from "./cases.js";
 import { judge, OracleError, type Verdict } from "./oracle.js";

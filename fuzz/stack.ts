@@ -1,6 +1,6 @@
 // A real gateway for the Envoy stage: ENVOY_POOLS as fake pods (named as
 // their endpoints) behind the aggregator and Envoy with build/filter.wasm.
-import { startFleetStack, type FleetStack } from "../host/stack.js";
+import { startFleetStack, type FleetStack } from "../testing/launcher/stack.js";
 import { ENVOY_POOLS } from "./pools.js";
 
 export type FuzzStack = FleetStack;

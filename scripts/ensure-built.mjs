@@ -39,6 +39,6 @@ export function ensureBuilt({ envoy = true } = {}) {
     process.exit(1);
   }
   if (outdated("build/filter.wasm", ["assembly"], "asconfig.json") || outdated("build/native.wasm", ["assembly"], "asconfig.json")) run("build:wasm");
-  if (outdated("dist/host/cli/start.js", ["host", "bench", "fuzz"], "tsconfig.json")) run("build:host");
+  if (outdated("dist/testing/launcher/start.js", ["host", "testing", "bench", "fuzz"], "tsconfig.json")) run("build:host");
   if (envoy) run("setup:envoy");
 }

@@ -3,4 +3,4 @@
 import { ensureBuilt, root } from "./ensure-built.mjs";
 
 ensureBuilt();
-await import(new URL("dist/host/cli/start.js", `file://${root}/`).href);
+await import(new URL("dist/testing/launcher/start.js", `file://${root}/`).href);

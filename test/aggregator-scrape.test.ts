@@ -5,8 +5,8 @@
 import http from "node:http";
 import net, { type AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { Engine } from "../host/engine/index.js";
-import { MetricsRenderer } from "../host/fakeserver/metrics.js";
+import { Engine } from "../testing/engine/index.js";
+import { MetricsRenderer } from "../testing/fakeserver/metrics.js";
 import { normalise, wantedMetrics } from "../host/aggregator/normalise.js";
 import { MAX_BODY_BYTES, ResponseReader, ScrapeConnection, ScrapeError } from "../host/aggregator/scrape-connection.js";
 import { parseMetrics, parsePrometheusText } from "../host/aggregator/scrape.js";

@@ -6,7 +6,7 @@ import { DEFAULT_WEIGHTS, parseGatewayConfig, type GatewayConfig } from "../host
 import { startAggregator, type Aggregator, type Snapshot } from "../host/aggregator/index.js";
 import { normalise } from "../host/aggregator/normalise.js";
 import { parsePrometheusText } from "../host/aggregator/scrape.js";
-import { startFleet } from "../host/fakeserver/index.js";
+import { startFleet } from "../testing/fakeserver/index.js";
 import { snapshotServiceDefinition } from "../host/proto.js";
 
 const cleanups: Array<() => unknown> = [];

@@ -7,7 +7,8 @@ import { parse } from "yaml";
 import { baselineEnvoyConfig, POOL_HEADER } from "../bench/baseline-envoy.js";
 import { overheadMarkdown, runOverhead } from "../bench/overhead/index.js";
 import { BENCH_MODEL, chatBody } from "../bench/overhead/workload.js";
-import { renderEnvoyConfig, validateEnvoyConfig } from "../host/envoy/index.js";
+import { renderEnvoyConfig } from "../host/envoy/index.js";
+import { validateEnvoyConfig } from "../testing/launcher/envoy-process.js";
 import { filterWasmPath } from "../host/paths.js";
 
 const rendered = renderEnvoyConfig({

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { normalise, wantedMetrics } from "../host/aggregator/normalise.js";
 import { DEFAULT_WEIGHTS } from "../host/config.js";
 import { parsePrometheusText } from "../host/aggregator/scrape.js";
-import { MetricsRenderer } from "../host/fakeserver/metrics.js";
+import { MetricsRenderer } from "../testing/fakeserver/metrics.js";
 import { runBench } from "../bench/command.js";
 import { POLICIES } from "../bench/policies/index.js";
 import { PrefixIndex, prefixHashes } from "../bench/policies/prefix-index.js";

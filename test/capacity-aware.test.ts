@@ -2,9 +2,9 @@
 // deadlines, and how a request's end is judged: the routing core on the
 // native build, with the gateway's default weights and admission.
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { NativeRouter, type RouteResult } from "../host/native/router.js";
-import { NativeSharedData } from "../host/native/shared-data.js";
-import { NativeUsageScanner } from "../host/native/usage.js";
+import { NativeRouter, type RouteResult } from "../testing/native/router.js";
+import { NativeSharedData } from "../testing/native/shared-data.js";
+import { NativeUsageScanner } from "../testing/native/usage.js";
 import { BUILTIN_PROFILES } from "../host/config.js";
 import type { EndpointMsg, SnapshotMsg } from "../host/proto.js";
 import { endpoint } from "../bench/snapshot-builders.js";

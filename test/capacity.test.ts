@@ -6,8 +6,8 @@ import { normalise, wantedMetrics, type ItlTotals } from "../host/aggregator/nor
 import { parsePrometheusText } from "../host/aggregator/scrape.js";
 import { buildSnapshotBody, type EndpointState } from "../host/aggregator/snapshot.js";
 import { parseGatewayConfig, type Engine as EngineName } from "../host/config.js";
-import { Engine } from "../host/engine/index.js";
-import { MetricsRenderer, type MetricsFormat } from "../host/fakeserver/metrics.js";
+import { Engine } from "../testing/engine/index.js";
+import { MetricsRenderer, type MetricsFormat } from "../testing/fakeserver/metrics.js";
 
 /** Feeds windows of `gaps` token gaps, each with the given mean ITL (seconds); returns the value after each. */
 function feed(learner: CapacityLearner, start: ItlTotals, windows: Array<{ gaps: number; meanS: number }>): { totals: ItlTotals; values: number[] } {

@@ -11,13 +11,8 @@ import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { loadGatewayConfig, parseEndpoint } from "../host/config.js";
-import {
-  envoyParamsFromGatewayConfig,
-  gatewayTemplatePath,
-  renderEnvoyConfig,
-  renderEnvoyXds,
-  validateEnvoyConfig,
-} from "../host/envoy/index.js";
+import { envoyParamsFromGatewayConfig, gatewayTemplatePath, renderEnvoyConfig, renderEnvoyXds } from "../host/envoy/index.js";
+import { validateEnvoyConfig } from "../testing/launcher/envoy-process.js";
 import { filterWasmPath, projectRoot, protoPath } from "../host/paths.js";
 import { commandRuns, skipWithout } from "./helpers/requirements.js";
 
@@ -25,6 +20,7 @@ const root = projectRoot;
 const composeFile = join(root, "docker-compose.yml");
 const version = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).version as string;
 const gatewayImage = `llm-gateway:${version}`;
+const fleetImage = `llm-gateway-fake-fleet:${version}`;
 // config/ is mounted at /etc/llm-gateway in every container of the project image.
 const gatewayConfigInContainer = "/etc/llm-gateway/compose.yaml";
 const envoyDir = "/envoy-config";
@@ -61,18 +57,22 @@ describe.skipIf(!haveCompose)("docker-compose.yml", () => {
     svc = doc.services;
   });
 
-  it("runs the project image (built from the Dockerfile) for all but Envoy, the official Envoy image for Envoy", () => {
+  it("runs the product image for the aggregator and the init step, the fake fleet's image for the pods, the official Envoy image for Envoy", () => {
     expect(Object.keys(svc).sort()).toEqual(["aggregator", "envoy", "envoy-init", "fleet"]);
     expect(svc.envoy.image).toBe("envoyproxy/envoy:v1.40.0");
-    for (const name of ["aggregator", "envoy-init", "fleet"]) {
+    for (const name of ["aggregator", "envoy-init"]) {
       expect(svc[name].image, name).toBe(gatewayImage);
-      expect(svc[name].build, name).toEqual({ context: root });
+      expect(svc[name].build, name).toMatchObject({ context: root, target: "gateway" });
+    }
+    expect(svc.fleet.image).toBe(fleetImage);
+    expect(svc.fleet.build).toMatchObject({ context: root, target: "fake-fleet" });
+    for (const name of ["aggregator", "envoy-init", "fleet"]) {
       expect(svc[name].volumes, name).toContain(`${join(root, "config")}:/etc/llm-gateway:ro`);
     }
   });
 
   it("starts the fleet and the aggregator from the image's build, with the compose gateway config", () => {
-    expect(svc.fleet.command.slice(0, 2)).toEqual(["node", "dist/host/fakeserver/main.js"]);
+    expect(svc.fleet.command.slice(0, 2)).toEqual(["node", "dist/testing/fakeserver/main.js"]);
     expect(svc.aggregator.command.slice(0, 2)).toEqual(["node", "dist/host/aggregator/main.js"]);
     for (const name of ["fleet", "aggregator"]) expect(arg(svc[name].command, "--config")).toBe(gatewayConfigInContainer);
     // Pods must be reachable from the aggregator's and Envoy's containers.
@@ -130,9 +130,27 @@ describe("the project image (Dockerfile)", () => {
   });
 
   it("is built from node:20-bookworm-slim, runs as the node user, and installs runtime dependencies only", () => {
-    expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim$/m);
+    expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim AS runtime$/m);
     expect(dockerfile).toMatch(/^USER 1000:1000$/m);
     expect(dockerfile).toMatch(/npm ci --omit=dev/);
+  });
+
+  /** Each stage's COPY sources, by stage name, with the stages it is built on. */
+  const stages = new Map<string, { from: string; copies: string[] }>();
+  for (const block of dockerfile.split(/^(?=FROM )/m).filter((b) => b.startsWith("FROM "))) {
+    const [, from, name] = /^FROM (\S+) AS (\S+)$/m.exec(block)!;
+    stages.set(name, { from, copies: [...block.matchAll(/^COPY\s+(.+)$/gm)].flatMap((m) => m[1].split(/\s+/).slice(0, -1)) });
+  }
+  const copiesOf = (name: string): string[] => {
+    const stage = stages.get(name);
+    return stage ? [...copiesOf(stage.from), ...stage.copies] : [];
+  };
+
+  it("builds the product image (the default, last target) with none of the stand-ins, and the fake fleet's apart", () => {
+    expect([...stages.keys()].at(-1)).toBe("gateway");
+    expect(copiesOf("gateway").filter((src) => src.startsWith("dist/") && !src.startsWith("dist/host/"))).toEqual([]);
+    expect(copiesOf("fake-fleet")).toEqual(expect.arrayContaining(["dist/host/", "dist/testing/fakeserver/", "dist/testing/engine/"]));
+    for (const src of copiesOf("fake-fleet")) expect(kept, src).toContain(src);
   });
 });
 

@@ -21,7 +21,8 @@ import { isMap, isSeq, parseDocument, type Node } from "yaml";
 import { startSnapshotServer, type SnapshotServer } from "../host/aggregator/push.js";
 import { createDiscoveryServer, type DiscoveryServer } from "../host/aggregator/xds.js";
 import { parseGatewayConfig } from "../host/config.js";
-import { envoyParamsFromGatewayConfig, POOL_HEADER, renderEnvoyConfig, startEnvoy, STREAM_HEADER, type EnvoyProcess } from "../host/envoy/index.js";
+import { envoyParamsFromGatewayConfig, POOL_HEADER, renderEnvoyConfig, STREAM_HEADER } from "../host/envoy/index.js";
+import { startEnvoy, type EnvoyProcess } from "../testing/launcher/envoy-process.js";
 import { filterWasmPath } from "../host/paths.js";
 import { waitFor } from "./helpers/stack.js";
 

@@ -7,7 +7,8 @@
 import http from "node:http";
 import net, { type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { renderEnvoyConfig, envoyParamsFromGatewayConfig, startEnvoy } from "../host/envoy/index.js";
+import { renderEnvoyConfig, envoyParamsFromGatewayConfig } from "../host/envoy/index.js";
+import { startEnvoy } from "../testing/launcher/envoy-process.js";
 import { filterWasmPath } from "../host/paths.js";
 import { waitForWorkers } from "./helpers/connections.js";
 import { startTestStack, waitFor, type TestStack } from "./helpers/stack.js";

@@ -18,7 +18,7 @@
 // compared.
 import OpenAI from "openai";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import type { FleetPool } from "../host/stack.js";
+import type { FleetPool } from "../testing/launcher/stack.js";
 import { connect, type Conn } from "./helpers/connections.js";
 import { waitFor } from "./helpers/stack.js";
 import { startTrafficStack, waitForView, type TrafficOptions, type TrafficStack } from "./helpers/traffic.js";

@@ -8,8 +8,8 @@
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { DEFAULT_WEIGHTS } from "../host/config.js";
-import type { Fleet, Pod } from "../host/fakeserver/index.js";
-import { startFleetStack, type FleetPool, type Stack } from "../host/stack.js";
+import type { Fleet, Pod } from "../testing/fakeserver/index.js";
+import { startFleetStack, type FleetPool, type Stack } from "../testing/launcher/stack.js";
 import { acceptedPerWorker, connect as connectOn, type Conn } from "./helpers/connections.js";
 import { waitFor } from "./helpers/stack.js";
 

@@ -10,8 +10,8 @@ import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { loadGatewayConfig, resolveConfigHosts } from "../host/config.js";
-import { startFleet, type Fleet } from "../host/fakeserver/index.js";
-import { startStack, type Stack } from "../host/stack.js";
+import { startFleet, type Fleet } from "../testing/fakeserver/index.js";
+import { startStack, type Stack } from "../testing/launcher/stack.js";
 import { startScriptedPod, type ScriptedPod } from "./helpers/scripted-pod.js";
 import { waitFor } from "./helpers/stack.js";
 

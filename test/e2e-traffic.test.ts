@@ -13,7 +13,7 @@
 // arriving at a pod, then abandoned when the test ends).
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import type { FleetPool } from "../host/stack.js";
+import type { FleetPool } from "../testing/launcher/stack.js";
 import { waitFor } from "./helpers/stack.js";
 import { acceptedPerWorker, connect, type Conn } from "./helpers/connections.js";
 import {

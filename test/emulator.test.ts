@@ -1,4 +1,4 @@
-// The proxy-wasm emulator (test/emulator) against the host behaviour it
+// The proxy-wasm emulator (testing/proxy-wasm-emulator) against the host behaviour it
 // claims: ABI status codes and buffer rules on a hand-written probe module,
 // Envoy's shared-data semantics, and the gateway's filter and link on several
 // workers sharing one store.
@@ -7,8 +7,8 @@ import { describe, expect, it } from "vitest";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 import { CONTRACT } from "../host/contract.js";
 import { snapshotServiceDefinition } from "../host/proto.js";
-import { decodePairs, encodePairs, PluginRejected, ProxyWasmHost, Status, type HttpStream } from "./emulator/index.js";
-import { SharedData } from "./emulator/shared-data.js";
+import { decodePairs, encodePairs, PluginRejected, ProxyWasmHost, Status, type HttpStream } from "../testing/proxy-wasm-emulator/index.js";
+import { SharedData } from "../testing/proxy-wasm-emulator/shared-data.js";
 import { EmulatedGateway, filterWasmModule, renderedPlugins } from "./helpers/emulated-gateway.js";
 
 const START_MS = 1_750_000_000_000;

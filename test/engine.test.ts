@@ -5,7 +5,7 @@ import {
   type EngineEvent,
   RequestRejectedError,
   type RequestStats,
-} from "../host/engine/index.js";
+} from "../testing/engine/index.js";
 
 const MODEL = "llama-3.1-8b";
 

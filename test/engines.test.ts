@@ -5,8 +5,8 @@ import { describe, expect, it } from "vitest";
 import { normalise, wantedMetrics } from "../host/aggregator/normalise.js";
 import { parsePrometheusText } from "../host/aggregator/scrape.js";
 import type { Engine as EngineName } from "../host/config.js";
-import { Engine } from "../host/engine/index.js";
-import { METRICS_FORMATS, MetricsRenderer, type MetricsFormat } from "../host/fakeserver/metrics.js";
+import { Engine } from "../testing/engine/index.js";
+import { METRICS_FORMATS, MetricsRenderer, type MetricsFormat } from "../testing/fakeserver/metrics.js";
 
 const ENGINE_OF: Record<MetricsFormat, EngineName> = { vllm: "vllm", "vllm-legacy": "vllm", sglang: "sglang", tgi: "tgi" };
 

@@ -5,25 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
-import {
-  allocateBaseId,
-  BUFFER_SLACK_BYTES,
-  findEnvoy,
-  gatewayTemplatePath,
-  renderEnvoyConfig,
-  renderEnvoyXds,
-  startEnvoy,
-  xdsResourcesFromGatewayConfig,
-  validateEnvoyConfig,
-  CLAIM_HEADERS,
-  envoyParamsFromGatewayConfig,
-  MODEL_NAME_HEADER,
-  POOL_HEADER,
-  STREAM_HEADER,
-  type EnvoyConfigParams,
-  type EnvoyProcess,
-  type ModelRouteParams,
-} from "../host/envoy/index.js";
+import { BUFFER_SLACK_BYTES, findEnvoy, gatewayTemplatePath, renderEnvoyConfig, renderEnvoyXds, xdsResourcesFromGatewayConfig, CLAIM_HEADERS, envoyParamsFromGatewayConfig, MODEL_NAME_HEADER, POOL_HEADER, STREAM_HEADER, type EnvoyConfigParams, type ModelRouteParams } from "../host/envoy/index.js";
+import { allocateBaseId, startEnvoy, validateEnvoyConfig, type EnvoyProcess } from "../testing/launcher/envoy-process.js";
 import { encodeResource } from "../host/aggregator/xds-codec.js";
 import { CONTRACT } from "../host/contract.js";
 import { CLUSTER_TYPE, ROUTE_CONFIGURATION_TYPE } from "../host/aggregator/xds.js";

@@ -12,7 +12,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml, stringify } from "yaml";
-import { CLAIM_HEADERS, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "../host/envoy/index.js";
+import { CLAIM_HEADERS, renderEnvoyConfig } from "../host/envoy/index.js";
+import { startEnvoy, type EnvoyProcess } from "../testing/launcher/envoy-process.js";
 import { filterWasmPath } from "../host/paths.js";
 
 const ISSUER = "https://auth.example.test";

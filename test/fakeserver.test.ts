@@ -1,7 +1,7 @@
 import http, { type IncomingHttpHeaders } from "node:http";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { type Fleet, parseFleetFile, pyFloat, startFleet } from "../host/fakeserver/index.js";
+import { type Fleet, parseFleetFile, pyFloat, startFleet } from "../testing/fakeserver/index.js";
 
 const MODEL = "llama-3.1-8b";
 

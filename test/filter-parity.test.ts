@@ -12,7 +12,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 import { generateCase } from "../fuzz/cases.js";
 import { snapshotOf, NATIVE_POOLS } from "../fuzz/pools.js";
-import { NativeRouter } from "../host/native/router.js";
+import { NativeRouter } from "../testing/native/router.js";
 import { EmulatedGateway, type GatewayRoot, type GatewaySettings } from "./helpers/emulated-gateway.js";
 import { runBoth, type DecisionPair, type InferencePath, type ParityEvent } from "./parity/events.js";
 import { FilterSide } from "./parity/filter-side.js";

@@ -6,7 +6,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import type { SnapshotMsg } from "../host/proto.js";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 import { EmulatedGateway } from "./helpers/emulated-gateway.js";
-import type { HttpStream } from "./emulator/index.js";
+import type { HttpStream } from "../testing/proxy-wasm-emulator/index.js";
 
 const START_MS = 1_700_000_000_000;
 const MODEL = "org/llama-3.1-8b:instruct";

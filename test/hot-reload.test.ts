@@ -12,8 +12,8 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { loadGatewayConfig } from "../host/config.js";
-import { startFleet, type Fleet } from "../host/fakeserver/index.js";
-import { startStack, type Stack } from "../host/stack.js";
+import { startFleet, type Fleet } from "../testing/fakeserver/index.js";
+import { startStack, type Stack } from "../testing/launcher/stack.js";
 import { connect, type Conn } from "./helpers/connections.js";
 import { waitFor } from "./helpers/stack.js";
 

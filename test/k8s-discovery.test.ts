@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { kubernetesSource, loadKubeConfig, type KubernetesPool } from "../host/discovery/kubernetes.js";
 import type { DiscoverySource } from "../host/discovery/source.js";
-import { startLocalApiServer, type LocalApiServer } from "../host/localkube/apiserver.js";
+import { startLocalApiServer, type LocalApiServer } from "../testing/localkube/apiserver.js";
 import { ApiRelay, describeWithApiServer, RecordingSink, TestPods } from "./helpers/k8s.js";
 import { waitFor } from "./helpers/stack.js";
 

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml, parseAllDocuments, stringify } from "yaml";
 import { parseGatewayConfig, type GatewayConfig } from "../host/config.js";
-import { apiServerBinaries, startLocalApiServer, type LocalApiServer } from "../host/localkube/apiserver.js";
+import { apiServerBinaries, startLocalApiServer, type LocalApiServer } from "../testing/localkube/apiserver.js";
 import { projectRoot } from "../host/paths.js";
 import { skipWithout } from "./helpers/requirements.js";
 

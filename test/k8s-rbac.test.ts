@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { kubernetesSource } from "../host/discovery/kubernetes.js";
-import { startLocalApiServer, type LocalApiServer } from "../host/localkube/apiserver.js";
+import { startLocalApiServer, type LocalApiServer } from "../testing/localkube/apiserver.js";
 import { describeWithApiServer, RecordingSink, TestPods } from "./helpers/k8s.js";
 import { waitFor } from "./helpers/stack.js";
 

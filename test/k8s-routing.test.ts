@@ -8,9 +8,9 @@
 import { stringify } from "yaml";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { parseGatewayConfig } from "../host/config.js";
-import { startFleet, type Fleet } from "../host/fakeserver/index.js";
-import { startLocalApiServer, type LocalApiServer } from "../host/localkube/apiserver.js";
-import { startStack, type Stack } from "../host/stack.js";
+import { startFleet, type Fleet } from "../testing/fakeserver/index.js";
+import { startLocalApiServer, type LocalApiServer } from "../testing/localkube/apiserver.js";
+import { startStack, type Stack } from "../testing/launcher/stack.js";
 import { connect, type Conn } from "./helpers/connections.js";
 import { describeWithApiServer, TestPods } from "./helpers/k8s.js";
 import { waitFor } from "./helpers/stack.js";

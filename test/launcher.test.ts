@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { envoyWarningFilter } from "../host/envoy/index.js";
+import { envoyWarningFilter } from "../testing/launcher/envoy-process.js";
 import { projectRoot } from "../host/paths.js";
 import { freePorts, isRunning, killLaunched, launch, launcherPath, launchGateway, portIsFree, type Launched } from "./helpers/launcher.js";
 import { waitFor } from "./helpers/stack.js";
@@ -204,7 +204,7 @@ describe("npm start", () => {
   });
 });
 
-describe("launcher signals (host/cli/shutdown.ts)", () => {
+describe("launcher signals (testing/launcher/shutdown.ts)", () => {
   /**
    * A process whose stop() never finishes, unless `timeoutMs` gives up on it.
    * The clock the shutdown reads stands still until SIGUSR2 moves it past the
@@ -215,7 +215,7 @@ describe("launcher signals (host/cli/shutdown.ts)", () => {
     launch(process.execPath, [
       "--input-type=module",
       "-e",
-      `import { installShutdown, REPEAT_GRACE_MS } from ${JSON.stringify(pathToFileURL(join(projectRoot, "dist/host/cli/shutdown.js")).href)};
+      `import { installShutdown, REPEAT_GRACE_MS } from ${JSON.stringify(pathToFileURL(join(projectRoot, "dist/testing/launcher/shutdown.js")).href)};
        let now = Date.now();
        Date.now = () => now;
        installShutdown({ stop: () => new Promise(() => {}), log: (line) => console.log(line), timeoutMs: ${timeoutMs} });

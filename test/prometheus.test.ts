@@ -14,9 +14,9 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { parseGatewayConfig } from "../host/config.js";
-import { startFleet, type Fleet } from "../host/fakeserver/index.js";
+import { startFleet, type Fleet } from "../testing/fakeserver/index.js";
 import { projectRoot } from "../host/paths.js";
-import { startStack, type Stack } from "../host/stack.js";
+import { startStack, type Stack } from "../testing/launcher/stack.js";
 import { skipWithout } from "./helpers/requirements.js";
 import { waitFor } from "./helpers/stack.js";
 

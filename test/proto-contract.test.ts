@@ -8,7 +8,7 @@
 // decoder that reads it) fails, naming the field.
 import protobuf from "protobufjs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { NativeRouter } from "../host/native/router.js";
+import { NativeRouter } from "../testing/native/router.js";
 import { protoPath } from "../host/paths.js";
 import { encodeSnapshot, MESSAGE_FIELDS, PRIORITY_WIRE, type SnapshotMsg } from "../host/proto.js";
 

@@ -2,7 +2,7 @@
 // order, and what it does when its view of the fleet is too old or a pod keeps
 // failing. All through the native build of the filter's own code.
 import { beforeEach, beforeAll, describe, expect, it } from "vitest";
-import { NativeRouter, type RouteResult } from "../host/native/router.js";
+import { NativeRouter, type RouteResult } from "../testing/native/router.js";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 
 let router: NativeRouter;

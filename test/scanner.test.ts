@@ -1,6 +1,6 @@
 // The body scanner as compiled into the filter, driven through the native build.
 import { beforeAll, describe, expect, it } from "vitest";
-import { NativeRouter } from "../host/native/router.js";
+import { NativeRouter } from "../testing/native/router.js";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 
 let router: NativeRouter;

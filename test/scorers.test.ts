@@ -2,8 +2,8 @@
 // native build (the filter's routing core), one behaviour at a time: a test
 // turns on only the weights it is about.
 import { beforeAll, describe, expect, it } from "vitest";
-import { NativeRouter } from "../host/native/router.js";
-import { NativeSharedData } from "../host/native/shared-data.js";
+import { NativeRouter } from "../testing/native/router.js";
+import { NativeSharedData } from "../testing/native/shared-data.js";
 import type { EndpointMsg, WeightsMsg } from "../host/proto.js";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 

@@ -1,7 +1,7 @@
 // The scoring core (queue, KV cache, running scorers and the max-score picker)
 // as compiled into the filter, driven through the native build.
 import { beforeAll, describe, expect, it } from "vitest";
-import { NativeRouter } from "../host/native/router.js";
+import { NativeRouter } from "../testing/native/router.js";
 import type { EndpointMsg, WeightsMsg } from "../host/proto.js";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 

@@ -2,7 +2,7 @@
 // build: malformed or nonsensical snapshots must be refused or neutralised,
 // never reach a score.
 import { beforeAll, describe, expect, it } from "vitest";
-import { NativeRouter } from "../host/native/router.js";
+import { NativeRouter } from "../testing/native/router.js";
 import { decodeSnapshot, encodeSnapshot, PRIORITY_WIRE, type EndpointMsg, type WeightsMsg } from "../host/proto.js";
 import { CapacityLearner } from "../host/aggregator/capacity.js";
 import { buildSnapshotBody, type EndpointState } from "../host/aggregator/snapshot.js";

@@ -2,8 +2,8 @@
 // its class ladder, who may claim Critical, Retry-After from the drain rate,
 // per-model profiles, canary splits, explained decisions.
 import { beforeEach, describe, expect, it } from "vitest";
-import { NativeRouter, type RouteOptions, type RouteResult } from "../host/native/router.js";
-import { NativeSharedData } from "../host/native/shared-data.js";
+import { NativeRouter, type RouteOptions, type RouteResult } from "../testing/native/router.js";
+import { NativeSharedData } from "../testing/native/shared-data.js";
 import type { AdmissionMsg, EndpointMsg, SnapshotMsg } from "../host/proto.js";
 import { endpoint, pool } from "../bench/snapshot-builders.js";
 

@@ -3,9 +3,9 @@
 // tail the filter keeps as a stream passes, from a fake pod's real answers,
 // and never a trap on truncated or hostile bytes.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NativeRouter } from "../host/native/router.js";
-import { NativeUsageScanner } from "../host/native/usage.js";
-import { startFleet, type Fleet } from "../host/fakeserver/index.js";
+import { NativeRouter } from "../testing/native/router.js";
+import { NativeUsageScanner } from "../testing/native/usage.js";
+import { startFleet, type Fleet } from "../testing/fakeserver/index.js";
 import { endpoint, pool, snapshot } from "../bench/snapshot-builders.js";
 
 const TAIL_BYTES = 2048;

@@ -22,7 +22,8 @@ import {
   type DiscoveryServer,
 } from "../host/aggregator/xds.js";
 import { parseGatewayConfig } from "../host/config.js";
-import { renderEnvoyConfig, renderEnvoyXds, startEnvoy, type EnvoyConfigParams, type EnvoyProcess } from "../host/envoy/index.js";
+import { renderEnvoyConfig, renderEnvoyXds, type EnvoyConfigParams } from "../host/envoy/index.js";
+import { startEnvoy, type EnvoyProcess } from "../testing/launcher/envoy-process.js";
 import { filterWasmPath } from "../host/paths.js";
 import { FakeEnvoy, type AdsResponse } from "./helpers/fake-envoy.js";
 import { stablePort, waitFor } from "./helpers/stack.js";

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import type { PodSpec } from "../../host/fakeserver/index.js";
+import type { PodSpec } from "../../testing/fakeserver/index.js";
 import { projectRoot } from "../../host/paths.js";
 
 export interface FleetProcess {
@@ -20,7 +20,7 @@ export async function startFleetProcess(pods: PodSpec[]): Promise<FleetProcess> 
   const dir = mkdtempSync(join(tmpdir(), "bench-fleet-"));
   const file = join(dir, "pods.json");
   writeFileSync(file, JSON.stringify(pods));
-  const child = spawn(process.execPath, [join(projectRoot, "dist", "host", "fakeserver", "main.js"), "--pods", file], {
+  const child = spawn(process.execPath, [join(projectRoot, "dist", "testing", "fakeserver", "main.js"), "--pods", file], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   const addresses = new Map<string, string>();

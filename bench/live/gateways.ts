@@ -3,9 +3,10 @@
 // ROUND_ROBIN or LEAST_REQUEST load balancer.
 import { stringify } from "yaml";
 import { parseGatewayConfig, type GatewayConfig, type ScorerWeights } from "../../host/config.js";
-import { envoyParamsFromGatewayConfig, renderEnvoyConfig, startEnvoy } from "../../host/envoy/index.js";
+import { envoyParamsFromGatewayConfig, renderEnvoyConfig } from "../../host/envoy/index.js";
+import { startEnvoy } from "../../testing/launcher/envoy-process.js";
 import { filterWasmPath } from "../../host/paths.js";
-import { startStack } from "../../host/stack.js";
+import { startStack } from "../../testing/launcher/stack.js";
 import { baselineEnvoyConfig, type EnvoyLbPolicy } from "../baseline-envoy.js";
 import type { Scenario } from "../scenario.js";
 

@@ -1,7 +1,7 @@
 // Live mode: a scenario, shortened, replayed in real time through real Envoys
 // against a real fake fleet. Each policy gets a fresh fleet and the same trace.
 import { loadStep } from "../admission.js";
-import type { PodSpec } from "../../host/fakeserver/index.js";
+import type { PodSpec } from "../../testing/fakeserver/index.js";
 import { PROFILES } from "../policies/profiles.js";
 import type { Scenario } from "../scenario.js";
 import { generateTrace } from "../sim/workload.js";

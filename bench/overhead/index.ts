@@ -3,7 +3,8 @@
 // decision in the native build. Envoy, the upstream and the load generator
 // (autocannon, in this process) all run on this machine.
 import { cpus, platform, release, totalmem } from "node:os";
-import { envoyVersion, findEnvoy, renderEnvoyConfig, startEnvoy, type EnvoyProcess } from "../../host/envoy/index.js";
+import { envoyVersion, findEnvoy, renderEnvoyConfig } from "../../host/envoy/index.js";
+import { startEnvoy, type EnvoyProcess } from "../../testing/launcher/envoy-process.js";
 import { filterWasmPath, packageVersion } from "../../host/paths.js";
 import { baselineEnvoyConfig } from "../baseline-envoy.js";
 import { runLoad, type LoadTarget } from "./load.js";

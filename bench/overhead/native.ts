@@ -2,7 +2,7 @@
 // in Node's V8): body scan, model lookup and scoring, plus the native build's
 // own JS<->wasm boundary (copying the body in, the JSON result string out and
 // JSON.parse) that the Envoy filter does not pay in that form.
-import { NativeRouter } from "../../host/native/router.js";
+import { NativeRouter } from "../../testing/native/router.js";
 import { benchSnapshot, chatBody } from "./workload.js";
 
 export interface NativeTiming {

@@ -2,7 +2,7 @@
 // (what each pod has queued, its prefix cache, its LoRA slots) and sends each
 // request where its predicted time to first token is lowest. Greedy: it does
 // not plan for requests still to come.
-import { blockHashes } from "../../host/engine/index.js";
+import { blockHashes } from "../../testing/engine/index.js";
 import type { Outstanding, SimPod } from "../sim/fleet.js";
 import { deriveSeed, Rng } from "../sim/rng.js";
 import type { PolicySpec } from "./types.js";

@@ -6,8 +6,8 @@
 // data (the snapshot, the in-flight table, the prefix log) is kept here once
 // and handed to every instance, as Envoy's shared data is to every worker.
 import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
-import { NativeRouter, type RouteResult } from "../../host/native/router.js";
-import { NativeSharedData } from "../../host/native/shared-data.js";
+import { NativeRouter, type RouteResult } from "../../testing/native/router.js";
+import { NativeSharedData } from "../../testing/native/shared-data.js";
 import { AggregatorModel, gatewayConfig } from "../sim/aggregator.js";
 import { deriveSeed, Rng } from "../sim/rng.js";
 import { TIMEOUT } from "../types.js";

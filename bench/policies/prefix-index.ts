@@ -5,7 +5,7 @@
  * sized by its num_gpu_blocks, filled from the picker's own routing decisions
  * (it never sees the real caches).
  */
-import { blockHashes } from "../../host/engine/index.js";
+import { blockHashes } from "../../testing/engine/index.js";
 
 const BLOCK_TOKENS = 16;
 const CHARS_PER_TOKEN = 4;

@@ -9,7 +9,7 @@
 // not read is rendered once per pod; the part it reads (the gauges, the LoRA
 // info and the inter-token latency histogram) is rendered on every scrape,
 // with new values each time.
-import { pyFloat } from "../../host/fakeserver/metrics.js";
+import { pyFloat } from "../../testing/fakeserver/metrics.js";
 
 type Labels = Record<string, string>;
 /** What the aggregator reads from a page; it moves on every scrape. */

@@ -3,7 +3,7 @@
  * clock, plus what a proxy in front of them can count (requests in flight)
  * and each request's outcome.
  */
-import { Engine, RequestRejectedError, type EngineEvent } from "../../host/engine/index.js";
+import { Engine, RequestRejectedError, type EngineEvent } from "../../testing/engine/index.js";
 import type { Scenario } from "../scenario.js";
 import { TIMEOUT, type EngineTotals, type RequestRecord } from "../types.js";
 import type { TraceRequest } from "./workload.js";

@@ -4,12 +4,12 @@
  * for every policy. Texts are built on demand from compact fields, so a
  * trace of tens of thousands of long prompts stays small.
  */
-import { renderChat } from "../../host/fakeserver/openai.js";
+import { renderChat } from "../../testing/fakeserver/openai.js";
 import { distMax, type Arrivals, type ClassMix, type LengthDist, type Scenario } from "../scenario.js";
 import { PRIORITIES, type Priority } from "../types.js";
 import { deriveSeed, Rng } from "./rng.js";
 
-/** Characters per token of the engine model (host/engine DEFAULT_ENGINE_CONFIG.charsPerToken). */
+/** Characters per token of the engine model (testing/engine DEFAULT_ENGINE_CONFIG.charsPerToken). */
 const CHARS_PER_TOKEN = 4;
 
 export interface TraceRequest {

@@ -3,7 +3,7 @@
 // own) and the filter's Wasm linear memory (the sum over its VMs, from the
 // filter's own gauge: Envoy's stats give no Wasm memory figure).
 import { readFileSync } from "node:fs";
-import type { EnvoyProcess } from "../../host/envoy/index.js";
+import type { EnvoyProcess } from "../../testing/launcher/envoy-process.js";
 import { PeriodicSampler } from "../periodic-sampler.js";
 
 export const WASM_MEMORY_STAT = "wasmcustom.llm_gateway.wasm_memory_bytes";

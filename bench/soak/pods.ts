@@ -1,4 +1,4 @@
-// One fake model-server pod per process (host/fakeserver's CLI with a
+// One fake model-server pod per process (testing/fakeserver's CLI with a
 // one-pod file), so a failure is a real crash: SIGKILL, the kernel closes its
 // sockets, streams under way are cut, and the pod comes back later on the
 // same address as a restarted container would.
@@ -6,11 +6,11 @@ import type { WriteStream } from "node:fs";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Engine } from "../../host/config.js";
-import type { PodSpec } from "../../host/fakeserver/index.js";
+import type { PodSpec } from "../../testing/fakeserver/index.js";
 import { projectRoot } from "../../host/paths.js";
 import { startNodeChild, type NodeChild } from "./children.js";
 
-const FAKESERVER_MAIN = join(projectRoot, "dist", "host", "fakeserver", "main.js");
+const FAKESERVER_MAIN = join(projectRoot, "dist", "testing", "fakeserver", "main.js");
 
 export interface PodProcessOptions {
   name: string;

@@ -4,7 +4,8 @@
 import { readFileSync, type WriteStream } from "node:fs";
 import { join } from "node:path";
 import { parseGatewayConfig } from "../../host/config.js";
-import { envoyParamsFromGatewayConfig, renderEnvoyXds, startEnvoy, type EnvoyProcess } from "../../host/envoy/index.js";
+import { envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/index.js";
+import { startEnvoy, type EnvoyProcess } from "../../testing/launcher/envoy-process.js";
 import { filterWasmPath } from "../../host/paths.js";
 import { AggregatorProcess } from "./aggregator-process.js";
 import { openLog } from "./children.js";

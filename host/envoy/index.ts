@@ -15,11 +15,3 @@ export {
   type XdsResources,
   type ModelRouteParams,
 } from "./config.js";
-export {
-  allocateBaseId,
-  envoyWarningFilter,
-  startEnvoy,
-  validateEnvoyConfig,
-  type EnvoyProcess,
-  type StartEnvoyOptions,
-} from "./process.js";

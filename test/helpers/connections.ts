@@ -4,7 +4,7 @@
 import http from "node:http";
 import { Readable } from "node:stream";
 import OpenAI from "openai";
-import type { Stack } from "../../host/stack.js";
+import type { Stack } from "../../testing/launcher/stack.js";
 import { waitFor } from "./stack.js";
 
 export interface Conn {

@@ -10,7 +10,7 @@ import { parse as parseYaml } from "yaml";
 import { renderEnvoyConfig, type EnvoyConfigParams } from "../../host/envoy/index.js";
 import { filterWasmPath } from "../../host/paths.js";
 import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
-import { ProxyWasmHost, type GrpcStream, type HttpStream, type PluginSpec, type RequestSpec, type RootContext, type WasmVm } from "../emulator/index.js";
+import { ProxyWasmHost, type GrpcStream, type HttpStream, type PluginSpec, type RequestSpec, type RootContext, type WasmVm } from "../../testing/proxy-wasm-emulator/index.js";
 
 export interface WasmPlugin {
   plugin: PluginSpec;

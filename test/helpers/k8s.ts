@@ -1,4 +1,4 @@
-// Tests against a real kube-apiserver (host/localkube): Pods as a kubelet-less
+// Tests against a real kube-apiserver (testing/localkube): Pods as a kubelet-less
 // cluster has them (the test sets IP and readiness through the status
 // subresource), a sink that records what a discovery source reports, and a
 // TCP relay that can cut the source off from the API server and let it back.
@@ -6,7 +6,7 @@ import { CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node"
 import net from "node:net";
 import { describe } from "vitest";
 import type { DiscoveryEventKind, DiscoverySink, Target } from "../../host/discovery/source.js";
-import { apiServerBinaries } from "../../host/localkube/apiserver.js";
+import { apiServerBinaries } from "../../testing/localkube/apiserver.js";
 import { commandRuns, skipWithout } from "./requirements.js";
 import { waitFor } from "./stack.js";
 

@@ -1,4 +1,4 @@
-// Runs the `npm start` launcher (dist/host/cli/start.js) as a child process
+// Runs the `npm start` launcher (dist/testing/launcher/start.js) as a child process
 // and watches what it prints, the processes it starts and the ports it holds.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { projectRoot } from "../../host/paths.js";
 import { stablePort, waitFor } from "./stack.js";
 
-export const launcherPath = join(projectRoot, "dist", "host", "cli", "start.js");
+export const launcherPath = join(projectRoot, "dist", "testing", "launcher", "start.js");
 
 export interface Exit {
   code: number | null;
@@ -67,7 +67,7 @@ export function launch(command: string, args: string[]): Launched {
   };
 }
 
-/** The launcher itself: node dist/host/cli/start.js ARGS. */
+/** The launcher itself: node dist/testing/launcher/start.js ARGS. */
 export const launchGateway = (args: string[]) => launch(process.execPath, [launcherPath, ...args]);
 
 /** SIGKILLs every process `launch` started that is still running (their Envoys' watchdogs do the rest). */

@@ -2,7 +2,7 @@
 // the aggregator, and Envoy loading build/filter.wasm; every port is 0.
 import http from "node:http";
 import net from "node:net";
-import { startFleetStack, type FleetPool, type FleetStack } from "../../host/stack.js";
+import { startFleetStack, type FleetPool, type FleetStack } from "../../testing/launcher/stack.js";
 
 export type TestPool = FleetPool;
 export type TestStack = FleetStack;

@@ -10,8 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { parseGatewayConfig } from "../../host/config.js";
-import { startFleet, type Fleet } from "../../host/fakeserver/index.js";
-import { fleetBatchSlots, startStack, type FleetPool, type Stack } from "../../host/stack.js";
+import { startFleet, type Fleet } from "../../testing/fakeserver/index.js";
+import { fleetBatchSlots, startStack, type FleetPool, type Stack } from "../../testing/launcher/stack.js";
 import type { Conn } from "./connections.js";
 import { waitFor } from "./stack.js";
 

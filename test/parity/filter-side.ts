@@ -2,7 +2,7 @@
 // (the link's gRPC stream, the clock, the workers' timers, HTTP streams), and
 // a decision is read off what Envoy would see: the request headers the
 // filter set, or its local reply.
-import type { HttpStream } from "../emulator/index.js";
+import type { HttpStream } from "../../testing/proxy-wasm-emulator/index.js";
 import type { EmulatedGateway } from "../helpers/emulated-gateway.js";
 import type { Decision, ParityEvent, Side } from "./events.js";
 

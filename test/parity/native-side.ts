@@ -20,8 +20,8 @@
 //   which pod failed it, or that the first pod served it well. (Each worker
 //   keeps its own copy here; the filter shares one ledger, which the
 //   scenarios' single worker cannot tell apart.)
-import type { NativeRouter } from "../../host/native/router.js";
-import { NativeSharedData } from "../../host/native/shared-data.js";
+import type { NativeRouter } from "../../testing/native/router.js";
+import { NativeSharedData } from "../../testing/native/shared-data.js";
 import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
 import { KIND_OF_PATH, type Decision, type ParityEvent, type Side } from "./events.js";
 

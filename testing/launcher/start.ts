@@ -5,10 +5,10 @@
 import { mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { ConfigError, formatHostPort, loadGatewayConfig, resolveConfigHosts } from "../config.js";
-import { envoyWarningFilter } from "../envoy/index.js";
-import { projectRoot } from "../paths.js";
-import { startStack, type Stack } from "../stack.js";
+import { ConfigError, formatHostPort, loadGatewayConfig, resolveConfigHosts } from "../../host/config.js";
+import { envoyWarningFilter } from "./envoy-process.js";
+import { projectRoot } from "../../host/paths.js";
+import { startStack, type Stack } from "./stack.js";
 import { installShutdown } from "./shutdown.js";
 
 const USAGE = "usage: npm start [-- --config FILE] [--run-dir DIR]   (GATEWAY_PORT overrides the listener port)";

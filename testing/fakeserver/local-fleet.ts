@@ -1,6 +1,6 @@
 // The fake pods a gateway config's localFleet block describes: each pod
 // serves its pool's base model and adapters, in its pool's metrics format.
-import type { GatewayConfig } from "../config.js";
+import type { GatewayConfig } from "../../host/config.js";
 import type { PodSpec } from "./fleet.js";
 
 /** Fake-pod specs for a config's localFleet block. */

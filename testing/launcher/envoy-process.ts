@@ -4,7 +4,7 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { findEnvoy } from "./paths.js";
+import { findEnvoy } from "../../host/envoy/paths.js";
 
 export interface StartEnvoyOptions {
   /** A complete Envoy bootstrap, e.g. from renderEnvoyConfig(). */

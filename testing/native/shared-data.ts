@@ -4,7 +4,7 @@
 // filter/native parity test. Each call hands the bytes to a router before it
 // uses them and takes them back after, as a worker reads and writes the keys.
 import type { ApiKind, NativeRouter, RouteOptions, RouteResult } from "./router.js";
-import type { SnapshotMsg } from "../proto.js";
+import type { SnapshotMsg } from "../../host/proto.js";
 
 export class NativeSharedData {
   inflight: Uint8Array = new Uint8Array(0);

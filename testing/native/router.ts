@@ -2,9 +2,9 @@
 // tests, the simulator and tools.
 import { readFile } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
-import { CONTRACT } from "../contract.js";
-import { nativeBindingsPath, nativeWasmPath } from "../paths.js";
-import { encodeSnapshot, SnapshotMsg } from "../proto.js";
+import { CONTRACT } from "../../host/contract.js";
+import { nativeBindingsPath, nativeWasmPath } from "../../host/paths.js";
+import { encodeSnapshot, SnapshotMsg } from "../../host/proto.js";
 
 export type ApiKind = "chat" | "completions" | "other";
 const KIND_CODE: Record<ApiKind, number> = { chat: 0, completions: 1, other: 2 };

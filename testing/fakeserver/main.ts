@@ -1,8 +1,8 @@
 /**
  * CLI: start a fleet of fake model servers.
  *
- *   node dist/host/fakeserver/main.js --config gateway.yaml [--host 0.0.0.0] [--admin]
- *   node dist/host/fakeserver/main.js --pods pods.yaml [--admin]
+ *   node dist/testing/fakeserver/main.js --config gateway.yaml [--host 0.0.0.0] [--admin]
+ *   node dist/testing/fakeserver/main.js --pods pods.yaml [--admin]
  *
  * --config takes a gateway config and starts its localFleet block; --pods
  * takes a YAML/JSON list of pod specs (or `{ pods: [...] }`). --admin adds
@@ -14,7 +14,7 @@
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { loadGatewayConfig } from "../config.js";
+import { loadGatewayConfig } from "../../host/config.js";
 import { parseFleetFile, startFleet, type PodSpec } from "./fleet.js";
 import { localFleetSpecs } from "./local-fleet.js";
 

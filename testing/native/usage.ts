@@ -3,7 +3,7 @@
 // server's answer, whole or as the bounded tail the filter keeps per stream.
 import { readFile } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
-import { nativeBindingsPath, nativeWasmPath } from "../paths.js";
+import { nativeBindingsPath, nativeWasmPath } from "../../host/paths.js";
 
 export interface TokenUsage {
   promptTokens: number;

@@ -1,15 +1,16 @@
 // Starts the whole local gateway: the fake fleet (when the config has a
 // localFleet block), the metrics aggregator, and Envoy with our filter.
 // Used by `npm start`, the end-to-end tests and the live benchmark.
-import { loadGatewayConfig, resolveConfigHosts, type Engine, type GatewayConfig } from "./config.js";
-import { watchConfigFile, type ConfigWatch } from "./aggregator/config-watch.js";
-import { startAggregator, type Aggregator } from "./aggregator/index.js";
-import { envoyParamsFromGatewayConfig, renderEnvoyXds, startEnvoy, type EnvoyProcess } from "./envoy/index.js";
+import { loadGatewayConfig, resolveConfigHosts, type Engine, type GatewayConfig } from "../../host/config.js";
+import { watchConfigFile, type ConfigWatch } from "../../host/aggregator/config-watch.js";
+import { startAggregator, type Aggregator } from "../../host/aggregator/index.js";
+import { envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/index.js";
+import { startEnvoy, type EnvoyProcess } from "./envoy-process.js";
 import { stringify } from "yaml";
-import { parseGatewayConfig } from "./config.js";
-import { localFleetSpecs, startFleet, type Fleet, type PodSpec } from "./fakeserver/index.js";
-import { filterWasmPath } from "./paths.js";
-import { checkPortsFree, explainBindError, type PortClaim } from "./ports.js";
+import { parseGatewayConfig } from "../../host/config.js";
+import { localFleetSpecs, startFleet, type Fleet, type PodSpec } from "../fakeserver/index.js";
+import { filterWasmPath } from "../../host/paths.js";
+import { checkPortsFree, explainBindError, type PortClaim } from "../../host/ports.js";
 
 export interface StackOptions {
   /** Override the config's ports; 0 lets the OS pick (tests do that). */
@@ -52,7 +53,7 @@ export interface Stack {
 }
 
 // Envoy's admin listener is on 127.0.0.1 in envoy/gateway.yaml, and the fake
-// pods always listen on loopback (host/fakeserver).
+// pods always listen on loopback (testing/fakeserver).
 const LOOPBACK = "127.0.0.1";
 
 /** Every port the stack will listen on, named by its config field. */
