@@ -11,69 +11,22 @@
  */
 import type { Scenario } from "./scenario.js";
 import { latencySummary, percentile, round3 } from "./percentiles.js";
-import { isRefusal, PRIORITIES, TIMEOUT, type LatencySummary, type Priority, type RequestRecord } from "./types.js";
+import {
+  isRefusal,
+  PRIORITIES,
+  TIMEOUT,
+  type AdmissionSummary,
+  type ClassCounts,
+  type LoadStep,
+  type Priority,
+  type RequestRecord,
+  type StepSummary,
+} from "./types.js";
 
 /** Windows of admitted p95 TTFT. */
 export const WINDOW_S = 5;
 /** A window's p95 within this factor of the base load's counts as recovered. */
 export const RECOVERED_WITHIN = 1.25;
-
-/** A scenario's load step: base load first, then a higher rate for a while (times in s). */
-export interface LoadStep {
-  baseEndS: number;
-  stepStartS: number;
-  stepEndS: number;
-}
-
-export interface ClassCounts {
-  requests: number;
-  /** First attempts answered 429. */
-  refused: number;
-  /** Refused requests sent again after their Retry-After. */
-  retried: number;
-  /** Retries admitted and completed. */
-  retriedCompleted: number;
-  /** Refused for good: on the retry too, or with no Retry-After to obey. */
-  finalRefused: number;
-}
-
-export interface StepSummary extends LoadStep {
-  /** Admitted p95 TTFT of the requests that arrived at base load (before the step). */
-  baseP95Ms: number | null;
-  /** The highest admitted p95 of a window that starts within the step, and its ratio to the base's. */
-  stepPeakP95Ms: number | null;
-  stepPeakRatio: number | null;
-  /**
-   * How long after the step's end the first window whose p95 is back within
-   * RECOVERED_WITHIN of the base's starts (0: the first window after the
-   * step already is); null if none is.
-   */
-  recoveryS: number | null;
-  /** 429s (every attempt) before the step, during it, and after its end. */
-  refusalsBefore: number;
-  refusalsDuring: number;
-  refusalsAfter: number;
-  /** Of those after the step, the first attempts' (the rest are retries of earlier refusals). */
-  refusalsAfterFirstAttempts: number;
-}
-
-export interface AdmissionSummary {
-  byClass: Record<Priority, ClassCounts>;
-  total: ClassCounts;
-  /** retriedCompleted / retried; null without retries. */
-  retrySuccess: number | null;
-  /** Critical refusals (any attempt) in a 1-s window (of the run's clock) in which some Sheddable attempt was admitted. */
-  criticalWhileSheddable: number;
-  /** The Retry-After values given to first attempts, in seconds. */
-  retryAfterS: { min: number; p50: number; max: number } | null;
-  /** Retried requests that completed: TTFT from the retry, and from the first attempt (what their user waited). */
-  retriedTtftMs: { fromRetry: LatencySummary; fromFirstAttempt: LatencySummary } | null;
-  /** Admitted p95 TTFT per WINDOW_S window of the admitted attempt's arrival. */
-  windows: Array<{ t: number; n: number; p95: number }>;
-  /** 429s per second (every attempt), the seconds that had any. */
-  refusalsPerS: Array<{ t: number; n: number }>;
-  step: StepSummary | null;
-}
 
 /**
  * The load step of a scenario whose arrivals are phases run once (their

@@ -1,8 +1,8 @@
 // Summaries of request records: percentiles, throughput, CDF and timeline
 // points, and relative changes between policies.
-import { admissionSummary, lastAttemptMs, type LoadStep } from "./admission.js";
+import { admissionSummary, lastAttemptMs } from "./admission.js";
 import { latencySummary, percentile, round3 } from "./percentiles.js";
-import { TIMEOUT, type EngineTotals, type PolicyResult, type RequestRecord, type TimelinePoint } from "./types.js";
+import { TIMEOUT, type EngineTotals, type LoadStep, type PolicyResult, type RequestRecord, type TimelinePoint } from "./types.js";
 
 export { latencySummary, percentile } from "./percentiles.js";
 
