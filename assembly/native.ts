@@ -4,23 +4,23 @@
 // underneath: what the filter keeps in shared data (the in-flight table, the
 // prefix log) is handed in and out as bytes, so a caller running several
 // instances (one per simulated Envoy worker) shares them as Envoy would.
-import { ApiKind } from "./core/request";
-import { RequestMeta, Router } from "./core/router";
-import { priorityName } from "./core/priority";
-import { decodeSnapshot, Deadlines, Endpoint, ModelRoute, Pool, Profile, Weights } from "./core/snapshot";
-import { Admission } from "./core/admission";
-import { jsonString } from "./core/errors";
-import { StaleViewPolicy } from "./core/view";
-import { HealthLedger, HealthRules } from "./core/health";
-import { FleetView } from "./core/fleet-view";
-import { InflightTable } from "./core/inflight";
-import { PrefixDecision } from "./core/prefix-index";
-import { appendRecords, LOG_BYTES, PrefixLogReader } from "./core/prefix-log";
-import { hashBuffer, mix64 } from "./core/hash";
-import { PoolLoad } from "./core/admission";
-import { LocalRefusals } from "./core/refusals";
-import { findUsage, Usage, UsageTail } from "./core/usage";
-import { Outcome } from "./core/outcome";
+import { ApiKind } from "./core/openai/request";
+import { RequestMeta, Router } from "./core/scheduling/router";
+import { priorityName } from "./core/fleet/priority";
+import { decodeSnapshot, Deadlines, Endpoint, ModelRoute, Pool, Profile, Weights } from "./core/fleet/snapshot";
+import { Admission } from "./core/fleet/admission-limits";
+import { jsonString } from "./core/openai/errors";
+import { StaleViewPolicy } from "./core/fleet/view";
+import { HealthLedger, HealthRules } from "./core/fleet/health";
+import { FleetView } from "./core/scheduling/fleet-view";
+import { InflightTable } from "./core/fleet/inflight";
+import { PrefixDecision } from "./core/prefix/prefix-index";
+import { appendRecords, LOG_BYTES, PrefixLogReader } from "./core/prefix/prefix-log";
+import { hashBuffer, mix64 } from "./core/wire/hash";
+import { PoolLoad } from "./core/fleet/pool-load";
+import { LocalRefusals } from "./core/fleet/refusals";
+import { findUsage, Usage, UsageTail } from "./core/openai/usage";
+import { Outcome } from "./core/fleet/outcome";
 
 let router = new Router(1);
 let view = new FleetView();
@@ -228,7 +228,7 @@ export function exchangePrefixLog(log: Uint8Array): Uint8Array {
 /**
  * Routes one request body exactly as the filter does. `kind`: 0 chat,
  * 1 completions, 2 other /v1/ paths; `priority`: what the x-llm-priority
- * header asked for (-1 none, -2 not a class, else core/priority.ts).
+ * header asked for (-1 none, -2 not a class, else core/fleet/priority.ts).
  * Returns a JSON object:
  * {"endpoint": "ip:port" | null, "fallbacks": [...], "pool", "model", "target",
  * "class", "downgraded", "retried", "stream", "includeUsage", "prompt": [start, end], "deadlineMs", "explanation"?}
@@ -273,7 +273,7 @@ export function route(body: Uint8Array, kind: i32, priority: i32, mayClaimCritic
 const outcome = new Outcome();
 
 /**
- * How the filter judges a routed request's end (core/outcome.ts): bit 0 the
+ * How the filter judges a routed request's end (core/fleet/outcome.ts): bit 0 the
  * pod chosen first failed it, bit 1 the pod Envoy moved it to failed too,
  * bit 2 the first pod served it well, bit 3 Envoy moved it off the first pod.
  */
@@ -289,7 +289,7 @@ export function usageTailEndsWithDone(): bool {
 }
 
 // The answer side: token counts from a model server's usage object, read as
-// the filter reads them (core/usage.ts).
+// the filter reads them (core/openai/usage.ts).
 let usageTail = new UsageTail();
 const usage = new Usage();
 

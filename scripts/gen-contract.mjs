@@ -1,4 +1,4 @@
-// Writes assembly/core/contract.generated.ts from proto/contract.json, so the
+// Writes assembly/core/wire/contract.generated.ts from proto/contract.json, so the
 // filter compiles in the same header names, priority codes and limits the
 // Node side reads from that file. Run by `npm run build:wasm` before asc;
 // test/contract.test.ts checks the committed output is current.
@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const contractPath = join(root, "proto", "contract.json");
-export const generatedPath = join(root, "assembly", "core", "contract.generated.ts");
+export const generatedPath = join(root, "assembly", "core", "wire", "contract.generated.ts");
 
 const constant = (camel) => camel.replace(/[A-Z]/g, (c) => "_" + c).toUpperCase();
 const member = (name) => name[0].toUpperCase() + name.slice(1);

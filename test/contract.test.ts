@@ -9,7 +9,7 @@ import { CONTRACT } from "../host/contract.js";
 describe("the gateway contract", () => {
   it("has its AssemblyScript module generated from the current proto/contract.json", () => {
     const want = generate(JSON.parse(readFileSync(contractPath, "utf8")));
-    expect(readFileSync(generatedPath, "utf8"), "assembly/core/contract.generated.ts is stale: run npm run build:wasm").toBe(want);
+    expect(readFileSync(generatedPath, "utf8"), "assembly/core/wire/contract.generated.ts is stale: run npm run build:wasm").toBe(want);
   });
 
   it("names only headers under the gateway's prefix, besides the client's x-llm-* requests", () => {

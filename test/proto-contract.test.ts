@@ -1,5 +1,5 @@
 // The snapshot protocol is written three times: proto/gateway.proto, the
-// hand-written decoder the filter runs (assembly/core/snapshot.ts) and the
+// hand-written decoder the filter runs (assembly/core/fleet/snapshot.ts) and the
 // message interfaces Node builds snapshots with (host/proto.ts). This test
 // reads the .proto by reflection and holds the other two to it: a snapshot in
 // which every field has a value of its own goes through the Node encoder into
@@ -82,7 +82,7 @@ describe("snapshot protocol contract", () => {
       }
     }
     // A field listed here is in the .proto but not in this test: teach the decoder
-    // (assembly/core/snapshot.ts) and snapshotJson (assembly/native.ts) to read it, then add its value to EXPECTED.
+    // (assembly/core/fleet/snapshot.ts) and snapshotJson (assembly/native.ts) to read it, then add its value to EXPECTED.
     expect(missing, `.proto fields the decoder is not held to: ${missing.join(", ")}`).toEqual([]);
     for (const [name, fields] of Object.entries(EXPECTED)) {
       const type = snapshotTypes.get(name);

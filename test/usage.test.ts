@@ -1,4 +1,4 @@
-// The answer-side scanner the filter runs (assembly/core/usage.ts), driven
+// The answer-side scanner the filter runs (assembly/core/openai/usage.ts), driven
 // through the native build: token counts from whole bodies, from the bounded
 // tail the filter keeps as a stream passes, from a fake pod's real answers,
 // and never a trap on truncated or hostile bytes.

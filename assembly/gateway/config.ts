@@ -1,9 +1,9 @@
 // Plugin configuration: a small JSON object in the Envoy config's
 // `configuration` field, read with the same non-trapping scanner as bodies.
-import { MAX_BODY_BYTES } from "../core/contract.generated";
-import { JsonScanner, JsonType } from "../core/json";
-import { HealthRules } from "../core/health";
-import { StaleViewPolicy, ViewPolicy } from "../core/view";
+import { MAX_BODY_BYTES } from "../core/wire/contract.generated";
+import { JsonScanner, JsonType } from "../core/openai/json";
+import { HealthRules } from "../core/fleet/health";
+import { StaleViewPolicy, ViewPolicy } from "../core/fleet/view";
 
 /**
  * Collects top-level scalar members. An unknown key is an error: a typo in a

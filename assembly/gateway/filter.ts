@@ -23,7 +23,7 @@
 // clock reads and the record). An answer that will carry token counts (any
 // answer that is not a stream, and streams that asked for
 // stream_options.include_usage) costs one read per chunk of at most its last
-// 2 KiB, kept in a bounded tail (core/usage.ts); nothing is buffered.
+// 2 KiB, kept in a bounded tail (core/openai/usage.ts); nothing is buffered.
 import { DataAction, HeaderAction, HttpContext, RootContext } from "../abi/context";
 import {
   BufferType, getBufferBytes, getBufferSize, getHeaderPairs, getPropertyBytes, HostBytes, log, LogLevel, MapType,
@@ -31,20 +31,20 @@ import {
   setTickPeriod, utf8,
 } from "../abi/hostcalls";
 import { encodePairs, PairsReader } from "../abi/pairs";
-import { ApiError, bodyTooLarge, jsonString, modelNotFound } from "../core/errors";
-import { Outcome } from "../core/outcome";
-import { PoolLoad } from "../core/admission";
-import { NO_PRIORITY, parsePriority } from "../core/priority";
-import { ApiKind } from "../core/request";
-import { RequestMeta, Router } from "../core/router";
-import { Endpoint, ModelRoute, Pool, Snapshot } from "../core/snapshot";
-import { Usage, UsageTail } from "../core/usage";
-import { FleetView } from "../core/fleet-view";
-import { viewIsStale, StaleViewPolicy } from "../core/view";
+import { ApiError, bodyTooLarge, jsonString, modelNotFound } from "../core/openai/errors";
+import { Outcome } from "../core/fleet/outcome";
+import { PoolLoad } from "../core/fleet/pool-load";
+import { NO_PRIORITY, parsePriority } from "../core/fleet/priority";
+import { ApiKind } from "../core/openai/request";
+import { RequestMeta, Router } from "../core/scheduling/router";
+import { Endpoint, ModelRoute, Pool, Snapshot } from "../core/fleet/snapshot";
+import { Usage, UsageTail } from "../core/openai/usage";
+import { FleetView } from "../core/scheduling/fleet-view";
+import { viewIsStale, StaleViewPolicy } from "../core/fleet/view";
 import {
   GATEWAY_HEADER_PREFIX, HEADER_BASE_MODEL, HEADER_CLAIM_CRITICAL, HEADER_CLAIM_DEBUG, HEADER_DEBUG, HEADER_DECISION,
   HEADER_DESTINATION_ENDPOINT, HEADER_MODEL_NAME, HEADER_POOL, HEADER_PRIORITY, HEADER_REPLY, HEADER_STREAM,
-} from "../core/contract.generated";
+} from "../core/wire/contract.generated";
 import { FilterConfig, Gate } from "./config";
 import { FilterMetrics } from "./metrics";
 import { reportMemoryGrowth } from "./memory-gauge";
@@ -183,7 +183,7 @@ export class GatewayRoot extends RootContext {
   }
 
   /**
-   * Records how a routed request ended (core/outcome.ts): against the pod
+   * Records how a routed request ended (core/fleet/outcome.ts): against the pod
    * the filter chose first, and the pod that served it if Envoy moved it.
    */
   recordOutcome(primary: Endpoint, upstream: HostBytes, status: i64, flags: u64, stream: bool, sawDone: bool): void {
@@ -455,7 +455,7 @@ class GatewayStream extends HttpContext {
       this.failSaturated(router.error!, router.retryAfterS, router.explanation);
       return false;
     }
-    // A stream's route bounds every silence instead (core/deadline.ts).
+    // A stream's route bounds every silence instead (core/scheduling/deadline.ts).
     if (this.stream) replaceHeader(MapType.RequestHeaders, STREAM_HEADER, ONE);
     if (router.deadlineMs > 0) replaceHeader(MapType.RequestHeaders, PER_TRY_TIMEOUT_HEADER, utf8(router.deadlineMs.toString()));
     const ranked = router.ranked;

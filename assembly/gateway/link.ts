@@ -7,7 +7,7 @@ import { RootContext } from "../abi/context";
 import {
   BufferType, getBufferBytes, grpcCancel, grpcSend, grpcStream, HostBytes, log, LogLevel, nowMillis, setTickPeriod, utf8,
 } from "../abi/hostcalls";
-import { ProtoWriter } from "../core/proto";
+import { ProtoWriter } from "../core/wire/proto";
 import { LinkConfig } from "./config";
 import { publishHeartbeat, publishSnapshot } from "./shared-snapshot";
 

@@ -12,7 +12,7 @@
 // that fraction of the decisions, and a request pays 3/16 host calls for it
 // on average.
 import { defineMetric, incrementMetric, MetricType, recordMetric } from "../abi/hostcalls";
-import { Snapshot } from "../core/snapshot";
+import { Snapshot } from "../core/fleet/snapshot";
 import { statName } from "./stat-names";
 
 export const DECISION_SAMPLE_EVERY: u32 = 16;

@@ -1,10 +1,10 @@
-// The passive-health ledger (core/health.ts) shared by every worker through
+// The passive-health ledger (core/fleet/health.ts) shared by every worker through
 // one shared-data key, so a pod one worker saw failing is avoided by all.
 // Writes happen only when an outcome changes the ledger (a failure, or the
 // first success after failures) and use compare-and-swap; reads happen on the
 // refresh tick and decode only when the key's CAS moved.
 import { utf8 } from "../abi/hostcalls";
-import { HealthLedger, HealthRules } from "../core/health";
+import { HealthLedger, HealthRules } from "../core/fleet/health";
 import { SharedValue } from "./shared-value";
 
 // Workers rarely collide; a bounded loop keeps a pathological case cheap.

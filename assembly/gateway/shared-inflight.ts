@@ -1,10 +1,10 @@
-// The in-flight table (core/inflight.ts) in one shared-data key, so every
+// The in-flight table (core/fleet/inflight.ts) in one shared-data key, so every
 // worker counts every worker's requests. A decision reads it once, the router
 // adds the request to it, and one compare-and-swap write publishes it; if
 // another worker wrote in between, the table is re-read and only this
 // request's change re-applied (the decision itself stands).
 import { utf8 } from "../abi/hostcalls";
-import { InflightTable } from "../core/inflight";
+import { InflightTable } from "../core/fleet/inflight";
 import { SharedValue } from "./shared-value";
 
 // Workers rarely collide; a bounded loop keeps a pathological case cheap.

@@ -1,13 +1,13 @@
 // Moves prefix decisions between workers through the shared log
-// (core/prefix-log.ts): on each refresh tick a worker replays the records
+// (core/prefix/prefix-log.ts): on each refresh tick a worker replays the records
 // other workers appended since its last visit and appends its own, with one
 // read and, when it has something to add, one compare-and-swap write. Records
 // carry the writer's worker id (gateway/worker-id.ts), so a worker can tell
 // its own from the others'.
 import { utf8 } from "../abi/hostcalls";
-import { PrefixDecision } from "../core/prefix-index";
-import { appendRecords, LOG_BYTES, PrefixLogReader } from "../core/prefix-log";
-import { Router } from "../core/router";
+import { PrefixDecision } from "../core/prefix/prefix-index";
+import { appendRecords, LOG_BYTES, PrefixLogReader } from "../core/prefix/prefix-log";
+import { Router } from "../core/scheduling/router";
 import { SharedValue } from "./shared-value";
 
 const CAS_ATTEMPTS = 4;

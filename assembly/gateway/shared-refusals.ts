@@ -1,10 +1,10 @@
-// The memory of refused requests (core/refusals.ts) in one shared-data key, so
+// The memory of refused requests (core/fleet/refusals.ts) in one shared-data key, so
 // a retry is recognised on whichever worker its connection lands. Read and
 // written only for requests that find no room; each change is a
 // read-modify-write with compare-and-swap, re-applied if another worker wrote
 // in between.
 import { utf8 } from "../abi/hostcalls";
-import { RefusalLedger, RefusalMemory } from "../core/refusals";
+import { RefusalLedger, RefusalMemory } from "../core/fleet/refusals";
 import { SharedValue } from "./shared-value";
 
 const CAS_ATTEMPTS = 8;

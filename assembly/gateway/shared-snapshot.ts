@@ -5,11 +5,11 @@
 // Envoy's clock). A worker polls only the cell and copies the snapshot when
 // its version changed; what to do with it is the core's FleetView.
 import { getSharedData, HostBytes, setSharedData, utf8 } from "../abi/hostcalls";
-import { FleetView } from "../core/fleet-view";
-import { HealthLedger } from "../core/health";
-import { InflightTable } from "../core/inflight";
-import { PrefixIndex } from "../core/prefix-index";
-import { decodeSnapshot } from "../core/snapshot";
+import { FleetView } from "../core/scheduling/fleet-view";
+import { HealthLedger } from "../core/fleet/health";
+import { InflightTable } from "../core/fleet/inflight";
+import { PrefixIndex } from "../core/prefix/prefix-index";
+import { decodeSnapshot } from "../core/fleet/snapshot";
 
 const SNAPSHOT_KEY = utf8("llm_gateway.snapshot");
 const CELL_KEY = utf8("llm_gateway.snapshot_cell");

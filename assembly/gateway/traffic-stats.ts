@@ -6,9 +6,9 @@
 // labels follow stat-names.ts; each counter's name is built once, the first
 // time its labels are seen, and remembered on the snapshot object it counts
 // (pod, model, split) or here (reason).
-import { Priority, PRIORITY_COUNT, priorityName } from "../core/priority";
-import { Endpoint, ModelRoute, Pool, Split } from "../core/snapshot";
-import { Usage } from "../core/usage";
+import { Priority, PRIORITY_COUNT, priorityName } from "../core/fleet/priority";
+import { Endpoint, ModelRoute, Pool, Split } from "../core/fleet/snapshot";
+import { Usage } from "../core/openai/usage";
 import { DeferredCounters } from "./deferred-counters";
 import { statName } from "./stat-names";
 

@@ -16,7 +16,7 @@
 // - the stream's end (GatewayStream.onDone): the request leaves the in-flight
 //   table whatever happened, and counts toward its pool's drain rate;
 // - passive health (GatewayRoot.recordOutcome): when a routed stream ends
-//   with a response code, the core's judgement (core/outcome.ts) decides
+//   with a response code, the core's judgement (core/fleet/outcome.ts) decides
 //   which pod failed it, or that the first pod served it well. (Each worker
 //   keeps its own copy here; the filter shares one ledger, which the
 //   scenarios' single worker cannot tell apart.)

@@ -62,7 +62,7 @@ export type RouteResult =
       explanation?: string;
     };
 
-/** Which pods a routed request's end counts for or against (core/outcome.ts). */
+/** Which pods a routed request's end counts for or against (core/fleet/outcome.ts). */
 export interface Outcome {
   primaryFailed: boolean;
   /** Envoy moved the request off the first pod: a failure that ejects at once. */
@@ -119,7 +119,7 @@ export class NativeRouter {
   }
 
   /**
-   * How the filter judges a routed request's end (core/outcome.ts): `moved`,
+   * How the filter judges a routed request's end (core/fleet/outcome.ts): `moved`,
    * Envoy's last try went to another pod than the first; `flags`, Envoy's
    * response flags; `stream`, `sawDone`: a stream and whether it ended with
    * its terminal event.

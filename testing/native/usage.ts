@@ -1,5 +1,5 @@
 // Loads build/native.wasm for the answer side of the filter: the usage
-// scanner (assembly/core/usage.ts) that reads token counts from a model
+// scanner (assembly/core/openai/usage.ts) that reads token counts from a model
 // server's answer, whole or as the bounded tail the filter keeps per stream.
 import { readFile } from "node:fs/promises";
 import { pathToFileURL } from "node:url";

@@ -1,5 +1,5 @@
 // A profile's admission limits as the snapshot carries them, and the class
-// ladder they form (core/admission.ts applies them to a pool's pods).
+// ladder they form (core/scheduling/admission.ts applies them to a pool's pods).
 import { Priority } from "./priority";
 
 export class Admission {

@@ -1,4 +1,4 @@
-// Passive health, learned from how routed requests ended (core/outcome.ts):
+// Passive health, learned from how routed requests ended (core/fleet/outcome.ts):
 // a pod that fails `threshold` times in a row (a 5xx, a broken answer) is
 // ejected for `ejectMs`, and one that made Envoy move a request to another
 // pod (it refused, reset, 5xx'd or let its deadline pass before answering)

@@ -1,5 +1,5 @@
 // How a routed request ended, judged for the passive-health ledger
-// (core/health.ts): which pod failed it, or whether the pod chosen first
+// (core/fleet/health.ts): which pod failed it, or whether the pod chosen first
 // served it well. Pure, so the filter and the native build blame alike.
 //
 // A pod failed a request when
@@ -26,7 +26,7 @@ const UPSTREAM_FAULTS: u64 = FLAG_UPSTREAM_TIMEOUT | FLAG_UPSTREAM_REMOTE_RESET 
 export class Outcome {
   /** The pod chosen first failed the request. */
   primaryFailed: bool = false;
-  /** ...so that Envoy moved it to another pod: that ejects at once (core/health.ts). */
+  /** ...so that Envoy moved it to another pod: that ejects at once (core/fleet/health.ts). */
   primaryMovedOff: bool = false;
   /** Another pod (a fallback, `served`) failed it too. */
   servedFailed: bool = false;

@@ -1,5 +1,5 @@
 // One worker's drain and refusal bookkeeping for a pool, from which a refused
-// request's Retry-After is computed (core/admission.ts says how).
+// request's Retry-After is computed (core/scheduling/admission.ts says how).
 
 /** Each request's weight in the typical prompt share (about the last 50 requests). */
 const SHARE_WEIGHT: f64 = 0.02;

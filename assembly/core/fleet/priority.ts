@@ -1,11 +1,11 @@
 // Flow-control classes. A request asks for one with a header; otherwise its
 // model's default applies. Critical is admitted longest, Sheddable refused
-// first (core/admission.ts). Asking for a lower class is always allowed;
+// first (core/scheduling/admission.ts). Asking for a lower class is always allowed;
 // Critical only for clients the gateway's config trusts, whether they ask for
 // it or their model's default is Critical: the claim gate is the one place
 // that grants it, and anyone else is served at Standard. The classes' numbers
 // are the contract's (proto/contract.json), which the aggregator sends too.
-import { Priority } from "./contract.generated";
+import { Priority } from "../wire/contract.generated";
 
 export { Priority };
 

@@ -1,7 +1,7 @@
 // Requests refused for lack of room, remembered until their Retry-After has
 // passed (plus some grace), so that the retry a client was told to make can be
 // told apart from new work: it is admitted up to a limit halfway to the next
-// class's (core/admission.ts, retryLimit). The preference is earned by
+// class's (core/scheduling/admission.ts, retryLimit). The preference is earned by
 // waiting: a copy sent before its Retry-After is new work, and the refusal it
 // gets starts the wait again. Without that, a
 // retry that lands while the pool is still saturated competes with the very

@@ -1,11 +1,12 @@
 // The routing state the aggregator pushes (proto/gateway.proto), decoded into
 // plain objects the scorers read. Decoding happens once per snapshot version,
 // never per request.
-import { Admission, PoolLoad } from "./admission";
-import { hashBuffer } from "./hash";
+import { Admission } from "./admission-limits";
+import { hashBuffer } from "../wire/hash";
 import { Priority } from "./priority";
-import { PodCache } from "./prefix-index";
-import { ProtoReader } from "./proto";
+import { PodCache } from "./pod-cache";
+import { PoolLoad } from "./pool-load";
+import { ProtoReader } from "../wire/proto";
 import { SlotTable } from "./slot-table";
 
 export class Weights {
@@ -38,7 +39,7 @@ export class Split {
   model: i32 = 0;
   target: ModelRoute | null = null;
   weight: i32 = 0;
-  /** Smooth weighted round-robin state (core/canary.ts); per worker, since each decodes its own snapshot. */
+  /** Smooth weighted round-robin state (core/scheduling/canary.ts); per worker, since each decodes its own snapshot. */
   current: i64 = 0;
   /** The filter's counter for this split (gateway/traffic-stats.ts); -1 until first used. */
   statIndex: i32 = -1;
@@ -67,11 +68,11 @@ export class Endpoint {
   slot: i32 = 0;
   /** Its modelled KV cache in the prefix index (set when the snapshot is installed). */
   prefixCache: PodCache | null = null;
-  /** This gateway's requests in flight to the endpoint when the snapshot was installed (core/fleet-view.ts). */
+  /** This gateway's requests in flight to the endpoint when the snapshot was installed (core/scheduling/fleet-view.ts). */
   inflightBase: i32 = 0;
   /** This gateway's requests in flight to the endpoint now, as of the current decision. */
   inflight: i32 = 0;
-  /** Set from the shared health ledger (core/health.ts); 0 when not ejected. */
+  /** Set from the shared health ledger (core/fleet/health.ts); 0 when not ejected. */
   ejectedUntilMs: u64 = 0;
   /** The filter's picks counter for this endpoint (gateway/traffic-stats.ts); -1 until first used. */
   statIndex: i32 = -1;

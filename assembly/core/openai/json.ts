@@ -7,7 +7,7 @@
 // It accepts exactly the bytes the model server accepts (Python's json.loads
 // on the raw body): strict UTF-8 with one optional leading BOM, and reports
 // invalid UTF-8 ahead of any syntax error, as Python decodes before it parses.
-import { firstInvalidUtf8, utf8SequenceEnd } from "./utf8";
+import { firstInvalidUtf8, utf8SequenceEnd } from "../wire/utf8";
 
 export const enum JsonType { Object = 1, Array = 2, String = 3, Number = 4, True = 5, False = 6, Null = 7 }
 

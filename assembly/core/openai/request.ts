@@ -7,7 +7,7 @@
 // scan only records where each field's last occurrence is, and read()
 // validates after the scan.
 import { jsonString } from "./errors";
-import { hashBytes } from "./hash";
+import { hashBytes } from "../wire/hash";
 import { JsonScanner, JsonType } from "./json";
 
 export const enum ApiKind { Chat = 0, Completions = 1, Other = 2 }

@@ -12,14 +12,13 @@
 // HOLDERS endpoints; a full probe window replaces its least recently used key.
 // A key with HOLDERS live holders counts as held everywhere.
 import { MAX_KEYS, PrefixKeys } from "./prefix-keys";
-import { Pool, Snapshot } from "./snapshot";
-import { SlotTable } from "./slot-table";
+import { DEFAULT_KV_BLOCKS, PodCache } from "../fleet/pod-cache";
+import { Pool, Snapshot } from "../fleet/snapshot";
+import { SlotTable } from "../fleet/slot-table";
 
 const SLOTS: i32 = 4096; // power of two
 const PROBE: i32 = 8;
 export const HOLDERS: i32 = 8;
-/** KV capacity assumed for an endpoint whose engine does not report it (the simulator's default). */
-export const DEFAULT_KV_BLOCKS: u64 = 8192;
 /** A 64-byte block of prompt is ~16 tokens at ~4 bytes per token. */
 const TOKENS_PER_BLOCK: u64 = 16;
 
@@ -30,12 +29,6 @@ export class PrefixDecision {
   newBlocks: u32 = 0;
   keys: StaticArray<u64> = new StaticArray<u64>(MAX_KEYS);
   count: i32 = 0;
-}
-
-export class PodCache {
-  /** Blocks written to the endpoint so far: an LRU's clock. */
-  clock: u64 = 0;
-  capacity: u64 = DEFAULT_KV_BLOCKS;
 }
 
 export class PrefixIndex {

@@ -6,7 +6,7 @@
 // known within a factor of 1.5.
 // The bytes are the raw JSON of `messages` / `prompt`, which a client repeats
 // byte for byte when it repeats a system prompt or a conversation.
-import { hashBlock64 } from "./hash";
+import { hashBlock64 } from "../wire/hash";
 
 export const BLOCK_BYTES: i32 = 64;
 /**

@@ -3,7 +3,7 @@
 // round-robin rather than a random draw: each worker hits the weights exactly
 // (off by at most one request per target), so the split holds across workers
 // however Envoy spreads connections over them, and small samples are not noisy.
-import { ModelRoute, Snapshot, Split } from "./snapshot";
+import { ModelRoute, Snapshot, Split } from "../fleet/snapshot";
 
 /** The split a request for `m` is served by (its `target`); null when `m` has none. */
 export function chooseSplit(m: ModelRoute): Split | null {

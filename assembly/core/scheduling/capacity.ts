@@ -3,7 +3,7 @@
 // from the snapshot (configured, or learned by the aggregator from the
 // engine's time per output token). An endpoint whose rate is unknown is taken
 // to be as fast as the median known one: neither favoured nor shunned.
-import { Endpoint } from "./snapshot";
+import { Endpoint } from "../fleet/snapshot";
 
 /**
  * Learned rates of identical GPUs differ by their current batch (a pod with

@@ -13,7 +13,7 @@
 // token, as the prefix blocks assume). A stream gets none: its route bounds
 // every silence, the first byte's included (streamIdleMs), and Envoy stops
 // that bound once a per-try timeout has seen the response start.
-import { Deadlines, MAX_DEADLINE_MS } from "./snapshot";
+import { Deadlines, MAX_DEADLINE_MS } from "../fleet/snapshot";
 
 const BYTES_PER_TOKEN: i64 = 4;
 

@@ -4,8 +4,8 @@
 // request asks for it (and may), never on the ordinary path. Names in it come
 // from the snapshot (validated config names, addresses), so it is plain ASCII.
 import { Picker } from "./picker";
-import { Priority, priorityName } from "./priority";
-import { ModelRoute, Pool } from "./snapshot";
+import { Priority, priorityName } from "../fleet/priority";
+import { ModelRoute, Pool } from "../fleet/snapshot";
 
 export function explainPick(picker: Picker, requested: ModelRoute, target: ModelRoute, priority: Priority, retried: bool): string {
   const ranked = picker.ranked;

@@ -15,10 +15,10 @@
 // from the KV capacity its engine reports, and carries canary splits'
 // positions over from the snapshot it replaces.
 import { carrySplits } from "./canary";
-import { HealthLedger } from "./health";
-import { InflightTable } from "./inflight";
-import { PrefixIndex } from "./prefix-index";
-import { Snapshot } from "./snapshot";
+import { HealthLedger } from "../fleet/health";
+import { InflightTable } from "../fleet/inflight";
+import { PrefixIndex } from "../prefix/prefix-index";
+import { Snapshot } from "../fleet/snapshot";
 
 export class FleetView {
   current: Snapshot | null = null;

@@ -4,15 +4,15 @@
 // Scratch arrays are reused across requests so a pick allocates nothing once
 // they have grown to the pool size.
 import { relativeCapacities } from "./capacity";
-import { PrefixIndex } from "./prefix-index";
-import { RouteRequest } from "./route-request";
-import { KvCacheScorer } from "./scorers/kv-cache";
-import { LoraScorer } from "./scorers/lora";
-import { PrefixScorer } from "./scorers/prefix";
-import { QueueScorer } from "./scorers/queue";
-import { RunningScorer } from "./scorers/running";
-import { Scorer } from "./scorers/scorer";
-import { Endpoint, Pool } from "./snapshot";
+import { PrefixIndex } from "../prefix/prefix-index";
+import { RouteRequest } from "../scorers/route-request";
+import { KvCacheScorer } from "../scorers/kv-cache";
+import { LoraScorer } from "../scorers/lora";
+import { PrefixScorer } from "../scorers/prefix";
+import { QueueScorer } from "../scorers/queue";
+import { RunningScorer } from "../scorers/running";
+import { Scorer } from "../scorers/scorer";
+import { Endpoint, Pool } from "../fleet/snapshot";
 
 /** Primary plus fallbacks; matches the retry budget of the Envoy route (2 retries). */
 export const MAX_RANKED = 3;

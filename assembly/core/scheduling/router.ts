@@ -3,23 +3,24 @@
 // adapter, or canary target) to its pool, settle the request's class, judge
 // the view's age, admit or refuse, rank the pool's endpoints, and account for
 // the choice (in-flight count, prefix index).
-import { PoolLoad } from "./admission";
+import { hasRoom } from "./admission";
+import { PoolLoad } from "../fleet/pool-load";
 import { chooseSplit } from "./canary";
 import { firstByteDeadlineMs } from "./deadline";
-import { ApiError, badRequest, modelNotFound, saturated, unavailable } from "./errors";
+import { ApiError, badRequest, modelNotFound, saturated, unavailable } from "../openai/errors";
 import { explainPick, explainRefusal } from "./explain";
 import { FleetView } from "./fleet-view";
-import { InflightTable } from "./inflight";
+import { InflightTable } from "../fleet/inflight";
 import { Picker } from "./picker";
-import { PrefixDecision, PrefixIndex } from "./prefix-index";
-import { BLOCK_BYTES } from "./prefix-keys";
-import { ApiKind, OpenAIRequest } from "./request";
-import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority, priorityName } from "./priority";
-import { RefusalLedger } from "./refusals";
-import { RouteRequest } from "./route-request";
-import { adapterKey } from "./scorers/lora";
-import { Endpoint, ModelRoute, Pool, prefillShare, Split } from "./snapshot";
-import { StaleViewPolicy, ViewPolicy, viewIsStale } from "./view";
+import { PrefixDecision, PrefixIndex } from "../prefix/prefix-index";
+import { BLOCK_BYTES } from "../prefix/prefix-keys";
+import { ApiKind, OpenAIRequest } from "../openai/request";
+import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority, priorityName } from "../fleet/priority";
+import { RefusalLedger } from "../fleet/refusals";
+import { RouteRequest } from "../scorers/route-request";
+import { adapterKey } from "../scorers/lora";
+import { Endpoint, ModelRoute, Pool, prefillShare, Split } from "../fleet/snapshot";
+import { StaleViewPolicy, ViewPolicy, viewIsStale } from "../fleet/view";
 
 /** What the caller knows about a request besides its body (from its headers and the gateway's config). */
 export class RequestMeta {
@@ -67,7 +68,7 @@ export class Router {
    * `ranked` then holds the pods last known good, least busy first (Picker.chooseBlind).
    */
   blind: bool = false;
-  /** Set when resolve() returns true: the per-try deadline to the first byte in ms (core/deadline.ts), 0 for none. */
+  /** Set when resolve() returns true: the per-try deadline to the first byte in ms (core/scheduling/deadline.ts), 0 for none. */
   deadlineMs: u32 = 0;
   /** This router's prefix decisions not yet shared with other workers: `pendingDecisions[0..pendingCount)`. */
   readonly pendingDecisions: PrefixDecision[] = [];
@@ -211,13 +212,13 @@ export class Router {
     const nowMs = request.nowMs;
     const speed = request.capacity;
     const share = load.typicalShare;
-    if (admission.hasRoom(candidates, n, speed, share, this.priority)) {
+    if (hasRoom(admission, candidates, n, speed, share, this.priority)) {
       // Room even for the lowest class: the retries booked so far start draining.
-      if (load.saturated && admission.hasRoom(candidates, n, speed, share, Priority.Sheddable)) load.markRoom(nowMs, n);
+      if (load.saturated && hasRoom(admission, candidates, n, speed, share, Priority.Sheddable)) load.markRoom(nowMs, n);
       return true;
     }
     const hash = this.body.bodyHash();
-    if (refusals.take(hash, nowMs) && admission.hasRoom(candidates, n, speed, share, this.priority, true)) {
+    if (refusals.take(hash, nowMs) && hasRoom(admission, candidates, n, speed, share, this.priority, true)) {
       load.retried();
       this.retried = true;
       return true;

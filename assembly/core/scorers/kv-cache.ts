@@ -1,5 +1,5 @@
-import { RouteRequest } from "../route-request";
-import { Endpoint, Weights } from "../snapshot";
+import { RouteRequest } from "./route-request";
+import { Endpoint, Weights } from "../fleet/snapshot";
 import { Scorer } from "./scorer";
 
 /** Prefers free KV-cache memory: 1 - usage, clamped to [0, 1]. */

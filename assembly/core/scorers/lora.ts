@@ -1,7 +1,7 @@
-import { mix64, rendezvous } from "../hash";
-import { PrefixIndex } from "../prefix-index";
-import { RouteRequest } from "../route-request";
-import { Endpoint, Weights } from "../snapshot";
+import { mix64, rendezvous } from "../wire/hash";
+import { PrefixIndex } from "../prefix/prefix-index";
+import { RouteRequest } from "./route-request";
+import { Endpoint, Weights } from "../fleet/snapshot";
 import { Scorer } from "./scorer";
 
 const RUNNING = 1.0;

@@ -1,6 +1,6 @@
-import { PrefixIndex } from "../prefix-index";
-import { RouteRequest } from "../route-request";
-import { Endpoint, Weights } from "../snapshot";
+import { PrefixIndex } from "../prefix/prefix-index";
+import { RouteRequest } from "./route-request";
+import { Endpoint, Weights } from "../fleet/snapshot";
 import { predictedWait } from "./queue";
 import { Scorer } from "./scorer";
 
@@ -9,7 +9,7 @@ const BOUND: f64 = 3;
 /**
  * Prefix-cache affinity: the share of the prompt a pod probably holds in its
  * KV cache, learned from where earlier requests with the same leading blocks
- * were sent (core/prefix-index.ts, shared by all workers):
+ * were sent (core/prefix/prefix-index.ts, shared by all workers):
  *
  *   score_i = bytes of the prompt's longest prefix held by pod i / prompt bytes
  *             if wait_i <= BOUND * min_j wait_j + 2, else 0

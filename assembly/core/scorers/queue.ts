@@ -1,5 +1,5 @@
-import { RouteRequest } from "../route-request";
-import { Endpoint, prefillShare, Weights } from "../snapshot";
+import { RouteRequest } from "./route-request";
+import { Endpoint, prefillShare, Weights } from "../fleet/snapshot";
 import { RatioScorer } from "./scorer";
 
 /**
@@ -16,7 +16,7 @@ const ADAPTER_LOAD_TOKENS: f64 = 2048;
  *   wait_i = (q_i + 1) / c_i          (the +1 is this request's own turn)
  *   score_i = min_j wait_j / wait_i   in (0, 1]
  *
- *   q_i = requests ahead (core/snapshot.ts, requestsAhead): those beyond
+ *   q_i = requests ahead (core/fleet/snapshot.ts, requestsAhead): those beyond
  *         the pod's room in full, the rest it reported waiting or was sent
  *         since (being admitted and prefilled) by this prompt's share of a
  *         2048-token prefill step; + the adapter's load, if the pod lacks it

@@ -1,7 +1,7 @@
 // What the scorers may know about the request being routed.
-import { Priority } from "./priority";
-import { ModelRoute, Pool, Weights } from "./snapshot";
-import { PrefixKeys } from "./prefix-keys";
+import { Priority } from "../fleet/priority";
+import { ModelRoute, Pool, Weights } from "../fleet/snapshot";
+import { PrefixKeys } from "../prefix/prefix-keys";
 
 export class RouteRequest {
   /** The model served (a canary target, or what the client asked for). */
@@ -16,7 +16,7 @@ export class RouteRequest {
   prefix: PrefixKeys = new PrefixKeys();
   /** The prompt's size in bytes of its JSON (about 4 per token). */
   promptBytes: i32 = 0;
-  /** The prompt's share of an engine's prefill step (core/snapshot.ts, prefillShare). */
+  /** The prompt's share of an engine's prefill step (core/fleet/snapshot.ts, prefillShare). */
   prefillShare: f64 = 0;
   /** The caller's clock, for ejection deadlines and the prefix index's ages. */
   nowMs: u64 = 0;

@@ -1,5 +1,5 @@
-import { RouteRequest } from "../route-request";
-import { Endpoint, Weights } from "../snapshot";
+import { RouteRequest } from "./route-request";
+import { Endpoint, Weights } from "../fleet/snapshot";
 import { RatioScorer } from "./scorer";
 
 /**

@@ -1,7 +1,7 @@
 // A scorer rates each candidate endpoint for one request in [0, 1]; the
 // picker sums the scores weighted by the served model's profile.
-import { Endpoint, Weights } from "../snapshot";
-import { RouteRequest } from "../route-request";
+import { Endpoint, Weights } from "../fleet/snapshot";
+import { RouteRequest } from "./route-request";
 
 export abstract class Scorer {
   /** This scorer's weight in a profile's weight set. */
