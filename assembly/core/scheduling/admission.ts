@@ -3,13 +3,17 @@
 // of a new one (core/fleet/snapshot.ts, requestsAhead: what exceeds the sequences
 // it can run in full, what it reported waiting or was sent since by the
 // pool's typical prompt's share of a prefill step) reach the class's limit,
-// scaled by the pod's relative speed (a pod half as fast drains its queue
-// half as fast), or, below Critical, when its KV cache is nearly full and it
+// or, below Critical, when its KV cache is nearly full and it
 // already queues (new work would wait for memory; a high KV with an empty
 // queue still starts the next request at once). So an idle pool never
 // refuses a burst its batches can hold. Limits form a ladder, Sheddable <
 // Standard < Critical, so whenever a Critical request is refused any
 // Sheddable one would be too.
+//
+// Limits are not scaled by a pod's learned speed: that speed is what a
+// request sees there now, and identical GPUs read 0.4-1.0 of each other
+// while one prefills long documents, which refused passing queues on a
+// pool below capacity. The picker still sends work to the faster pods.
 //
 // Retry-After is computed from how fast the pool drains: each worker counts
 // the completions of the requests it routed (exponentially weighted rates)
@@ -24,25 +28,24 @@ import { Priority } from "../fleet/priority";
 import { Endpoint } from "../fleet/snapshot";
 
 /**
- * True when `e` (relative speed `speed`, 0..1) has no room under queue
- * limit `limit` for a request whose prompt is `share` of a prefill step;
- * `p` is the request's class.
+ * True when `e` has no room under queue limit `limit` for a request whose
+ * prompt is `share` of a prefill step; `p` is the request's class.
  */
-function saturated(a: Admission, e: Endpoint, speed: f64, limit: f64, share: f64, p: Priority): bool {
+function saturated(a: Admission, e: Endpoint, limit: f64, share: f64, p: Priority): bool {
   const waiting = e.requestsAhead(share);
-  if (waiting >= limit * speed) return true;
+  if (waiting >= limit) return true;
   return p != Priority.Critical && waiting >= 1 && e.kvCacheUsage >= a.maxKvCache;
 }
 
 /**
- * True when some candidate has room for class `p` (for its retry, with
- * `retry`); `speed[i]` is candidate i's relative speed, `share` the
- * request's prompt's share of a prefill step.
+ * True when some of the first `n` candidates has room for class `p` (for
+ * its retry, with `retry`); `share` is the request's prompt's share of a
+ * prefill step.
  */
-export function hasRoom(a: Admission, candidates: Endpoint[], n: i32, speed: StaticArray<f64>, share: f64, p: Priority, retry: bool = false): bool {
+export function hasRoom(a: Admission, candidates: Endpoint[], n: i32, share: f64, p: Priority, retry: bool = false): bool {
   const limit = retry ? a.retryLimit(p) : a.queueLimit(p);
   for (let i = 0; i < n; i++) {
-    if (!saturated(a, unchecked(candidates[i]), unchecked(speed[i]), limit, share, p)) return true;
+    if (!saturated(a, unchecked(candidates[i]), limit, share, p)) return true;
   }
   return false;
 }

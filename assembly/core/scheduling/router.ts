@@ -210,15 +210,14 @@ export class Router {
     const candidates = this.picker.candidateList;
     const load = request.pool.load!;
     const nowMs = request.nowMs;
-    const speed = request.capacity;
     const share = load.typicalShare;
-    if (hasRoom(admission, candidates, n, speed, share, this.priority)) {
+    if (hasRoom(admission, candidates, n, share, this.priority)) {
       // Room even for the lowest class: the retries booked so far start draining.
-      if (load.saturated && hasRoom(admission, candidates, n, speed, share, Priority.Sheddable)) load.markRoom(nowMs, n);
+      if (load.saturated && hasRoom(admission, candidates, n, share, Priority.Sheddable)) load.markRoom(nowMs, n);
       return true;
     }
     const hash = this.body.bodyHash();
-    if (refusals.take(hash, nowMs) && hasRoom(admission, candidates, n, speed, share, this.priority, true)) {
+    if (refusals.take(hash, nowMs) && hasRoom(admission, candidates, n, share, this.priority, true)) {
       load.retried();
       this.retried = true;
       return true;
