@@ -46,6 +46,24 @@ describe("capacity learner", () => {
     expect(learner.value).toBe(83); // 1 / 12 ms, 2 significant digits
   });
 
+  it("reads a busy pod as fast as an idle one of its kind: each window's mean is corrected by the batch it ran", () => {
+    // Steps of 10 ms + 0.1 ms per running sequence, as the engine model and vLLM on an H100 have them.
+    const itlAt = (running: number) => (10 + 0.1 * running) / 1000;
+    const learn = (running: number) => {
+      const learner = new CapacityLearner();
+      learner.observe({ sumS: 0, count: 0 }, running);
+      learner.observe({ sumS: itlAt(running) * MIN_OBSERVATIONS, count: MIN_OBSERVATIONS }, running);
+      return learner.value;
+    };
+    expect(learn(0)).toBe(100);
+    for (const running of [20, 100, 256]) expect(learn(running), `${running} running`).toBe(100);
+    // A GPU at 0.35x stays at 0.35x whatever its batch.
+    const slow = new CapacityLearner();
+    slow.observe({ sumS: 0, count: 0 }, 64);
+    slow.observe({ sumS: (itlAt(64) / 0.35) * MIN_OBSERVATIONS, count: MIN_OBSERVATIONS }, 64);
+    expect(slow.value).toBe(35);
+  });
+
   it("keeps its estimate while the pod is idle", () => {
     const { learner, totals } = warmed();
     expect(learner.value).toBe(100);

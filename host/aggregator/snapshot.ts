@@ -28,7 +28,7 @@ export interface EndpointState {
 export function recordScrape(state: EndpointState, metrics: EndpointMetrics, now: number): void {
   state.metrics = metrics;
   state.lastGoodMs = now;
-  state.capacity.observe(metrics.itl);
+  state.capacity.observe(metrics.itl, metrics.running);
 }
 
 /**

@@ -10,10 +10,9 @@
 // Standard < Critical, so whenever a Critical request is refused any
 // Sheddable one would be too.
 //
-// Limits are not scaled by a pod's learned speed: that speed is what a
-// request sees there now, and identical GPUs read 0.4-1.0 of each other
-// while one prefills long documents, which refused passing queues on a
-// pool below capacity. The picker still sends work to the faster pods.
+// Limits are not scaled by a pod's learned speed: identical GPUs read
+// 0.4-1.0 of each other while one prefills long documents (prefill chunks
+// stall its decode), which refused passing queues on a pool below capacity. The picker still sends work to the faster pods.
 //
 // Retry-After is computed from how fast the pool drains: each worker counts
 // the completions of the requests it routed (exponentially weighted rates)
