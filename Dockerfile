@@ -26,7 +26,7 @@ FROM runtime AS fake-fleet
 COPY dist/testing/fakeserver/ dist/testing/fakeserver/
 COPY dist/testing/engine/ dist/testing/engine/
 USER 1000:1000
-CMD ["node", "dist/testing/fakeserver/main.js", "--config", "/etc/llm-gateway/config.yaml", "--host", "0.0.0.0"]
+CMD ["node", "dist/testing/fakeserver/main.js", "--config", "/etc/llm-gateway/config.yaml", "--fleet", "/etc/llm-gateway/fleet.yaml", "--host", "0.0.0.0"]
 
 FROM runtime AS gateway
 COPY proto/ proto/

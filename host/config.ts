@@ -115,23 +115,10 @@ export interface KubernetesPoolConfig {
   kubeconfig?: string;
 }
 
-export interface LocalPodConfig {
-  name: string;
-  pool: string;
-  port: number;
-  speed: number;
-  /** Defaults to the pool's engine. */
-  engine: Engine;
-}
-
-export interface LocalFleetConfig {
-  pods: LocalPodConfig[];
-}
-
 /** When a pod counts as saturated, and how long a refused client is told to wait (proto Admission). */
 export interface AdmissionConfig {
   enabled: boolean;
-  /** Waiting requests per pod (scaled by the pod's relative speed) at which a Standard request is refused. */
+  /** Requests ahead of a new one on a pod (core/fleet/snapshot.ts, requestsAhead) at which a Standard request is refused. */
   maxWaiting: number;
   /** KV usage (0..1) at which a pod that already queues is saturated. */
   maxKvCache: number;
@@ -219,8 +206,6 @@ export interface GatewayConfig {
   /** The file's `models:` entries, in file order (empty when it has none). */
   models: ModelConfig[];
   traffic: TrafficConfig;
-  /** Present only when the file has a localFleet block. */
-  localFleet?: LocalFleetConfig;
 }
 
 export class ConfigError extends Error {
@@ -549,14 +534,6 @@ const poolSchema = z
     };
   });
 
-const podSchema = z.strictObject({
-  name,
-  pool: name,
-  port: port(false),
-  speed: z.number({ error: msg("expected a number > 0") }).positive({ error: "expected a number > 0" }).default(1),
-  engine: engine.optional(),
-});
-
 /** The whole file's schema; exported so scripts/docs/config-reference.mjs can list its fields and defaults. */
 export const configSchema = z.strictObject({
   apiVersion: z.literal("llm-gateway/v1", { error: 'expected "llm-gateway/v1"' }).default("llm-gateway/v1"),
@@ -613,7 +590,6 @@ export const configSchema = z.strictObject({
       debug: gateSchema(["all", "off"] as const).default("off"),
     })
     .prefault({}),
-  localFleet: z.strictObject({ pods: z.array(podSchema, { error: msg("expected a list of pods") }) }).optional(),
 });
 
 type RawConfig = z.output<typeof configSchema>;
@@ -642,30 +618,6 @@ function crossCheck(raw: RawConfig): string[] {
       if (seen.has(ep)) issues.push(`pools[${i}].endpoints[${j}]: duplicate endpoint "${ep}" (also endpoints[${seen.get(ep)}])`);
       else seen.set(ep, j);
     });
-  });
-
-  const pods = raw.localFleet?.pods ?? [];
-  const podNames = new Map<string, number>();
-  const podPorts = new Map<number, number>();
-  pods.forEach((pod, k) => {
-    const path = `localFleet.pods[${k}]`;
-    if (podNames.has(pod.name)) issues.push(`${path}.name: duplicate pod name "${pod.name}" (also pods[${podNames.get(pod.name)}])`);
-    else podNames.set(pod.name, k);
-    // Local pods all listen on 127.0.0.1, so ports must differ.
-    if (podPorts.has(pod.port)) issues.push(`${path}.port: port ${pod.port} is already used by pods[${podPorts.get(pod.port)}]`);
-    else podPorts.set(pod.port, k);
-    const i = poolIndex.get(pod.pool);
-    if (i === undefined) {
-      issues.push(`${path}.pool: unknown pool "${pod.pool}" (pools: ${[...poolIndex.keys()].join(", ")})`);
-      return;
-    }
-    // A pod the gateway never routes to is almost certainly a typo.
-    const kube = raw.pools[i].kubernetes;
-    if (kube && kube.port !== pod.port) {
-      issues.push(`${path}.port: pool "${pod.pool}" reaches its pods on port ${kube.port} (pools[${i}].kubernetes.port), not ${pod.port}`);
-    } else if (!kube && !raw.pools[i].endpoints.some((ep) => parseEndpoint(ep)?.port === pod.port)) {
-      issues.push(`${path}.port: no endpoint of pool "${pod.pool}" (pools[${i}].endpoints) uses port ${pod.port}`);
-    }
   });
 
   const { adminPort, statsPort, port: listenerPort } = raw.gateway;
@@ -797,9 +749,8 @@ export function parseGatewayConfig(text: string, sourceName = "<config>"): Gatew
   if ("issues" in result) throw new ConfigError(sourceName, result.issues);
   const raw = result.data;
 
-  const engineOf = new Map(raw.pools.map((p) => [p.name, p.engine]));
   const profiles = resolveProfiles(raw.profiles);
-  const config: GatewayConfig = {
+  return {
     apiVersion: raw.apiVersion,
     kind: raw.kind,
     gateway: raw.gateway,
@@ -812,12 +763,6 @@ export function parseGatewayConfig(text: string, sourceName = "<config>"): Gatew
     models: raw.models.map(resolveModel),
     traffic: raw.traffic,
   };
-  if (raw.localFleet) {
-    config.localFleet = {
-      pods: raw.localFleet.pods.map((pod) => ({ ...pod, engine: pod.engine ?? engineOf.get(pod.pool)! })),
-    };
-  }
-  return config;
 }
 
 export function loadGatewayConfig(path: string): GatewayConfig {

@@ -5,7 +5,7 @@ import { formatHostPort } from "./config.js";
 
 /** One port the stack is about to listen on. */
 export interface PortClaim {
-  /** The config field it comes from, e.g. "gateway.port" or "localFleet.pods[1].port". */
+  /** The config field it comes from, e.g. "gateway.port" or "aggregator.metricsPort". */
   part: string;
   /** The IP it binds to. */
   host: string;

@@ -11,6 +11,7 @@ import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { loadGatewayConfig, parseEndpoint } from "../host/config.js";
+import { loadLocalFleet } from "../testing/fakeserver/index.js";
 import { envoyParamsFromGatewayConfig, gatewayTemplatePath, renderEnvoyConfig, renderEnvoyXds } from "../host/envoy/index.js";
 import { validateEnvoyConfig } from "../testing/launcher/envoy-process.js";
 import { filterWasmPath, projectRoot, protoPath } from "../host/paths.js";
@@ -73,6 +74,7 @@ describe.skipIf(!haveCompose)("docker-compose.yml", () => {
 
   it("starts the fleet and the aggregator from the image's build, with the compose gateway config", () => {
     expect(svc.fleet.command.slice(0, 2)).toEqual(["node", "dist/testing/fakeserver/main.js"]);
+    expect(arg(svc.fleet.command, "--fleet")).toBe("/etc/llm-gateway/compose-fleet.yaml");
     expect(svc.aggregator.command.slice(0, 2)).toEqual(["node", "dist/host/aggregator/main.js"]);
     for (const name of ["fleet", "aggregator"]) expect(arg(svc[name].command, "--config")).toBe(gatewayConfigInContainer);
     // Pods must be reachable from the aggregator's and Envoy's containers.
@@ -167,7 +169,7 @@ describe("config/compose.yaml", () => {
     for (const pool of cfg.pools) {
       for (const ep of pool.endpoints) expect(parseEndpoint(ep)?.host).toBe("fleet");
     }
-    const fleetPorts = cfg.localFleet!.pods.map((p) => p.port).sort();
+    const fleetPorts = loadLocalFleet(join(root, "config", "compose-fleet.yaml"), cfg).map((p) => p.port).sort();
     const endpointPorts = cfg.pools.flatMap((p) => p.endpoints.map((e) => parseEndpoint(e)!.port)).sort();
     expect(fleetPorts).toEqual(endpointPorts);
   });

@@ -62,7 +62,10 @@ describe("gateway config", () => {
       endpoints: ["127.0.0.1:18001"],
       batchSlots: 256,
     });
-    expect(c.localFleet).toBeUndefined();
+  });
+
+  it("has no place for fake pods: the gateway never starts pods (they are testing/fakeserver's own file)", () => {
+    expect(issues(`${MINIMAL}\nlocalFleet: { pods: [] }\n`)).toEqual(['<root>: unknown field "localFleet"']);
   });
 
   it("loads config/local.yaml: 2 models, 4 pods", () => {
@@ -75,17 +78,6 @@ describe("gateway config", () => {
       ["qwen", "qwen3-32b", []],
     ]);
     expect(c.pools.flatMap((p) => p.endpoints)).toEqual(["127.0.0.1:18001", "127.0.0.1:18002", "127.0.0.1:18003", "127.0.0.1:18004"]);
-    expect(c.localFleet?.pods.map((p) => [p.name, p.pool, p.port, p.speed, p.engine])).toEqual([
-      ["llama-a", "llama", 18001, 1.0, "vllm"],
-      ["llama-b", "llama", 18002, 0.5, "vllm"],
-      ["qwen-a", "qwen", 18003, 1.0, "vllm"],
-      ["qwen-b", "qwen", 18004, 1.0, "vllm"],
-    ]);
-  });
-
-  it("gives a local pod its pool's engine when it names none", () => {
-    const c = parseGatewayConfig(`${MINIMAL.replace("vllm", "sglang")}\nlocalFleet: { pods: [ { name: a, pool: llama, port: 18001 } ] }\n`);
-    expect(c.localFleet?.pods[0]).toEqual({ name: "a", pool: "llama", port: 18001, speed: 1, engine: "sglang" });
   });
 
   it("takes a stats port only beside a fixed admin port, and not on another port of the gateway", () => {
@@ -192,18 +184,6 @@ pools:
     expect(issues(twoPools(`{ name: qwen, baseModel: sql-lora, engine: vllm, adapters: [llama-3.1-8b], endpoints: ["127.0.0.1:1"] }`))).toEqual([
       'pools[1].baseModel: model name "sql-lora" is already used by pools[0].adapters[0]',
       'pools[1].adapters[0]: model name "llama-3.1-8b" is already used by pools[0].baseModel',
-    ]);
-  });
-
-  it("checks that local pods reference existing pools and their endpoints", () => {
-    const fleet = (pods: string) => `${MINIMAL}\nlocalFleet:\n  pods:\n${pods}`;
-    expect(issues(fleet("    - { name: a, pool: qwen, port: 18001 }\n"))).toEqual(['localFleet.pods[0].pool: unknown pool "qwen" (pools: llama)']);
-    expect(issues(fleet("    - { name: a, pool: llama, port: 18001 }\n    - { name: a, pool: llama, port: 18002, speed: 0 }\n"))).toEqual([
-      "localFleet.pods[1].speed: expected a number > 0",
-    ]);
-    expect(issues(fleet("    - { name: a, pool: llama, port: 18001 }\n    - { name: a, pool: llama, port: 18002 }\n"))).toEqual([
-      'localFleet.pods[1].name: duplicate pod name "a" (also pods[0])',
-      'localFleet.pods[1].port: no endpoint of pool "llama" (pools[0].endpoints) uses port 18002',
     ]);
   });
 
@@ -514,11 +494,6 @@ pools:
     expect(issues(kubePool(`{ namespace: models, port: 8000 }`))).toEqual(["pools[0].kubernetes.selector: is required"]);
   });
 
-  it("checks local pods of a kubernetes pool against its port", () => {
-    const fleet = (port: number) => `${kubePool(`{ namespace: models, selector: "app=vllm", port: 8000 }`)}localFleet: { pods: [{ name: a, pool: llama, port: ${port} }] }\n`;
-    expect(parseGatewayConfig(fleet(8000)).localFleet?.pods[0].port).toBe(8000);
-    expect(issues(fleet(8001))).toEqual(['localFleet.pods[0].port: pool "llama" reaches its pods on port 8000 (pools[0].kubernetes.port), not 8001']);
-  });
 
   it("resolves a kubeconfig path against the config file's folder", () => {
     const dir = mkdtempSync(join(tmpdir(), "gw-config-"));

@@ -44,14 +44,19 @@ pools:
   - name: llama
     baseModel: llama-3.1-8b
     endpoints: ["127.0.0.1:${p.podA}", "127.0.0.1:${p.podB}"]
-localFleet:
-  pods:
-    - { name: llama-a, pool: llama, port: ${p.podA} }
-    - { name: llama-b, pool: llama, port: ${p.podB} }
 `,
   );
+  writeFileSync(fleetOf(path), `pods:
+  - { name: llama-a, pool: llama, port: ${p.podA} }
+  - { name: llama-b, pool: llama, port: ${p.podB} }
+`);
   return path;
 }
+
+/** The fake fleet writeConfig writes beside a config. */
+const fleetOf = (config: string) => config.replace(/\.yaml$/, ".fleet.yaml");
+/** The launcher's arguments for a config and its fake fleet. */
+const gatewayArgs = (config: string) => ["--config", config, "--fleet", fleetOf(config)];
 
 interface Started {
   launched: Launched;
@@ -61,7 +66,7 @@ interface Started {
 }
 
 async function startGateway(config: string): Promise<Started> {
-  const launched = launchGateway(["--config", config, "--run-dir", runDir]);
+  const launched = launchGateway([...gatewayArgs(config), "--run-dir", runDir]);
   const [, url] = await launched.waitForOutput(/^gateway ready at (\S+)$/m);
   const [, envoyPid] = /^envoy admin on \S+ \(pid (\d+)\)$/m.exec(launched.output())!;
   const [, envoyLog] = /^envoy log: (\S+)$/m.exec(launched.output())!;
@@ -107,12 +112,12 @@ describe("npm start", () => {
 
     // Same gateway port, everything else free: refused before anything starts.
     const other = await allocatePorts();
-    const second = launchGateway(["--config", writeConfig({ ...other, gateway: ports.gateway }), "--run-dir", runDir]);
+    const second = launchGateway([...gatewayArgs(writeConfig({ ...other, gateway: ports.gateway })), "--run-dir", runDir]);
     expect(await second.exitWithin(15_000)).toEqual({ code: 1, signal: null });
     expect(second.output()).toContain(`gateway.port ${ports.gateway} is already in use on 127.0.0.1 (is another gateway running?)`);
     expect(second.output()).not.toMatch(/^pod /m);
     // Envoy admin's port too.
-    const third = launchGateway(["--config", writeConfig({ ...other, admin: ports.admin }), "--run-dir", runDir]);
+    const third = launchGateway([...gatewayArgs(writeConfig({ ...other, admin: ports.admin })), "--run-dir", runDir]);
     expect(await third.exitWithin(15_000)).toEqual({ code: 1, signal: null });
     expect(third.output()).toContain(`gateway.adminPort ${ports.admin} is already in use on 127.0.0.1`);
     // Failed starts leave no empty run folders behind.
@@ -165,7 +170,7 @@ describe("npm start", () => {
   it("stops everything when its parent process dies", async () => {
     const ports = await allocatePorts();
     const config = writeConfig(ports);
-    const shell = launch("/bin/sh", ["-c", `"$0" "$1" --config "$2" --run-dir "$3" & wait`, process.execPath, launcherPath, config, runDir]);
+    const shell = launch("/bin/sh", ["-c", `"$0" "$1" --config "$2" --fleet "$4" --run-dir "$3" & wait`, process.execPath, launcherPath, config, runDir, fleetOf(config)]);
     await shell.waitForOutput(/^gateway ready at /m);
     const launcherPid = Number(/^envoy log: \S+-(\d+)\/envoy\.log$/m.exec(shell.output())![1]);
     const envoyPid = Number(/\(pid (\d+)\)$/m.exec(shell.output())![1]);
@@ -197,7 +202,7 @@ describe("npm start", () => {
 
   it("refuses a host that does not resolve, naming the field, before starting anything", async () => {
     const ports = await allocatePorts();
-    const launched = launchGateway(["--config", writeConfig(ports, "no-such-host.invalid"), "--run-dir", runDir]);
+    const launched = launchGateway([...gatewayArgs(writeConfig(ports, "no-such-host.invalid")), "--run-dir", runDir]);
     expect(await launched.exitWithin(15_000)).toEqual({ code: 1, signal: null });
     expect(launched.output()).toContain('gateway.host: cannot resolve "no-such-host.invalid"');
     expect(launched.output()).not.toMatch(/^(pod|envoy log) /m);

@@ -30,9 +30,9 @@ describe("checkPortsFree", () => {
   it("names the part and port that another process listens on", async () => {
     const [free, taken] = [await stablePort(), await stablePort()];
     await occupy(taken);
-    const err = await checkPortsFree([claim("gateway.port", free), claim("localFleet.pods[1].port", taken)]).catch((e: unknown) => e);
+    const err = await checkPortsFree([claim("gateway.port", free), claim("fleet pods[1].port", taken)]).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PortUnavailableError);
-    expect((err as Error).message).toBe(`localFleet.pods[1].port ${taken} is already in use on 127.0.0.1 (is another gateway running?)`);
+    expect((err as Error).message).toBe(`fleet pods[1].port ${taken} is already in use on 127.0.0.1 (is another gateway running?)`);
   });
 
   it("refuses two parts of the same stack on one port, a wildcard host included", async () => {

@@ -4,11 +4,10 @@
 import type { GatewayConfig, PoolConfig } from "../config.js";
 
 /** Top-level sections read once, at start, by Envoy's bootstrap or by the processes themselves. */
-const FIXED_SECTIONS: Record<"gateway" | "traffic" | "aggregator" | "localFleet", string> = {
+const FIXED_SECTIONS: Record<"gateway" | "traffic" | "aggregator", string> = {
   gateway: "is part of Envoy's bootstrap (listener, filter settings); restart Envoy to change it",
   traffic: "is part of the Wasm filter's settings in Envoy's bootstrap; restart Envoy to change it",
   aggregator: "is read once when the aggregator starts; restart it to change it",
-  localFleet: "the local fake pods are started once by the launcher; restart it to change them",
 };
 
 /** Leaf paths where two JSON-like values differ, e.g. `gateway.staleView.maxAgeMs`. */

@@ -1,7 +1,7 @@
 // Drives the docker-compose stack through Envoy with the official `openai`
 // client, as an application would, and exits non-zero on the first answer
 // that is not what the gateway promises:
-//   node scripts/compose/drive.mjs [--url http://127.0.0.1:8080] [--config config/compose.yaml]
+//   node scripts/compose/drive.mjs [--url http://127.0.0.1:8080] [--config config/compose.yaml] [--fleet config/compose-fleet.yaml]
 //                                  [--metrics-url http://127.0.0.1:9464/metrics]
 // Waits (bounded) for the gateway's /health to say "ok" first: the stack is
 // started detached and Envoy needs its first snapshot before it routes.
@@ -10,6 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import OpenAI from "openai";
 import { loadGatewayConfig, servedModels } from "../../dist/host/config.js";
+import { loadLocalFleet } from "../../dist/testing/fakeserver/local-fleet.js";
 
 const READY_TIMEOUT_MS = 120_000;
 const POLL_MS = 500;
@@ -18,15 +19,17 @@ const { values } = parseArgs({
   options: {
     url: { type: "string", default: "http://127.0.0.1:8080" },
     config: { type: "string", default: "config/compose.yaml" },
+    fleet: { type: "string", default: "config/compose-fleet.yaml" },
     "metrics-url": { type: "string" },
   },
 });
 const gatewayUrl = values.url.replace(/\/+$/, "");
 const config = loadGatewayConfig(values.config);
+const fleet = loadLocalFleet(values.fleet, config);
 
 /** Pod names of one pool, from the fake fleet the compose config runs. */
 function podsOf(pool) {
-  return (config.localFleet?.pods ?? []).filter((p) => p.pool === pool).map((p) => p.name);
+  return fleet.filter((p) => p.pool === pool).map((p) => p.name);
 }
 
 /**

@@ -13,4 +13,4 @@ export {
 export { MetricsRenderer, pyFloat, type MetricsFormat } from "./metrics.js";
 export { ApiError, DEFAULT_MAX_TOKENS, renderChat } from "./openai.js";
 export { createPodServer, type LoadRequest, type PodContext } from "./server.js";
-export { localFleetSpecs } from "./local-fleet.js";
+export { FleetFileError, loadLocalFleet, localFleetSpecs, parseLocalFleet, type LocalPod } from "./local-fleet.js";

@@ -1,5 +1,5 @@
-// Starts the whole local gateway: the fake fleet (when the config has a
-// localFleet block), the metrics aggregator, and Envoy with our filter.
+// Starts the whole local gateway: the fake fleet (when given one), the
+// metrics aggregator, and Envoy with our filter.
 // Used by `npm start`, the end-to-end tests and the live benchmark.
 import { loadGatewayConfig, resolveConfigHosts, type Engine, type GatewayConfig } from "../../host/config.js";
 import { watchConfigFile, type ConfigWatch } from "../../host/aggregator/config-watch.js";
@@ -8,7 +8,7 @@ import { envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/i
 import { startEnvoy, type EnvoyProcess } from "./envoy-process.js";
 import { stringify } from "yaml";
 import { parseGatewayConfig } from "../../host/config.js";
-import { localFleetSpecs, startFleet, type Fleet, type PodSpec } from "../fakeserver/index.js";
+import { localFleetSpecs, startFleet, type Fleet, type LocalPod, type PodSpec } from "../fakeserver/index.js";
 import { filterWasmPath } from "../../host/paths.js";
 import { checkPortsFree, explainBindError, type PortClaim } from "../../host/ports.js";
 
@@ -38,6 +38,8 @@ export interface StackOptions {
   configPath?: string;
   /** How often the watched file is read again (config-watch.ts); default 2 s. */
   configPollMs?: number;
+  /** Fake pods to start first, for the config's pools (testing/fakeserver/local-fleet.ts). */
+  fleet?: readonly LocalPod[];
 }
 
 export interface Stack {
@@ -47,7 +49,7 @@ export interface Stack {
   readonly gatewayUrl: string;
   readonly envoy: EnvoyProcess;
   readonly aggregator: Aggregator;
-  /** The fake pods, when the config asked for them. */
+  /** The fake pods, when the options asked for them. */
   readonly fleet: Fleet | null;
   close(): Promise<void>;
 }
@@ -71,7 +73,7 @@ function portClaims(config: GatewayConfig, opts: StackOptions): { gateway: PortC
       // 0 means "off" in the file and "any port" as an option; neither is checked.
       ...(metricsPort === false ? [] : [{ part: "aggregator.metricsPort", host: aggregator.host, port: metricsPort }]),
     ],
-    fleet: (config.localFleet?.pods ?? []).map((pod, k) => ({ part: `localFleet.pods[${k}].port`, host: LOOPBACK, port: pod.port })),
+    fleet: (opts.fleet ?? []).map((pod, k) => ({ part: `fleet pods[${k}].port`, host: LOOPBACK, port: pod.port })),
   };
 }
 
@@ -94,7 +96,7 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
     started.length = 0;
   };
   try {
-    const specs = localFleetSpecs(config);
+    const specs = localFleetSpecs(opts.fleet ?? [], config);
     const fleet = specs.length > 0 ? await startFleet(specs).catch(naming(claims.fleet)) : null;
     if (fleet) {
       started.push(() => fleet.close());

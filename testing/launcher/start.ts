@@ -8,10 +8,12 @@ import { parseArgs } from "node:util";
 import { ConfigError, formatHostPort, loadGatewayConfig, resolveConfigHosts } from "../../host/config.js";
 import { envoyWarningFilter } from "./envoy-process.js";
 import { projectRoot } from "../../host/paths.js";
+import { FleetFileError, loadLocalFleet } from "../fakeserver/index.js";
 import { startStack, type Stack } from "./stack.js";
 import { installShutdown } from "./shutdown.js";
 
-const USAGE = "usage: npm start [-- --config FILE] [--run-dir DIR]   (GATEWAY_PORT overrides the listener port)";
+const USAGE = "usage: npm start [-- --config FILE] [--fleet FILE] [--run-dir DIR]   (GATEWAY_PORT overrides the listener port)\n" +
+  "  without --config: config/local.yaml and its fake pods, config/local-fleet.yaml; with it, fake pods only from --fleet";
 const KEEP_RUNS = 10;
 const RUN_NAME = /^\d{8}T\d{6}Z-\d+$/;
 
@@ -33,6 +35,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       config: { type: "string", short: "c" },
+      fleet: { type: "string" },
       "run-dir": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
@@ -47,6 +50,8 @@ async function main(): Promise<void> {
   process.stderr.on("error", () => {});
 
   const configPath = values.config ?? join(projectRoot, "config", "local.yaml");
+  // Your own config points at your own pods: fake ones start only when asked for.
+  const fleetPath = values.fleet ?? (values.config === undefined ? join(projectRoot, "config", "local-fleet.yaml") : undefined);
   const portEnv = process.env.GATEWAY_PORT;
   const gatewayPort = portEnv ? Number(portEnv) : undefined;
   if (gatewayPort !== undefined && !(Number.isInteger(gatewayPort) && gatewayPort > 0 && gatewayPort < 65536)) {
@@ -69,6 +74,7 @@ async function main(): Promise<void> {
   let runDir: string | undefined;
   try {
     const config = await resolveConfigHosts(loadGatewayConfig(configPath), configPath);
+    const fleet = fleetPath === undefined ? undefined : loadLocalFleet(fleetPath, config);
     runDir = createRunDir(runsBase);
     const envoyLog = join(runDir, "envoy.log");
     console.log(`starting the gateway from ${configPath}`);
@@ -76,6 +82,7 @@ async function main(): Promise<void> {
     const warning = envoyWarningFilter();
     starting = startStack(config, {
       gatewayPort,
+      fleet,
       // Edits to the file reload the running gateway (SIGHUP still stops it: this is a terminal program).
       configPath,
       // info in the file; the terminal only gets warnings and errors.
@@ -91,7 +98,8 @@ async function main(): Promise<void> {
     if (shutdown.stopping) return; // the stop already under way exits
     // A run that failed before Envoy wrote anything leaves no empty folder to crowd out real logs.
     if (runDir && readdirSync(runDir).length === 0) rmSync(runDir, { recursive: true });
-    console.error(err instanceof ConfigError ? (err as Error).message : `failed to start: ${(err as Error).message}`);
+    const known = err instanceof ConfigError || err instanceof FleetFileError;
+    console.error(known ? (err as Error).message : `failed to start: ${(err as Error).message}`);
     process.exit(1);
   }
   if (shutdown.stopping) return;
