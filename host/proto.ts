@@ -50,7 +50,7 @@ export interface HelloMsg { client: string; haveVersion: number }
 
 /**
  * Exactly a message interface's keys (tsc refuses a missing or an extra one),
- * as a list test/proto-contract.test.ts compares with the .proto's fields: the
+ * as a list test/unit/proto-contract.test.ts compares with the .proto's fields: the
  * interfaces are hand-written, and this keeps them to the .proto.
  */
 function fieldsOf<T>(fields: { [K in keyof T]-?: true }): string[] {

@@ -1,7 +1,7 @@
 // Writes assembly/core/wire/contract.generated.ts from proto/contract.json, so the
 // filter compiles in the same header names, priority codes and limits the
 // Node side reads from that file. Run by `npm run build:wasm` before asc;
-// test/contract.test.ts checks the committed output is current.
+// test/unit/contract.test.ts checks the committed output is current.
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";

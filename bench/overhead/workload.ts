@@ -2,7 +2,7 @@
 // exact size, and a snapshot whose one pool lists every upstream port.
 import { DEFAULT_WEIGHTS } from "../../host/config.js";
 import type { SnapshotMsg } from "../../host/proto.js";
-import { endpoint, pool, snapshot } from "../snapshot-builders.js";
+import { endpoint, pool, snapshot } from "../../testing/fixtures/snapshot-builders.js";
 
 export const BENCH_MODEL = "bench-model";
 export const BENCH_POOL = "bench";

@@ -3,7 +3,7 @@
  * aggregator's normaliser reads them from vLLM's /metrics
  * (host/aggregator/normalise.ts). Rendering and parsing the text for every
  * scrape would triple the simulator's run time for the same numbers, so the
- * mapping is direct; test/bench-sim.test.ts checks it against the real text
+ * mapping is direct; test/tools/bench-sim.test.ts checks it against the real text
  * path (fake server renderer, aggregator parser and normaliser).
  */
 import type { EndpointMetrics } from "../../host/aggregator/normalise.js";

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs Debian's `prometheus` package (the server binary test/prometheus.test.ts
+# Installs Debian's `prometheus` package (the server binary test/e2e/prometheus.test.ts
 # starts on 127.0.0.1) when it is missing. Uses the package lists already on the
 # machine first and runs `apt-get update` only if that install fails. The
 # package's own systemd service is not started: the test runs its own server

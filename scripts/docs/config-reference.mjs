@@ -5,7 +5,7 @@
 // from zod's JSON Schema of `configSchema`, the profiles' numbers from
 // BUILTIN_PROFILES, batch slots from DEFAULT_BATCH_SLOTS. Only the text
 // between the markers is generated; the hand-written notes around it stay.
-// `npm run docs` rewrites the file; test/docs.test.ts fails when it is stale.
+// `npm run docs` rewrites the file; test/tools/docs.test.ts fails when it is stale.
 import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { z } from "zod";

@@ -2,7 +2,7 @@
 // from small ranges (so scores tie often and the tie-break's random sequence
 // is exercised), request bodies good and bad, and the clock, ticks,
 // heartbeats and stream ends in between.
-import { endpoint, pool, snapshot } from "../../bench/snapshot-builders.js";
+import { endpoint, pool, snapshot } from "../../testing/fixtures/snapshot-builders.js";
 import { Rng } from "../../fuzz/rng.js";
 import type { PoolMsg, SnapshotMsg } from "../../host/proto.js";
 import type { InferencePath, ParityEvent } from "./events.js";

@@ -1,0 +1,240 @@
+// Admission in the benchmark: the simulated client's retry-once on
+// a 429 with Retry-After (against a fake policy that refuses), and the
+// report's figures on hand-built records. Cheap: no native router.
+import { describe, expect, it } from "vitest";
+import { admissionSummary, criticalWhileSheddable, stepSummary, admittedWindows } from "../../bench/admission.js";
+import type { PolicySpec } from "../../bench/policies/index.js";
+import { roundRobin } from "../../bench/policies/round-robin.js";
+import { admissionTable, onOffRows, onOffTable, stepWindowsTable } from "../../bench/report/admission-table.js";
+import { parseScenario } from "../../bench/scenario.js";
+import { replayPolicy, runSim } from "../../bench/sim/simulator.js";
+import { generateTrace } from "../../bench/sim/workload.js";
+import { policyResult } from "../../bench/stats.js";
+import type { Priority, RequestRecord, ScenarioResult } from "../../bench/types.js";
+
+const SCENARIO = parseScenario(
+  `
+durationS: 10
+models: [{ name: m }]
+fleet: [{ name: gpu, model: m, count: 2 }]
+arrivals: { pattern: poisson, rate: 6 }
+prompt: { dist: fixed, value: 200 }
+output: { dist: fixed, value: 20 }
+classes: { critical: 0.2, standard: 0.5, sheddable: 0.3 }
+`,
+  "admission",
+  "admission",
+);
+
+/**
+ * Refuses every first attempt of a Sheddable request (Retry-After 2 s), and
+ * every attempt of requests whose index is a multiple of 5 (Retry-After
+ * 1.5 s); Critical requests whose index is a multiple of 7 get a 429 without
+ * Retry-After. Records each call.
+ */
+function refusingPolicy(calls: Array<{ index: number; t: number }>): PolicySpec {
+  return {
+    name: "refuser",
+    description: "test policy that refuses",
+    create() {
+      const seen = new Set<number>();
+      return {
+        decisionDelayMs: 0.1,
+        route({ request }, now) {
+          calls.push({ index: request.index, t: now });
+          const retry = seen.has(request.index);
+          seen.add(request.index);
+          if (request.index % 5 === 0) return { status: 429, message: "saturated", retryAfterS: 1.5 };
+          if (request.priority === "critical" && request.index % 7 === 0) return { status: 429, message: "saturated" };
+          if (request.priority === "sheddable" && !retry) return { status: 429, message: "saturated", retryAfterS: 2 };
+          return { pod: request.index % 2 };
+        },
+      };
+    },
+  };
+}
+
+describe("simulated client", () => {
+  it("retries a 429 once, after exactly its Retry-After, with the same request; a second refusal is final", async () => {
+    const trace = generateTrace(SCENARIO, 1);
+    const calls: Array<{ index: number; t: number }> = [];
+    const finished = new Map<number, number>();
+    const spec = refusingPolicy(calls);
+    const fleet = await replayPolicy(SCENARIO, trace, {
+      ...spec,
+      create(env) {
+        env.fleet.onFinished((r, _pod, t) => finished.set(r.index, t));
+        return spec.create(env);
+      },
+    }, 1);
+    expect(trace.requests.length).toBeGreaterThan(40);
+    let retried = 0;
+    for (const r of trace.requests) {
+      const rec = fleet.records[r.index];
+      const mine = calls.filter((c) => c.index === r.index);
+      expect(rec.priority).toBe(r.priority);
+      expect(mine[0].t).toBe(r.arrivalMs);
+      if (r.index % 5 === 0) {
+        // Refused twice: retried once, 1.5 s later, then final.
+        expect(mine.map((c) => c.t)).toEqual([r.arrivalMs, r.arrivalMs + 1500]);
+        expect(rec).toMatchObject({ refusedRetryAfterS: 1.5, retryArrivalMs: r.arrivalMs + 1500, error: "429", pod: -1 });
+        retried++;
+      } else if (r.priority === "critical" && r.index % 7 === 0) {
+        // No Retry-After: nothing to obey, the refusal stands.
+        expect(mine).toHaveLength(1);
+        expect(rec).toMatchObject({ refusedRetryAfterS: null, error: "429" });
+        expect(rec.retryArrivalMs).toBeUndefined();
+      } else if (r.priority === "sheddable") {
+        expect(mine.map((c) => c.t)).toEqual([r.arrivalMs, r.arrivalMs + 2000]);
+        expect(rec).toMatchObject({ refusedRetryAfterS: 2, retryArrivalMs: r.arrivalMs + 2000, error: undefined, pod: r.index % 2 });
+        // Latencies run from the retry's arrival: it ended e2e after the retry came in.
+        expect(rec.retryArrivalMs! + rec.e2eMs!).toBeCloseTo(finished.get(r.index)!, 6);
+        expect(rec.ttftMs!).toBeGreaterThan(0.1);
+        expect(rec.ttftMs!).toBeLessThan(rec.e2eMs!);
+        retried++;
+      } else {
+        expect(mine).toHaveLength(1);
+        expect(rec.refusedRetryAfterS).toBeUndefined();
+        expect(rec.retryArrivalMs).toBeUndefined();
+        expect(rec.error).toBeUndefined();
+        expect(rec.arrivalMs + rec.e2eMs!).toBeCloseTo(finished.get(r.index)!, 6);
+      }
+    }
+    expect(retried).toBeGreaterThan(10);
+
+    // The summary counts the same.
+    const a = policyResult({ policy: "refuser", description: "", podNames: ["gpu-0", "gpu-1"], durationS: 10 }, fleet.records).admission;
+    const shed = trace.requests.filter((r) => r.priority === "sheddable");
+    const fifths = trace.requests.filter((r) => r.index % 5 === 0);
+    const shedOk = shed.filter((r) => r.index % 5 !== 0);
+    expect(a.total.retried).toBe(retried);
+    expect(a.total.retriedCompleted).toBe(shedOk.length);
+    expect(a.retrySuccess).toBeCloseTo(shedOk.length / retried, 3);
+    expect(a.byClass.sheddable).toMatchObject({ requests: shed.length, refused: shed.length, retried: shed.length, retriedCompleted: shedOk.length });
+    expect(a.total.finalRefused).toBe(fifths.length + trace.requests.filter((r) => r.priority === "critical" && r.index % 7 === 0 && r.index % 5 !== 0).length);
+    expect(a.retryAfterS).toEqual({ min: 1.5, p50: expect.any(Number), max: 2 });
+  });
+
+  it("never retries for a policy that does not refuse, and keeps every baseline's records as they were", async () => {
+    const trace = generateTrace(SCENARIO, 1);
+    const fleet = await replayPolicy(SCENARIO, trace, roundRobin, 1);
+    for (const rec of fleet.records) {
+      expect(rec.refusedRetryAfterS).toBeUndefined();
+      expect(rec.retryArrivalMs).toBeUndefined();
+      expect(rec.error).toBeUndefined();
+    }
+    const r = await runSim(SCENARIO, { policies: ["round-robin"] });
+    expect(r.policies[0].admission).toMatchObject({ total: { refused: 0, retried: 0 }, retrySuccess: null, criticalWhileSheddable: 0, refusalsPerS: [] });
+  });
+});
+
+/** A hand-built record: admitted unless `refused`, TTFT `ttft` from the admitted attempt. */
+function rec(atS: number, priority: Priority, o: { ttft?: number; refusedFirst?: number | null; retryAtS?: number; finalError?: string } = {}): RequestRecord {
+  const r: RequestRecord = { arrivalMs: atS * 1000, priority, pod: 0, error: undefined, promptTokens: 10, cachedTokens: 0, outputTokens: 5 };
+  if (o.refusedFirst !== undefined) r.refusedRetryAfterS = o.refusedFirst;
+  if (o.retryAtS !== undefined) r.retryArrivalMs = o.retryAtS * 1000;
+  if (o.finalError !== undefined) {
+    r.error = o.finalError;
+    r.pod = -1;
+  } else {
+    r.ttftMs = o.ttft ?? 100;
+    r.e2eMs = r.ttftMs + 500;
+  }
+  return r;
+}
+
+describe("admission figures", () => {
+  it("counts a Critical refusal only in a second in which a Sheddable attempt got in", () => {
+    const records = [
+      rec(1.2, "critical", { refusedFirst: 1, retryAtS: 2.2 }), // refused in second 1; retry admitted in second 2
+      rec(1.9, "sheddable"), // admitted in second 1: the refusal above counts
+      rec(3.1, "critical", { refusedFirst: 2, retryAtS: 5.5, finalError: "429" }), // second 3: no Sheddable admitted; the retry's refusal in second 5 counts
+      rec(3.5, "sheddable", { refusedFirst: 1, retryAtS: 4.5, finalError: "429 rate_limited" }), // refused both times: never in
+      rec(5.1, "sheddable", { refusedFirst: 0.2, retryAtS: 5.3 }), // its retry got in during second 5
+      rec(7.0, "critical", { refusedFirst: 1, retryAtS: 8.0 }),
+      rec(6.99, "sheddable"), // second 6, not 7
+      rec(9.5, "critical", { finalError: "404 model_not_found" }), // not a refusal
+      rec(9.6, "sheddable"),
+    ];
+    expect(criticalWhileSheddable(records)).toBe(2);
+    const a = admissionSummary(records);
+    expect(a.criticalWhileSheddable).toBe(2);
+    expect(a.byClass.critical).toEqual({ requests: 4, refused: 3, retried: 3, retriedCompleted: 2, finalRefused: 1 });
+    expect(a.byClass.sheddable).toEqual({ requests: 5, refused: 2, retried: 2, retriedCompleted: 1, finalRefused: 1 });
+    expect(a.total).toMatchObject({ refused: 5, retried: 5, retriedCompleted: 3, finalRefused: 2 });
+    expect(a.retrySuccess).toBe(0.6);
+    // Refusals per second, every attempt: seconds 1, 3, 4 (retry), 5 (critical retry and sheddable first), 7.
+    expect(a.refusalsPerS).toEqual([
+      { t: 1, n: 1 },
+      { t: 3, n: 2 },
+      { t: 4, n: 1 },
+      { t: 5, n: 2 },
+      { t: 7, n: 1 },
+    ]);
+    // A retried request's TTFT from its first attempt adds the wait.
+    expect(a.retriedTtftMs!.fromRetry.max).toBe(100);
+    expect(a.retriedTtftMs!.fromFirstAttempt.max).toBe(1100);
+  });
+
+  it("finds the base p95, the step's peak and the first window back within 1.25x", () => {
+    const step = { baseEndS: 20, stepStartS: 20, stepEndS: 40 };
+    const ttftAt = (t: number) => (t < 20 ? 100 : t < 40 ? 180 : t < 50 ? 400 : t < 55 ? 124 : 110);
+    const records: RequestRecord[] = [];
+    for (let t = 0; t < 70; t += 0.25) records.push(rec(t, "standard", { ttft: ttftAt(t) }));
+    // A request refused in the base and retried in the step counts in the step, where its retry was admitted.
+    records.push(rec(19.5, "standard", { refusedFirst: 1, retryAtS: 20.5, ttft: 180 }));
+    records.push(rec(41, "sheddable", { refusedFirst: 3, retryAtS: 44, finalError: "429" }));
+    const windows = admittedWindows(records);
+    expect(windows.find((w) => w.t === 20)!.n).toBe(21);
+    const s = stepSummary(records, windows, step);
+    expect(s).toMatchObject({ baseP95Ms: 100, stepPeakP95Ms: 180, stepPeakRatio: 1.8, refusalsBefore: 1, refusalsDuring: 0, refusalsAfter: 2, refusalsAfterFirstAttempts: 1 });
+    // 40-45 and 45-50 at 400 ms; 50-55 at 124 ms is within 125: back 10 s after the step's end.
+    expect(s.recoveryS).toBe(10);
+    // Never back: no recovery.
+    const stuck = records.map((r) => (r.arrivalMs >= 40_000 && r.ttftMs !== undefined ? { ...r, ttftMs: 400 } : r));
+    expect(stepSummary(stuck, admittedWindows(stuck), step)).toMatchObject({ baseP95Ms: 100, recoveryS: null });
+  });
+
+  it("tables the figures per policy and seed, and ours with admission against without", () => {
+    const step = { baseEndS: 20, stepStartS: 20, stepEndS: 40 };
+    const records = (slow: number, refuse: boolean): RequestRecord[] =>
+      Array.from({ length: 240 }, (_, i) => {
+        const t = i / 4;
+        const p: Priority = i % 5 === 0 ? "critical" : i % 3 === 0 ? "sheddable" : "standard";
+        if (refuse && t >= 20 && t < 40 && p === "sheddable") return rec(t, p, { refusedFirst: 1, retryAtS: t + 1, ttft: 120 });
+        return rec(t, p, { ttft: t >= 20 && t < 40 ? slow : 100 });
+      });
+    const result = (seed: number, slow: number): ScenarioResult => ({
+      scenario: "s",
+      description: "",
+      mode: "sim",
+      seed,
+      durationS: 60,
+      offered: { requests: 240, ratePerS: 4, meanPromptTokens: 10, meanOutputTokens: 5 },
+      fleet: [{ pod: "gpu-0", model: "m", speed: 1 }],
+      policies: [
+        policyResult({ policy: "round-robin", description: "", podNames: ["gpu-0"], durationS: 60, step }, records(slow * 10, false)),
+        policyResult({ policy: "ours:default", description: "", podNames: ["gpu-0"], durationS: 60, step }, records(slow, true)),
+        policyResult({ policy: "ours:default:no-admission", description: "", podNames: ["gpu-0"], durationS: 60, step }, records(slow * 5, false)),
+      ],
+    });
+    const runs = [result(1, 150), result(2, 160)];
+    const t = admissionTable(runs);
+    const row = (name: string) => Object.fromEntries(t.headers.map((h, i) => [h, t.rows.find((r) => r[0] === name)![i]]));
+    expect(row("ours:default")).toMatchObject({
+      "refused: Critical, Standard, Sheddable": "0%, 0%, 34%",
+      "retried OK": "100% (22/22)",
+      "Critical refused while Sheddable admitted": "0",
+      "base p95 TTFT": "100 ms",
+      "step peak p95 (× base)": "150 ms (1.50×) / 160 ms (1.60×)",
+      "recovery (p95 ≤ 1.25× base)": "0 s",
+    });
+    expect(row("round-robin")["429s (first attempts)"]).toBe("0");
+    const windows = stepWindowsTable(runs[0])!;
+    expect(windows.rows[0]).toEqual(["base (0–20 s)", "100 ms", "100 ms", "100 ms"]);
+    expect(windows.rows[1][2]).toBe("150 ms · 6×429");
+    const onOff = onOffTable(onOffRows(runs));
+    expect(onOff.rows).toHaveLength(1);
+    expect(onOff.rows[0].slice(0, 4)).toEqual(["s", "ours:default", "22", "0"]);
+  });
+});

@@ -1,0 +1,186 @@
+// Load judged against what a pod can hold, requests counted until they end,
+// deadlines, and how a request's end is judged: the routing core on the
+// native build, with the gateway's default weights and admission.
+import { beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { NativeRouter, type RouteResult } from "../../testing/native/router.js";
+import { NativeSharedData } from "../../testing/native/shared-data.js";
+import { NativeUsageScanner } from "../../testing/native/usage.js";
+import { BUILTIN_PROFILES } from "../../host/config.js";
+import type { EndpointMsg, SnapshotMsg } from "../../host/proto.js";
+import { endpoint } from "../../testing/fixtures/snapshot-builders.js";
+
+const A = "10.0.0.1:80";
+const B = "10.0.0.2:80";
+const ADAPTER = "sql-lora";
+const latency = BUILTIN_PROFILES.latency;
+
+/** Pool p (llama, adapter sql-lora) on two vLLM-shaped pods, the latency profile's weights and admission. */
+function fleet(a: Partial<EndpointMsg>, b: Partial<EndpointMsg>, deadlines = { firstByteMs: 0, promptMsPerKtoken: 0, outputMsPerToken: 0, assumedOutputTokens: 0 }): SnapshotMsg {
+  return {
+    version: 1,
+    generatedUnixMs: 0,
+    pools: [{ name: "p", baseModel: "llama", weights: latency.weights, endpoints: [endpoint(A, { maxLora: 4, ...a }), endpoint(B, { maxLora: 4, ...b })] }],
+    profiles: [{ name: "latency", weights: latency.weights, admission: latency.admission, deadlines }],
+    models: [
+      { name: "llama", pool: 0, adapter: "", profile: 0 },
+      { name: ADAPTER, pool: 0, adapter: ADAPTER, profile: 0 },
+    ],
+  };
+}
+
+let router: NativeRouter;
+let scanner: NativeUsageScanner;
+let shared: NativeSharedData;
+let sent = 0;
+const chat = (model = "llama", extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ model, messages: [{ role: "user", content: `hello ${sent++}` }], ...extra });
+
+beforeAll(async () => {
+  router = await NativeRouter.load();
+  scanner = await NativeUsageScanner.load();
+});
+
+beforeEach(() => {
+  router.reset(11);
+  shared = new NativeSharedData();
+  router.setClock(1_000, 1_000);
+});
+
+function endpointOf(r: RouteResult): string {
+  if (!("endpoint" in r) || r.endpoint === null) throw new Error(`not routed: ${JSON.stringify(r)}`);
+  return r.endpoint;
+}
+
+describe("an idle fleet", () => {
+  it("refuses nothing in a burst its batch slots can hold, and keeps an adapter on the pod running it", () => {
+    shared.install(router, fleet({ runningAdapters: [ADAPTER] }, {}));
+    // 256 slots per pod: 400 requests in flight at once still start at once.
+    const places: string[] = [];
+    for (let i = 0; i < 400; i++) places.push(endpointOf(shared.route(router, chat(i % 2 === 0 ? ADAPTER : "llama"), "chat", {})));
+    const adapterPlaces = places.filter((_, i) => i % 2 === 0);
+    // 64 adapter requests in flight: the adapter's pod keeps them, until load is real.
+    expect(adapterPlaces.slice(0, 64).every((p) => p === A)).toBe(true);
+    // Base-model requests balance the load the adapter put on A.
+    expect(places.filter((p) => p === B).length).toBeGreaterThan(100);
+  });
+
+  it("queues and then refuses only past the slots: what a pod reports waiting, plus what exceeds its free slots", () => {
+    shared.install(router, fleet({ batchSlots: 8 }, { batchSlots: 8 }));
+    let routed = 0;
+    while (routed < 100 && "endpoint" in shared.route(router, chat(), "chat", {})) routed++;
+    // 8 slots each start at once; then each queues up to the latency profile's 2 waiting.
+    expect(routed).toBe(2 * (8 + latency.admission.maxWaiting));
+  });
+
+  it("counts a nearly full KV cache as no room, free slots or not", () => {
+    // 92% used (below admission's 95% KV limit): each pod queues up to the waiting limit at once.
+    shared.install(router, fleet({ kvCacheUsage: 0.92, running: 3 }, { kvCacheUsage: 0.92, running: 3 }));
+    let routed = 0;
+    while (routed < 100 && "endpoint" in shared.route(router, chat(), "chat", {})) routed++;
+    expect(routed).toBe(2 * latency.admission.maxWaiting);
+    // At 97% a pod that queues at all is saturated below Critical.
+    shared.install(router, { ...fleet({ kvCacheUsage: 0.97, running: 3 }, { kvCacheUsage: 0.97, running: 3 }), version: 2 });
+    routed = 0;
+    while (routed < 100 && "endpoint" in shared.route(router, chat(), "chat", {})) routed++;
+    expect(routed).toBe(2);
+  });
+});
+
+describe("requests in flight", () => {
+  it("stay counted on a pod however idle its metrics look, across snapshots, until they end", () => {
+    shared.install(router, fleet({}, {}));
+    const hung: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const to = endpointOf(shared.route(router, chat(), "chat", {}));
+      if (to === A) hung.push(to);
+      else shared.release(router, to);
+      // Other pods' metrics move: a new snapshot every request, A still reporting idle.
+      shared.install(router, { ...fleet({}, { running: i % 3 }), version: i + 2 });
+    }
+    // A never answers: its requests pile up in the count, and B, which answers, takes the rest.
+    expect(shared.countOf(router, A)).toBe(hung.length);
+    expect(hung.length).toBeLessThanOrEqual(3);
+    expect(endpointOf(shared.route(router, chat(), "chat", {}))).toBe(B);
+  });
+});
+
+describe("deadlines to the first byte", () => {
+  const deadlines = { firstByteMs: 20_000, promptMsPerKtoken: 500, outputMsPerToken: 100, assumedOutputTokens: 2048 };
+
+  it("grow with the prompt and the output for an answer that is not streamed; a stream has its idle bound instead", () => {
+    shared.install(router, fleet({}, {}, deadlines));
+    const deadline = (body: string) => {
+      const r = shared.route(router, body, "chat", {}) as { endpoint: string; deadlineMs: number };
+      shared.release(router, r.endpoint);
+      return r.deadlineMs;
+    };
+    const prompt = "x".repeat(40_000); // ~10k tokens at 4 bytes each: +5 s
+    const promptBody = (extra: Record<string, unknown>) => JSON.stringify({ model: "llama", messages: [{ role: "user", content: prompt }], ...extra });
+    // A stream gets none: its route's idle bound covers its first byte too.
+    expect(deadline(promptBody({ stream: true }))).toBe(0);
+    // Not streamed: its first byte is its last, so the prompt and max_tokens (else the assumed output) count.
+    const base = 20_000 + 5_000;
+    expect(deadline(promptBody({ max_tokens: 100 }))).toBeGreaterThanOrEqual(base + 10_000);
+    expect(deadline(promptBody({ max_tokens: 100 }))).toBeLessThan(base + 10_100);
+    expect(deadline(promptBody({ max_completion_tokens: 50, max_tokens: 100 }))).toBe(deadline(promptBody({ max_tokens: 100 })) - 5_000);
+    expect(deadline(promptBody({}))).toBe(deadline(promptBody({ max_tokens: 100 })) - 10_000 + 204_800);
+    // A max_tokens that is not a plain integer is the server's to refuse; the deadline assumes the default.
+    expect(deadline(promptBody({ max_tokens: "9".repeat(30) }))).toBe(deadline(promptBody({})));
+    expect(deadline(promptBody({ max_tokens: 1e300 }))).toBe(deadline(promptBody({})));
+  });
+
+  it("are capped at an hour, and absent without the profile's", () => {
+    shared.install(router, fleet({}, {}, deadlines));
+    expect((shared.route(router, chat("llama", { max_tokens: 999_999_999 }), "chat", {}) as { deadlineMs: number }).deadlineMs).toBe(3_600_000);
+    shared.install(router, fleet({}, {}));
+    expect((shared.route(router, chat(), "chat", {}) as { deadlineMs: number }).deadlineMs).toBe(0);
+  });
+});
+
+describe("the health ledger", () => {
+  it("ejects a pod Envoy had to move a request off at once, and one that fails itself after the threshold", () => {
+    const rules = { ejectAfter: 3, ejectMs: 10_000 };
+    shared.install(router, fleet({}, {}));
+    router.recordOutcome(A, true, rules, true);
+    for (let i = 0; i < 10; i++) expect(endpointOf(shared.route(router, chat(), "chat", {}))).toBe(B);
+    router.recordOutcome(B, true, rules);
+    router.recordOutcome(B, true, rules);
+    // Two failures of B's own: not yet ejected (and A still is, so B it is).
+    expect(endpointOf(shared.route(router, chat(), "chat", {}))).toBe(B);
+  });
+});
+
+describe("how a request's end is judged", () => {
+  const judge = (moved: boolean, status: number, flags: bigint, stream = false, sawDone = false) =>
+    router.judgeOutcome({ moved, status, flags, stream, sawDone });
+  const UT = 0x4n;
+  const UC = 0x40n;
+  const DC = 0x4000n;
+
+  it("blames the first pod when Envoy moved the request, and the pod that served it when that failed too", () => {
+    expect(judge(true, 200, 0n)).toEqual({ primaryFailed: true, primaryMovedOff: true, servedFailed: false, primarySucceeded: false });
+    expect(judge(true, 503, 0n)).toEqual({ primaryFailed: true, primaryMovedOff: true, servedFailed: true, primarySucceeded: false });
+  });
+
+  it("counts a deadline, a reset after the headers and a broken stream as failures", () => {
+    expect(judge(false, 504, UT).primaryFailed).toBe(true);
+    expect(judge(false, 200, UC).primaryFailed).toBe(true);
+    expect(judge(false, 200, 0n, true, false).primaryFailed).toBe(true);
+    expect(judge(false, 200, 0n, true, true)).toEqual({ primaryFailed: false, primaryMovedOff: false, servedFailed: false, primarySucceeded: true });
+    // Failures the pod returned itself count towards the threshold; a move off it ejects at once.
+    expect(judge(false, 504, UT).primaryMovedOff).toBe(false);
+  });
+
+  it("learns nothing from a stream the client left", () => {
+    expect(judge(false, 200, DC, true, false)).toEqual({ primaryFailed: false, primaryMovedOff: false, servedFailed: false, primarySucceeded: false });
+  });
+
+  it("finds the terminal event at a stream's end, blank lines after it allowed", () => {
+    const ends = (chunks: string[]) => scanner.endsWithDone(chunks);
+    expect(ends(["data: {}\n\n", "data: [DONE]\n\n"])).toBe(true);
+    expect(ends(["data: {}\n\ndata: [DO", "NE]\r\n\r\n"])).toBe(true);
+    expect(ends(["data: {}\n\n"])).toBe(false);
+    expect(ends(["data: [DONE] and more\n\n"])).toBe(false);
+    expect(ends([])).toBe(false);
+  });
+});
