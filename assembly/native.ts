@@ -134,8 +134,9 @@ function modelJson(m: ModelRoute): string {
 }
 
 function weightsJson(w: Weights): string {
-  return "{" + num("queue", w.queue) + "," + num("kvCache", w.kvCache) + "," + num("running", w.running) + "," +
-    num("lora", w.lora) + "," + num("prefix", w.prefix) + "}";
+  let out = "{";
+  for (let i = 0; i < w.names.length; i++) out += (i > 0 ? "," : "") + num(w.names[i], w.values[i]);
+  return out + "}";
 }
 
 function admissionJson(a: Admission): string {

@@ -8,6 +8,7 @@ import { dirname, resolve } from "node:path";
 import * as z from "zod";
 import { CONTRACT } from "./contract.js";
 import { isLabelKey, isLabelValue, LABEL_KEY_TEXT, LABEL_VALUE_TEXT, matchLabelsSelector, selectorProblem } from "./discovery/label-selector.js";
+import { SCORERS } from "./scorers.generated.js";
 import { msg, validateYaml } from "./validation.js";
 
 export const ENGINES = ["vllm", "sglang", "tgi"] as const;
@@ -63,13 +64,9 @@ export interface AggregatorConfig {
   heartbeatMs: number;
 }
 
-export interface ScorerWeights {
-  queue: number;
-  kvCache: number;
-  running: number;
-  lora: number;
-  prefix: number;
-}
+/** A weight per scorer, by the scorer's name (host/scorers.generated.ts, from the scorers' own folders). */
+export type ScorerWeights = Record<ScorerName, number>;
+export type ScorerName = (typeof SCORERS)[number]["name"];
 
 export interface PoolConfig {
   name: string;
@@ -305,8 +302,12 @@ export const DEFAULT_BATCH_SLOTS: Readonly<Record<Engine, number>> = {
   tgi: 128,
 };
 
-/** The scorers' default weights (docs/scorers.md says why each is what it is). */
-export const DEFAULT_WEIGHTS: Readonly<ScorerWeights> = { queue: 2, kvCache: 1, running: 1, lora: 2, prefix: 4 };
+/** Each scorer's weight in a built-in profile, as its scorer.json states it (docs/scorers.md says why). */
+const builtinWeights = (profile: "latency" | "throughput"): ScorerWeights =>
+  Object.fromEntries(SCORERS.map((s) => [s.name, s.defaultWeight[profile]])) as ScorerWeights;
+
+/** The scorers' default weights: the latency profile's. */
+export const DEFAULT_WEIGHTS: Readonly<ScorerWeights> = builtinWeights("latency");
 
 /**
  * The two profiles that always exist; a `profiles:` entry of the same name
@@ -357,7 +358,7 @@ export const BUILTIN_PROFILES = {
     // Prefix and adapter locality save prefill and adapter loads, the work
     // batch jobs repeat most; the running batch size barely changes
     // throughput under continuous batching, so it does not score.
-    weights: { queue: 1, kvCache: 1, running: 0, lora: 4, prefix: 6 },
+    weights: builtinWeights("throughput"),
     admission: {
       enabled: true,
       // Deep queues keep every batch full; a batch job tolerates the wait.
@@ -384,13 +385,9 @@ export const BUILTIN_PROFILES = {
   },
 } as const satisfies Record<string, ProfileConfig>;
 
-const partialWeightsSchema = z.strictObject({
-  queue: weight.optional(),
-  kvCache: weight.optional(),
-  running: weight.optional(),
-  lora: weight.optional(),
-  prefix: weight.optional(),
-});
+const partialWeightsSchema = z.strictObject(
+  Object.fromEntries(SCORERS.map((s) => [s.name, weight.optional()])) as Record<ScorerName, z.ZodOptional<typeof weight>>,
+);
 
 /** A number in a range; `text` is the whole message. */
 const bounded = (text: string, ok: (v: number) => boolean) => z.number({ error: msg(text) }).refine(ok, { error: text });

@@ -7,7 +7,8 @@ import type { AdmissionConfig } from "./config.js";
 import { CONTRACT } from "./contract.js";
 import { protoPath } from "./paths.js";
 
-export interface WeightsMsg { queue: number; kvCache: number; running: number; lora: number; prefix: number }
+/** Scorer weights by scorer name (proto map<string, float>). */
+export type WeightsMsg = Record<string, number>;
 export interface EndpointMsg {
   address: string;
   waiting: number;
@@ -68,7 +69,6 @@ export const MESSAGE_FIELDS: Readonly<Record<string, readonly string[]>> = {
   Admission: fieldsOf<AdmissionMsg>({
     enabled: true, maxWaiting: true, maxKvCache: true, sheddableFactor: true, criticalFactor: true, maxRetryAfterS: true,
   }),
-  Weights: fieldsOf<WeightsMsg>({ queue: true, kvCache: true, running: true, lora: true, prefix: true }),
   Pool: fieldsOf<PoolMsg>({ name: true, baseModel: true, weights: true, endpoints: true }),
   Endpoint: fieldsOf<EndpointMsg>({
     address: true, waiting: true, running: true, kvCacheUsage: true, fresh: true, maxLora: true,

@@ -227,8 +227,7 @@ export class GatewayRoot extends RootContext {
     this.modelList = utf8(modelListJson(snap));
     let prefixOn = false;
     for (let i = 0; i < snap.models.length; i++) {
-      const w = snap.models[i].profile.weights;
-      if (w.prefix > 0 || w.lora > 0) prefixOn = true;
+      if (this.router.recordsPicks(snap.models[i].profile.weights)) prefixOn = true;
     }
     this.prefixOn = prefixOn;
     this.metrics!.installed(snap, this.nowMs, this.view.heardMs);

@@ -106,7 +106,7 @@ export function buildSnapshotBody(config: GatewayConfig, states: EndpointState[]
 export const poolMsg = (pool: PoolConfig, endpoints: EndpointMsg[]): PoolMsg => ({ name: pool.name, baseModel: pool.baseModel, weights: weightsMsg(pool.weights), endpoints });
 
 // Fixed field order, so equal state gives an equal snapshotKey.
-const weightsMsg = (w: ScorerWeights): WeightsMsg => ({ queue: w.queue, kvCache: w.kvCache, running: w.running, lora: w.lora, prefix: w.prefix });
+const weightsMsg = (w: ScorerWeights): WeightsMsg => ({ ...w });
 
 /**
  * A model's profile as its pool serves it: a pool that gives `weights`

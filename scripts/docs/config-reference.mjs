@@ -88,6 +88,7 @@ function leaves(obj, prefix = "") {
 /** The generated part, markers included. */
 export async function render() {
   const config = await import(pathToFileURL(`${root}dist/host/config.js`).href);
+  const { SCORERS } = await import(pathToFileURL(`${root}dist/host/scorers.generated.js`).href);
   const schema = z.toJSONSchema(config.configSchema, { io: "input", unrepresentable: "any" });
   // The smallest valid file, parsed: what the parser fills in where the file is silent.
   const parsed = config.parseGatewayConfig('pools: [{ name: p, baseModel: m, endpoints: ["127.0.0.1:8000"] }]');
@@ -110,6 +111,16 @@ export async function render() {
     "fields carry the defaults.",
     "",
     table(["field", "type", "required", "default", "limits"], fields),
+    "",
+    "### Scorers",
+    "",
+    "The keys of every `weights` mapping, in the order the picker sums them, from each",
+    "scorer's folder (`assembly/core/scorers/<scorer>/scorer.json`).",
+    "",
+    table(
+      ["scorer", "what it scores", "reads", "latency", "throughput"],
+      SCORERS.map((s) => [code(s.name), s.summary, s.consumes.join(", "), code(s.defaultWeight.latency), code(s.defaultWeight.throughput)]),
+    ),
     "",
     "### Built-in profiles (`BUILTIN_PROFILES`)",
     "",

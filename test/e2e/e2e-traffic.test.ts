@@ -521,7 +521,7 @@ describe("debug output", () => {
         expect(new Set([pod, ...fallbacks.split(",")])).toEqual(new Set(addresses));
         expect([model, klass, profile]).toEqual([LLAMA, cls, "latency"]);
         const entries = [...scores.matchAll(
-          /(\S+)\(queue=(-?[\d.]+),kv_cache=(-?[\d.]+),running=(-?[\d.]+),lora=(-?[\d.]+),prefix=(-?[\d.]+),total=(-?[\d.]+)\)/g,
+          /(\S+)\(queue=(-?[\d.]+),kvCache=(-?[\d.]+),running=(-?[\d.]+),lora=(-?[\d.]+),prefix=(-?[\d.]+),total=(-?[\d.]+)\)/g,
         )].map((x) => ({ address: x[1], parts: x.slice(2, 7).map(Number), total: Number(x[7]) }));
         expect(entries.map((e) => e.address), decision).toEqual([pod, ...fallbacks.split(",")]);
         for (let k = 0; k < entries.length; k++) {

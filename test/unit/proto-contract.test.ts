@@ -27,11 +27,11 @@ const EXPECTED: Record<string, Record<string, unknown>> = {
   Snapshot: { version: 987_654_321, generatedUnixMs: 1_700_000_000_123 },
   Model: { name: "chat-model", pool: 1, adapter: "sql-lora", profile: 1, priority: PRIORITY_WIRE.sheddable },
   Split: { model: 1, weight: 3 },
-  Profile: { name: "batchy" },
+  // Weights are a map by scorer name: every registered scorer's, and one this build has no scorer for.
+  Profile: { name: "batchy", weights: { queue: 0.5, kvCache: 1.25, running: 2.75, lora: 3.5, prefix: 4.125, unknownScorer: 6.5 } },
   Deadlines: { firstByteMs: 1500, promptMsPerKtoken: 250, outputMsPerToken: 35, assumedOutputTokens: 512 },
   Admission: { enabled: true, maxWaiting: 12.5, maxKvCache: 0.875, sheddableFactor: 0.375, criticalFactor: 3.25, maxRetryAfterS: 42 },
-  Weights: { queue: 0.5, kvCache: 1.25, running: 2.75, lora: 3.5, prefix: 4.125 },
-  Pool: { name: "pool-a", baseModel: "base-model" },
+  Pool: { name: "pool-a", baseModel: "base-model", weights: { queue: 1.5, kvCache: 0.25, running: 0.75, lora: 5.5, prefix: 2.125 } },
   Endpoint: {
     address: "10.0.0.7:8000", waiting: 7, running: 11, kvCacheUsage: 0.625, fresh: true, maxLora: 5,
     runningAdapters: ["run-a", "run-b"], waitingAdapters: ["wait-a"], capacity: 2.5, kvTokens: 123_456, batchSlots: 48,

@@ -26,11 +26,11 @@ const tag = (field: number, wire: number) => varint(field * 8 + wire);
 const len = (field: number, content: number[]) => [...tag(field, 2), ...varint(content.length), ...content];
 const str = (field: number, s: string) => len(field, [...Buffer.from(s)]);
 
-/** Snapshot { models: [m -> pool 0], pools: [{ name p, base m, weights?, endpoint }] } with the given inner parts. */
+/** Snapshot { models: [m -> pool 0], pools: [{ name p, base m, a weight entry?, endpoint }] } with the given inner parts. */
 function handMade(parts: { model?: number[]; weights?: number[]; endpoint?: number[]; pool?: number[] } = {}): Uint8Array {
   const model = [...str(1, "m"), ...tag(2, 0), 0, ...(parts.model ?? [])];
   const ep = [...str(1, "127.0.0.1:1"), ...tag(5, 0), 1, ...(parts.endpoint ?? [])];
-  const p = [...str(1, "p"), ...str(2, "m"), ...(parts.weights ? len(3, parts.weights) : []), ...len(4, ep), ...(parts.pool ?? [])];
+  const p = [...str(1, "p"), ...str(2, "m"), ...(parts.weights ? len(5, parts.weights) : []), ...len(4, ep), ...(parts.pool ?? [])];
   return new Uint8Array([...tag(1, 0), 1, ...len(2, model), ...len(3, p)]);
 }
 
@@ -55,13 +55,13 @@ describe("snapshot decoding", () => {
   it("accepts the hand-made snapshot the failure cases start from", () => {
     expect(accepts(handMade())).toBe(true);
     expect(router.route(CHAT)).toMatchObject({ endpoint: "127.0.0.1:1" });
-    expect(accepts(handMade({ weights: [...tag(1, 5), 0, 0, 0x80, 0x3f] }))).toBe(true);
+    expect(accepts(handMade({ weights: [...str(1, "queue"), ...tag(2, 5), 0, 0, 0x80, 0x3f] }))).toBe(true);
   });
 
   it.each([
     ["a truncated varint in a model", { model: [...tag(2, 0), 0x80] }],
     ["an unknown wire type in a pool", { pool: [...tag(9, 7)] }],
-    ["a truncated float in the weights", { weights: [...tag(1, 5), 0, 0] }],
+    ["a truncated float in the weights", { weights: [...str(1, "queue"), ...tag(2, 5), 0, 0] }],
     ["a string running past an endpoint's end", { endpoint: [...tag(1, 2), 50, 0x31] }],
     ["invalid UTF-8 in a model name", { model: len(1, [0x6d, 0xc0, 0xaf]) }],
   ])("refuses the whole snapshot for %s", (_name, parts) => {

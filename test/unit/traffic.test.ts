@@ -336,7 +336,7 @@ describe("explained decisions", () => {
     if (!("explanation" in r) || r.explanation === undefined) throw new Error(JSON.stringify(r));
     expect(r.explanation).toMatch(/^pod=10\.0\.0\.2:80; fallbacks=10\.0\.0\.1:80; model=llama; class=standard; profile=latency; scores=/);
     // B: queue 2 x 1 (least loaded); A: queue 2 x 1/3 (3 predicted waiting against 1).
-    expect(r.explanation).toContain("10.0.0.2:80(queue=2.00,kv_cache=1.00,running=1.00,lora=0.00,prefix=0.00,total=4.00)");
+    expect(r.explanation).toContain("10.0.0.2:80(queue=2.00,kvCache=1.00,running=1.00,lora=0.00,prefix=0.00,total=4.00)");
     expect(r.explanation).toContain("10.0.0.1:80(queue=0.67,");
     expect(route({})).not.toHaveProperty("explanation");
   });

@@ -9,12 +9,32 @@ import { PoolLoad } from "./pool-load";
 import { ProtoReader } from "../wire/proto";
 import { SlotTable } from "./slot-table";
 
+/**
+ * Scorer weights by scorer name, as the snapshot carries them (a name no
+ * scorer of this build has weighs nothing), and in the picker's order once
+ * it has resolved them (scheduling/picker.ts).
+ */
 export class Weights {
-  queue: f64 = 0;
-  kvCache: f64 = 0;
-  running: f64 = 0;
-  lora: f64 = 0;
-  prefix: f64 = 0;
+  names: string[] = [];
+  values: f64[] = [];
+  /** values by the picker's scorer order; null until the picker first uses this set. */
+  resolved: StaticArray<f64> | null = null;
+
+  /** The weight of scorer `name`; 0 when not given. */
+  get(name: string): f64 {
+    const i = this.names.indexOf(name);
+    return i < 0 ? 0 : unchecked(this.values[i]);
+  }
+
+  set(name: string, value: f64): void {
+    const i = this.names.indexOf(name);
+    if (i >= 0) {
+      unchecked(this.values[i] = value);
+      return;
+    }
+    this.names.push(name);
+    this.values.push(value);
+  }
 }
 
 /** Per-try deadline to a response's first byte (proto Deadlines); firstByteMs 0 = none. */
@@ -315,10 +335,8 @@ function decodeProfile(r: ProtoReader): Profile | null {
     const tag = <u32>r.varint();
     const field = tag >> 3;
     if (field == 1 && (tag & 7) == 2) p.name = r.string();
-    else if (field == 2 && (tag & 7) == 2) {
-      const w = decodeWeights(r.message());
-      if (w == null) return null;
-      p.weights = w;
+    else if (field == 5 && (tag & 7) == 2) {
+      if (!decodeWeight(r.message(), p.weights)) return null;
     } else if (field == 3 && (tag & 7) == 2) {
       const a = decodeAdmission(r.message());
       if (a == null) return null;
@@ -375,24 +393,20 @@ function index(v: u64): i32 {
 }
 
 /** Null if a weight is negative or not finite: the picker multiplies scores by it. */
-function decodeWeights(r: ProtoReader): Weights | null {
-  const w = new Weights();
+/** One entry of a map<string, float> of weights into `w`; false when the value is not a finite weight >= 0. */
+function decodeWeight(r: ProtoReader, w: Weights): bool {
+  let name = "";
+  let v: f64 = 0;
   while (r.more()) {
     const tag = <u32>r.varint();
     const field = tag >> 3;
-    if ((tag & 7) != 5) {
-      r.skip(tag & 7);
-      continue;
-    }
-    const v = <f64>r.float();
-    if (!isFinite(v) || v < 0) return null;
-    if (field == 1) w.queue = v;
-    else if (field == 2) w.kvCache = v;
-    else if (field == 3) w.running = v;
-    else if (field == 4) w.lora = v;
-    else if (field == 5) w.prefix = v;
+    if (field == 1 && (tag & 7) == 2) name = r.string();
+    else if (field == 2 && (tag & 7) == 5) v = <f64>r.float();
+    else r.skip(tag & 7);
   }
-  return r.ok ? w : null;
+  if (!r.ok || !isFinite(v) || v < 0) return false;
+  w.set(name, v);
+  return true;
 }
 
 function decodePool(r: ProtoReader): Pool | null {
@@ -402,10 +416,8 @@ function decodePool(r: ProtoReader): Pool | null {
     const field = tag >> 3;
     if (field == 1 && (tag & 7) == 2) p.name = r.string();
     else if (field == 2 && (tag & 7) == 2) p.baseModel = r.string();
-    else if (field == 3 && (tag & 7) == 2) {
-      const w = decodeWeights(r.message());
-      if (w == null) return null;
-      p.weights = w;
+    else if (field == 5 && (tag & 7) == 2) {
+      if (!decodeWeight(r.message(), p.weights)) return null;
     } else if (field == 4 && (tag & 7) == 2) {
       const e = decodeEndpoint(r.message());
       if (e == null) return null;

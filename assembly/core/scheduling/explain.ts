@@ -13,10 +13,10 @@ export function explainPick(picker: Picker, requested: ModelRoute, target: Model
   for (let k = 1; k < ranked.length; k++) out += (k > 1 ? "," : "") + ranked[k].address;
   out += "; " + modelPart(requested, target) + "; class=" + priorityName(priority) + (retried ? "; retry=admitted" : "") +
     "; profile=" + target.profile.name + "; scores=";
-  const names = Picker.SCORER_NAMES;
+  const scorers = picker.scorers;
   for (let k = 0; k < ranked.length; k++) {
     out += (k > 0 ? " " : "") + ranked[k].address + "(";
-    for (let s = 0; s < names.length; s++) out += names[s] + "=" + fixed2(picker.contribution(k, s)) + ",";
+    for (let s = 0; s < scorers.length; s++) out += scorers[s].name + "=" + fixed2(picker.contribution(k, s)) + ",";
     out += "total=" + fixed2(picker.rankedTotal(k)) + ")";
   }
   return out;

@@ -5,20 +5,17 @@
 // they have grown to the pool size.
 import { relativeCapacities } from "./capacity";
 import { PrefixIndex } from "../prefix/prefix-index";
+import { DecisionLog } from "../prefix/decision-log";
+import { registeredScorers } from "../scorers/registry";
 import { RouteRequest } from "../scorers/route-request";
-import { KvCacheScorer } from "../scorers/kv-cache";
-import { LoraScorer } from "../scorers/lora";
-import { PrefixScorer } from "../scorers/prefix";
-import { QueueScorer } from "../scorers/queue";
-import { RunningScorer } from "../scorers/running";
 import { Scorer } from "../scorers/scorer";
-import { Endpoint, Pool } from "../fleet/snapshot";
+import { Endpoint, Pool, Weights } from "../fleet/snapshot";
 
 /** Primary plus fallbacks; matches the retry budget of the Envoy route (2 retries). */
 export const MAX_RANKED = 3;
 
 export class Picker {
-  private scorers: Scorer[];
+  readonly scorers: Scorer[];
   private candidates: Endpoint[] = [];
   private totals: StaticArray<f64> = new StaticArray<f64>(0);
   private scratch: StaticArray<f64> = new StaticArray<f64>(0);
@@ -35,11 +32,39 @@ export class Picker {
 
   constructor(seed: u64, prefixes: PrefixIndex) {
     this.rng = seed == 0 ? 0x9e3779b97f4a7c15 : seed;
-    this.scorers = [new QueueScorer(), new KvCacheScorer(), new RunningScorer(), new LoraScorer(prefixes), new PrefixScorer(prefixes)];
+    this.scorers = registeredScorers(prefixes);
   }
 
-  /** Names of the scorers, in the order `contributions` lists them. */
-  static readonly SCORER_NAMES: string[] = ["queue", "kv_cache", "running", "lora", "prefix"];
+  /** `weights` in the scorers' order (resolved once per weight set: a snapshot's sets are read-only). */
+  weightsOf(weights: Weights): StaticArray<f64> {
+    let resolved = weights.resolved;
+    if (resolved == null) {
+      const scorers = this.scorers;
+      resolved = new StaticArray<f64>(scorers.length);
+      for (let s = 0; s < scorers.length; s++) unchecked(resolved[s] = weights.get(unchecked(scorers[s]).name));
+      weights.resolved = resolved;
+    }
+    return resolved;
+  }
+
+  /** Some scorer weighed by `weights` reads the prompt's prefix keys (`keys`) or records its picks (otherwise). */
+  weighs(weights: Weights, keys: bool): bool {
+    const w = this.weightsOf(weights);
+    for (let s = 0; s < this.scorers.length; s++) {
+      const scorer = unchecked(this.scorers[s]);
+      if (unchecked(w[s]) > 0 && (keys ? scorer.usesPrefixKeys : scorer.recordsPicks)) return true;
+    }
+    return false;
+  }
+
+  /** After a pick: each weighed scorer that records writes what it learned to `log`. */
+  record(primary: Endpoint, request: RouteRequest, log: DecisionLog): void {
+    const w = this.weightsOf(request.weights);
+    for (let s = 0; s < this.scorers.length; s++) {
+      const scorer = unchecked(this.scorers[s]);
+      if (scorer.recordsPicks && unchecked(w[s]) > 0) scorer.record(primary, request, log);
+    }
+  }
 
   /**
    * First step of a pick: the candidates (see collectCandidates) and their
@@ -88,14 +113,14 @@ export class Picker {
       ranked.push(unchecked(this.candidates[0]));
       return;
     }
-    const weights = request.weights;
+    const weights = this.weightsOf(request.weights);
     const totals = this.totals;
     const scorers = this.scorers;
     if (explain) this.contributions = new StaticArray<f64>(scorers.length * n);
     for (let i = 0; i < n; i++) unchecked(totals[i] = 0);
     for (let s = 0; s < scorers.length; s++) {
       const scorer = unchecked(scorers[s]);
-      const w = scorer.weight(weights);
+      const w = unchecked(weights[s]);
       if (w == 0) continue;
       scorer.score(this.candidates, request, this.scratch);
       for (let i = 0; i < n; i++) {

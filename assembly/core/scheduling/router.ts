@@ -12,14 +12,13 @@ import { explainPick, explainRefusal } from "./explain";
 import { FleetView } from "./fleet-view";
 import { InflightTable } from "../fleet/inflight";
 import { Picker } from "./picker";
+import { DecisionLog } from "../prefix/decision-log";
 import { PrefixDecision, PrefixIndex } from "../prefix/prefix-index";
-import { BLOCK_BYTES } from "../prefix/prefix-keys";
 import { ApiKind, OpenAIRequest } from "../openai/request";
 import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority, priorityName } from "../fleet/priority";
 import { RefusalLedger } from "../fleet/refusals";
 import { RouteRequest } from "../scorers/route-request";
-import { adapterKey } from "../scorers/lora";
-import { Endpoint, ModelRoute, Pool, prefillShare, Split } from "../fleet/snapshot";
+import { Endpoint, ModelRoute, Pool, prefillShare, Split, Weights } from "../fleet/snapshot";
 import { StaleViewPolicy, ViewPolicy, viewIsStale } from "../fleet/view";
 
 /** What the caller knows about a request besides its body (from its headers and the gateway's config). */
@@ -70,10 +69,7 @@ export class Router {
   blind: bool = false;
   /** Set when resolve() returns true: the per-try deadline to the first byte in ms (core/scheduling/deadline.ts), 0 for none. */
   deadlineMs: u32 = 0;
-  /** This router's prefix decisions not yet shared with other workers: `pendingDecisions[0..pendingCount)`. */
-  readonly pendingDecisions: PrefixDecision[] = [];
-  pendingCount: i32 = 0;
-  private matched: StaticArray<i32> = new StaticArray<i32>(0);
+  private log: DecisionLog;
   private meta: RequestMeta = new RequestMeta();
   /** Per pool name, kept across snapshots: rates and booked retries outlive a snapshot. */
   private loads: Map<string, PoolLoad> = new Map();
@@ -81,6 +77,7 @@ export class Router {
   constructor(seed: u64) {
     const prefixes = new PrefixIndex();
     this.prefixes = prefixes;
+    this.log = new DecisionLog(prefixes);
     this.picker = new Picker(seed, prefixes);
   }
 
@@ -183,18 +180,18 @@ export class Router {
     if (n > 0 && this.picker.trusted && model.profile.admission.enabled && !this.admit(n, refusals)) return false;
     request.adapterHash = model.adapter.length > 0 ? model.nameHash : 0;
     const weights = request.weights;
-    const usePrefix = weights.prefix > 0 && body.promptStart >= 0;
+    const usePrefix = body.promptStart >= 0 && this.picker.weighs(weights, true);
     if (usePrefix) request.prefix.compute(body.promptPtr(), body.promptEnd - body.promptStart, model.nameHash);
     else request.prefix.count = 0;
     const explain = this.meta.explain;
+    request.serial++;
+    request.cachedBytes = 0;
     this.picker.choose(request, explain);
     const primary = this.picker.ranked[0];
     this.count(inflight, primary);
+    this.picker.record(primary, request, this.log);
     // The pool's typical prefill is what its pods compute: a prompt's part already cached costs nothing.
-    let cachedBytes = 0;
-    if (usePrefix && request.prefix.count > 0) cachedBytes = this.recordPrefix(pool, primary);
-    pool.load!.observeShare(prefillShare(<f64>max(request.promptBytes - cachedBytes, 0) / 4));
-    if (request.adapterHash != 0 && weights.lora > 0) this.recordAdapter(primary);
+    pool.load!.observeShare(prefillShare(<f64>max(request.promptBytes - request.cachedBytes, 0) / 4));
     if (explain) this.explanation = explainPick(this.picker, this.requested!, model, this.priority, this.retried);
     return true;
   }
@@ -247,45 +244,23 @@ export class Router {
     return load;
   }
 
-  /** The adapter is (about to be) loaded on `primary`: other requests for it, from any worker, should follow. */
-  private recordAdapter(primary: Endpoint): void {
-    const d = this.nextPending();
-    d.endpoint = primary.addressHash;
-    d.newBlocks = 0;
-    d.count = 1;
-    unchecked(d.keys[0] = adapterKey(this.request.adapterHash));
-    this.prefixes.record(d);
-  }
-
   /** Takes the decisions gathered since the last call (for the shared log); valid until the next route(). */
   drainPending(): i32 {
-    const n = this.pendingCount;
-    this.pendingCount = 0;
-    return n;
+    return this.log.drain();
   }
 
-  /** Records the prompt's blocks as cached on `primary`; returns the bytes it probably held already. */
-  private recordPrefix(pool: Pool, primary: Endpoint): i32 {
-    const keys = this.request.prefix;
-    if (this.matched.length != pool.endpoints.length) this.matched = new StaticArray<i32>(pool.endpoints.length);
-    this.prefixes.match(keys, pool, this.matched);
-    const promptBlocks = (keys.promptBytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
-    const cachedBlocks = keys.coveredBytes(unchecked(this.matched[primary.slot])) / BLOCK_BYTES;
-    const d = this.nextPending();
-    d.endpoint = primary.addressHash;
-    d.newBlocks = <u32>(promptBlocks - cachedBlocks);
-    d.count = keys.count;
-    for (let k = 0; k < keys.count; k++) unchecked(d.keys[k] = keys.keys[k]);
-    this.prefixes.record(d);
-    return cachedBlocks * BLOCK_BYTES;
+  /** This router's prefix decisions not yet shared with other workers: `pendingDecisions[0..pendingCount)`. */
+  get pendingDecisions(): PrefixDecision[] {
+    return this.log.pending;
   }
 
-  /** A reusable decision record; the oldest unshared ones are overwritten if nobody drains them. */
-  private nextPending(): PrefixDecision {
-    const list = this.pendingDecisions;
-    if (this.pendingCount == MAX_PENDING) this.pendingCount = 0;
-    if (this.pendingCount == list.length) list.push(new PrefixDecision());
-    return unchecked(list[this.pendingCount++]);
+  get pendingCount(): i32 {
+    return this.log.count;
+  }
+
+  /** Some scorer `weights` weigh records its picks: only then has this router decisions to share. */
+  recordsPicks(weights: Weights): bool {
+    return this.picker.weighs(weights, false);
   }
 
   private fail(e: ApiError): bool {
@@ -299,8 +274,6 @@ const RETRY_GRACE_MS: u64 = 15_000;
 /** ...and this early (clock granularity, a client's timer firing a little soon). */
 const RETRY_EARLY_MS: u64 = 250;
 
-/** At most this many decisions wait for the next refresh tick to be shared. */
-const MAX_PENDING: i32 = 256;
 
 /** Copies the current in-flight counts onto the pool's endpoints, where the scorers read them. */
 function observe(pool: Pool, inflight: InflightTable): void {

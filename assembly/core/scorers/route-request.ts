@@ -18,6 +18,10 @@ export class RouteRequest {
   promptBytes: i32 = 0;
   /** The prompt's share of an engine's prefill step (core/fleet/snapshot.ts, prefillShare). */
   prefillShare: f64 = 0;
+  /** Counts the requests routed with this object, so a scorer can tell whether what it kept is this one's. */
+  serial: u32 = 0;
+  /** Set after the pick by the prefix scorer: the prompt bytes the chosen pod probably held already. */
+  cachedBytes: i32 = 0;
   /** The caller's clock, for ejection deadlines and the prefix index's ages. */
   nowMs: u64 = 0;
   /** Per candidate, its capacity relative to the fastest candidate (filled by the picker). */

@@ -1,14 +1,27 @@
 // A scorer rates each candidate endpoint for one request in [0, 1]; the
-// picker sums the scores weighted by the served model's profile.
-import { Endpoint, Weights } from "../fleet/snapshot";
+// picker sums the scores weighted by the served model's profile. Each scorer
+// lives in a folder of its own (code, formula, test, scorer.json) and is
+// listed once in registry.ts; its name is its key in the config's weights,
+// on the wire and in the decision header.
+import { Endpoint } from "../fleet/snapshot";
+import { DecisionLog } from "../prefix/decision-log";
 import { RouteRequest } from "./route-request";
 
 export abstract class Scorer {
-  /** This scorer's weight in a profile's weight set. */
-  abstract weight(w: Weights): f64;
+  /**
+   * `name`: its key in weights. `usesPrefixKeys`: it reads the prompt's
+   * prefix keys (the router computes them only when such a scorer weighs).
+   * `recordsPicks`: it writes what a pick taught it to the prefix index,
+   * which every worker replays (the filter shares the log only while such a
+   * scorer weighs).
+   */
+  constructor(readonly name: string, readonly usesPrefixKeys: bool = false, readonly recordsPicks: bool = false) {}
 
   /** Writes one score in [0, 1] per candidate into `out[0..n)`. */
   abstract score(candidates: Endpoint[], request: RouteRequest, out: StaticArray<f64>): void;
+
+  /** After a pick that weighed this scorer (with recordsPicks): what it learns from where the request went. */
+  record(primary: Endpoint, request: RouteRequest, log: DecisionLog): void {}
 }
 
 /**

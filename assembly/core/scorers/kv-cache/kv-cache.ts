@@ -1,10 +1,12 @@
-import { RouteRequest } from "./route-request";
-import { Endpoint, Weights } from "../fleet/snapshot";
-import { Scorer } from "./scorer";
+import { Endpoint } from "../../fleet/snapshot";
+import { RouteRequest } from "../route-request";
+import { Scorer } from "../scorer";
 
 /** Prefers free KV-cache memory: 1 - usage, clamped to [0, 1]. */
 export class KvCacheScorer extends Scorer {
-  weight(w: Weights): f64 { return w.kvCache; }
+  constructor() {
+    super("kvCache");
+  }
 
   score(candidates: Endpoint[], request: RouteRequest, out: StaticArray<f64>): void {
     for (let i = 0; i < candidates.length; i++) {

@@ -1,6 +1,6 @@
-import { RouteRequest } from "./route-request";
-import { Endpoint, Weights } from "../fleet/snapshot";
-import { RatioScorer } from "./scorer";
+import { Endpoint } from "../../fleet/snapshot";
+import { RouteRequest } from "../route-request";
+import { RatioScorer } from "../scorer";
 
 /**
  * A batch step's cost, in sequences, before any sequence is decoded, as a
@@ -26,7 +26,9 @@ export const STEP_OVERHEAD_SHARE: f64 = 1.0 / 64;
  * batch), and adapter or prefix affinity decide until load is real.
  */
 export class RunningScorer extends RatioScorer {
-  weight(w: Weights): f64 { return w.running; }
+  constructor() {
+    super("running");
+  }
 
   load(e: Endpoint, request: RouteRequest, i: i32): f64 {
     return (e.estimatedTotal + e.effectiveSlots * STEP_OVERHEAD_SHARE) / unchecked(request.capacity[i]);

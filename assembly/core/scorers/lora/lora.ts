@@ -1,8 +1,9 @@
-import { mix64, rendezvous } from "../wire/hash";
-import { PrefixIndex } from "../prefix/prefix-index";
-import { RouteRequest } from "./route-request";
-import { Endpoint, Weights } from "../fleet/snapshot";
-import { Scorer } from "./scorer";
+import { Endpoint } from "../../fleet/snapshot";
+import { DecisionLog } from "../../prefix/decision-log";
+import { PrefixIndex } from "../../prefix/prefix-index";
+import { mix64, rendezvous } from "../../wire/hash";
+import { RouteRequest } from "../route-request";
+import { Scorer } from "../scorer";
 
 const RUNNING = 1.0;
 const WAITING = 0.8;
@@ -32,13 +33,14 @@ const UNKNOWN = 0.5;
  * else; the load scorers still steer it to the pod with most room. A popular
  * adapter stays where it runs until those pods' load outweighs the affinity,
  * so it spreads over as many pods as its traffic needs, not over all of them.
+ *
+ * After a pick it records the adapter on the chosen pod in the prefix index,
+ * so other requests for it, from any worker, follow before a scrape shows it.
  */
 export class LoraScorer extends Scorer {
   constructor(private index: PrefixIndex) {
-    super();
+    super("lora", false, true);
   }
-
-  weight(w: Weights): f64 { return w.lora; }
 
   score(candidates: Endpoint[], request: RouteRequest, out: StaticArray<f64>): void {
     const n = candidates.length;
@@ -70,6 +72,16 @@ export class LoraScorer extends Scorer {
     }
     // Only a cold adapter needs a placement: one already somewhere should go (or spread) from there.
     if (placed >= 0 && !anyHolder) unchecked(out[placed] += PLACEMENT);
+  }
+
+  record(primary: Endpoint, request: RouteRequest, log: DecisionLog): void {
+    if (request.adapterHash == 0) return;
+    const d = log.next();
+    d.endpoint = primary.addressHash;
+    d.newBlocks = 0;
+    d.count = 1;
+    unchecked(d.keys[0] = adapterKey(request.adapterHash));
+    log.record(d);
   }
 }
 

@@ -1,6 +1,6 @@
-import { RouteRequest } from "./route-request";
-import { Endpoint, prefillShare, Weights } from "../fleet/snapshot";
-import { RatioScorer } from "./scorer";
+import { Endpoint, prefillShare } from "../../fleet/snapshot";
+import { RouteRequest } from "../route-request";
+import { RatioScorer } from "../scorer";
 
 /**
  * Loading a LoRA adapter stalls the pod about as long as a full prefill step
@@ -30,7 +30,9 @@ const ADAPTER_LOAD_TOKENS: f64 = 2048;
  * pod (2.9) beats a fast one with 2 queued (3).
  */
 export class QueueScorer extends RatioScorer {
-  weight(w: Weights): f64 { return w.queue; }
+  constructor() {
+    super("queue");
+  }
 
   load(e: Endpoint, request: RouteRequest, i: i32): f64 {
     return predictedWait(e, request, i);
