@@ -56,10 +56,15 @@ afterEach(stopStack);
 
 /** The fleet of this file: one pool, two pods, the adapter loaded on WARM only. */
 async function startIdleFleet(opts: TrafficOptions = {}): Promise<TrafficStack> {
+  // The two pods are the same engine, and the pool says so (as an operator
+  // may): a fake pod's real-time speed is this test process's CPU, which a
+  // loaded machine gives the busier pod less of, so a learned speed would
+  // test the machine too.
   const pool: FleetPool = {
     name: "llama",
     baseModel: LLAMA,
     adapters: [ADAPTER],
+    statedCapacity: 1,
     pods: [
       { name: WARM, preloadAdapters: [ADAPTER], engineConfig: { maxNumSeqs: BATCH } },
       { name: COLD, engineConfig: { maxNumSeqs: BATCH } },

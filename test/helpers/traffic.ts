@@ -76,7 +76,10 @@ export async function startTrafficStack(pools: FleetPool[], opts: TrafficOptions
           engine: p.engine ?? "vllm",
           adapters: p.adapters ?? [],
           ...fleetBatchSlots(p),
-          endpoints: p.pods.map((pod) => byPod.get(pod.name)!),
+          endpoints: p.pods.map((pod) => {
+            const address = byPod.get(pod.name)!;
+            return p.statedCapacity === undefined ? address : { address, capacity: p.statedCapacity };
+          }),
         })),
         ...(opts.profiles ? { profiles: opts.profiles } : {}),
         ...(opts.models ? { models: opts.models } : {}),

@@ -179,6 +179,8 @@ export interface FleetPool {
   pods: Array<Omit<PodSpec, "model" | "adapters" | "metricsFormat">>;
   /** Addresses that are no fake pod (e.g. a closed port). */
   extraEndpoints?: string[];
+  /** Every pod's stated speed (pools[].endpoints[].capacity) instead of the one the aggregator learns. */
+  statedCapacity?: number;
 }
 
 export interface FleetStack extends Stack {
