@@ -20,13 +20,14 @@ import { hashBuffer, mix64 } from "./core/wire/hash";
 import { PoolLoad } from "./core/fleet/pool-load";
 import { LocalRefusals } from "./core/fleet/refusals";
 import { findUsage, Usage, UsageTail } from "./core/openai/usage";
-import { Outcome } from "./core/fleet/outcome";
+import { Ledgers, NO_RESPONSE, RequestEnd } from "./core/lifecycle";
 
 let router = new Router(1);
 let view = new FleetView();
 let inflight = new InflightTable();
 let refusals = new LocalRefusals();
 let health = new HealthLedger();
+let healthRules = new HealthRules();
 let logReader = new PrefixLogReader();
 let writer: u32 = 1;
 let version: u64 = 0;
@@ -38,7 +39,7 @@ let routedIn = new Map<u64, PoolLoad>();
 let nowMs: u64 = 1;
 view.heardMs = 1;
 
-/** Starts over: a new tie-break sequence for `seed`, and no snapshot, counts or prefix history. */
+/** Starts over: a new tie-break sequence for `seed`, no snapshot, counts, health or prefix history, the default health rules. */
 export function reset(seed: u64): void {
   const policy = router.policy;
   router = new Router(seed);
@@ -48,6 +49,7 @@ export function reset(seed: u64): void {
   inflight = new InflightTable();
   refusals = new LocalRefusals();
   health = new HealthLedger();
+  healthRules = new HealthRules();
   logReader = new PrefixLogReader();
   routedIn = new Map<u64, PoolLoad>();
   // Distinct seeds give distinct writer ids, so instances tell their records apart.
@@ -66,18 +68,51 @@ export function setViewPolicy(maxAgeMs: u64, stalePolicy: i32): void {
   router.policy.stalePolicy = <StaleViewPolicy>stalePolicy;
 }
 
+/** The passive-health ledger's rules, as the filter's config sets them (gateway.passiveHealth). */
+export function setHealthRules(ejectAfter: u32, ejectMs: u64): void {
+  healthRules = new HealthRules();
+  healthRules.threshold = ejectAfter;
+  healthRules.ejectMs = ejectMs;
+}
+
+/** This instance's tables, as a request's end changes them (core/lifecycle.ts). */
+class NativeLedgers extends Ledgers {
+  release(hash: u64): void {
+    inflight.add(hash, -1);
+  }
+
+  recordFailure(address: string, nowMs: u64, eject: bool): void {
+    health.recordFailure(address, nowMs, healthRules, eject);
+  }
+
+  recordSuccess(address: string): void {
+    health.recordSuccess(address);
+  }
+
+  hasFailures(address: string): bool {
+    return health.hasFailures(address);
+  }
+}
+
+const ledgers = new NativeLedgers();
+const requestEnd = new RequestEnd();
+
 /**
- * Passive health as the filter records it: a failure (true) or success of
- * `address` at the clock's now; `eject`: a failure that ejects at once (Envoy
- * moved the request off the pod).
+ * A request routed first to `primary` ended, as the filter ends one when its
+ * stream is done: `upstream` is the pod Envoy's last try went to ("" when no
+ * pod answered), `status` the response code (-1: none, the client left
+ * first), `flags` Envoy's response flags, `stream`/`sawDone` an event stream
+ * and whether it ended with its terminal event. Returns the failures it
+ * recorded against pods.
  */
-export function recordOutcome(address: string, failed: bool, ejectAfter: u32, ejectMs: u64, eject: bool = false): void {
-  const rules = new HealthRules();
-  rules.threshold = ejectAfter;
-  rules.ejectMs = ejectMs;
-  if (failed) health.recordFailure(address, nowMs, rules, eject);
-  else health.recordSuccess(address);
-  if (view.current != null) health.applyTo(view.current!);
+export function endRequest(primary: string, upstream: string, status: i32, flags: u64, stream: bool, sawDone: bool): i32 {
+  const hash = hashBuffer(String.UTF8.encode(primary));
+  const served = upstream.length > 0 && upstream != primary ? upstream : null;
+  // The pool it was routed in, as the filter's stream remembers it (a later snapshot may have moved the pod).
+  const load = routedIn.has(hash) ? routedIn.get(hash) : null;
+  requestEnd.end(primary, hash, served, upstream.length > 0, status < 0 ? NO_RESPONSE : <i64>status, flags, stream, sawDone, load, nowMs, ledgers);
+  if (requestEnd.healthChanged && view.current != null) health.applyTo(view.current!);
+  return requestEnd.failures;
 }
 
 /**
@@ -195,17 +230,6 @@ export function refusalTable(): Uint8Array {
   return out;
 }
 
-/**
- * A routed request to `address` ended (the filter does this when the stream
- * is done), at the clock's now; `answered`: a pod answered it, which counts
- * toward its pool's drain rate.
- */
-export function release(address: string, answered: bool): void {
-  const hash = hashBuffer(String.UTF8.encode(address));
-  inflight.add(hash, -1);
-  // The pool it was routed in, as the filter's stream remembers it (a later snapshot may have moved the pod).
-  if (answered && routedIn.has(hash)) routedIn.get(hash).completed(nowMs);
-}
 
 /** This instance's count for `address` in its loaded table. */
 export function inflightOf(address: string): i32 {
@@ -269,19 +293,6 @@ export function route(body: Uint8Array, kind: i32, priority: i32, mayClaimCritic
     ',"blind":' + (router.blind ? "true" : "false") +
     ',"deadlineMs":' + router.deadlineMs.toString() +
     (explain ? explained + jsonString(router.explanation) : "") + "}";
-}
-
-const outcome = new Outcome();
-
-/**
- * How the filter judges a routed request's end (core/fleet/outcome.ts): bit 0 the
- * pod chosen first failed it, bit 1 the pod Envoy moved it to failed too,
- * bit 2 the first pod served it well, bit 3 Envoy moved it off the first pod.
- */
-export function judgeOutcome(moved: bool, status: i32, flags: u64, stream: bool, sawDone: bool): i32 {
-  outcome.judge(moved, status, flags, stream, sawDone);
-  return (outcome.primaryFailed ? 1 : 0) | (outcome.servedFailed ? 2 : 0) | (outcome.primarySucceeded ? 4 : 0) |
-    (outcome.primaryMovedOff ? 8 : 0);
 }
 
 /** Whether an answer whose chunks went through usageTailPush ended with a stream's terminal event. */

@@ -32,15 +32,15 @@ import {
 } from "../abi/hostcalls";
 import { encodePairs, PairsReader } from "../abi/pairs";
 import { ApiError, bodyTooLarge, jsonString, modelNotFound } from "../core/openai/errors";
-import { Outcome } from "../core/fleet/outcome";
+import { NO_RESPONSE, RequestEnd } from "../core/lifecycle";
 import { PoolLoad } from "../core/fleet/pool-load";
 import { NO_PRIORITY, parsePriority } from "../core/fleet/priority";
-import { ApiKind } from "../core/openai/request";
+import { ApiRoute, equalsAscii, RouteOfPath, startsWithAscii } from "../core/openai/routes";
 import { RequestMeta, Router } from "../core/scheduling/router";
 import { Endpoint, ModelRoute, Pool, Snapshot } from "../core/fleet/snapshot";
 import { Usage, UsageTail } from "../core/openai/usage";
 import { FleetView } from "../core/scheduling/fleet-view";
-import { viewIsStale, StaleViewPolicy } from "../core/fleet/view";
+import { viewHealth, ViewHealth, viewIsStale } from "../core/fleet/view";
 import {
   GATEWAY_HEADER_PREFIX, HEADER_BASE_MODEL, HEADER_CLAIM_CRITICAL, HEADER_CLAIM_DEBUG, HEADER_DEBUG, HEADER_DECISION,
   HEADER_DESTINATION_ENDPOINT, HEADER_MODEL_NAME, HEADER_POOL, HEADER_PRIORITY, HEADER_REPLY, HEADER_STREAM,
@@ -50,6 +50,7 @@ import { FilterMetrics } from "./metrics";
 import { reportMemoryGrowth } from "./memory-gauge";
 import { SharedHealth } from "./shared-health";
 import { SharedInflight } from "./shared-inflight";
+import { SharedLedgers } from "./shared-ledgers";
 import { SharedPrefixLog } from "./shared-prefix-log";
 import { SharedRefusals } from "./shared-refusals";
 import { SnapshotReader } from "./shared-snapshot";
@@ -77,9 +78,6 @@ const DETAILS = utf8("llm_gateway");
 const RESPONSE_CODE = propertyPath("response.code");
 const UPSTREAM_ADDRESS = propertyPath("upstream.address");
 const RESPONSE_FLAGS = propertyPath("response.flags");
-const MODELS_PREFIX = "/v1/models/";
-
-const enum Route { Other = 0, Inference = 1, ListModels = 2, GetModel = 3, Health = 4 }
 
 export class GatewayRoot extends RootContext {
   config: FilterConfig = new FilterConfig();
@@ -98,8 +96,9 @@ export class GatewayRoot extends RootContext {
   meta: RequestMeta = new RequestMeta();
   /** An answer's token counts, read when its stream ends. */
   usage: Usage = new Usage();
-  /** How the request that just ended went, for the health ledger. */
-  outcome: Outcome = new Outcome();
+  /** The end of the request that just ended: release, drain, blame (core/lifecycle.ts). */
+  requestEnd: RequestEnd = new RequestEnd();
+  ledgers: SharedLedgers = new SharedLedgers(this.inflight, this.health);
   scratch: HostBytes = new HostBytes();
   pairs: PairsReader = new PairsReader();
   /** Envoy's clock at the last tick: fine for ages and deadlines, and no host call per request. */
@@ -183,30 +182,18 @@ export class GatewayRoot extends RootContext {
   }
 
   /**
-   * Records how a routed request ended (core/fleet/outcome.ts): against the pod
-   * the filter chose first, and the pod that served it if Envoy moved it.
+   * A routed request ended (core/lifecycle.ts): `upstream` is the pod Envoy's
+   * last try went to (empty: none answered), `status` NO_RESPONSE when the
+   * client left before any answer.
    */
-  recordOutcome(primary: Endpoint, upstream: HostBytes, status: i64, flags: u64, stream: bool, sawDone: bool): void {
-    const health = this.health;
-    const moved = upstream.len > 0 && !sameBytes(upstream, primary.addressBytes);
-    const o = this.outcome;
-    o.judge(moved, status, flags, stream, sawDone);
-    let failures = 0;
-    if (o.primaryFailed) {
-      health.recordFailure(primary.address, this.nowMs, o.primaryMovedOff);
-      failures++;
-    }
-    if (o.servedFailed) {
-      health.recordFailure(upstream.toString(), this.nowMs);
-      failures++;
-    }
-    if (o.primarySucceeded) {
-      if (!health.ledger.hasFailures(primary.address)) return;
-      health.recordSuccess(primary.address);
-    }
-    if (failures == 0 && !o.primarySucceeded) return;
+  endRequest(primary: Endpoint, load: PoolLoad | null, upstream: HostBytes, status: i64, flags: u64, stream: bool, sawDone: bool): void {
+    // The served pod's address is decoded only when Envoy moved the request: rarely.
+    const served = upstream.len > 0 && !sameBytes(upstream, primary.addressBytes) ? upstream.toString() : null;
+    const end = this.requestEnd;
+    end.end(primary.address, primary.addressHash, served, upstream.len > 0, status, flags, stream, sawDone, load, this.nowMs, this.ledgers);
+    if (!end.healthChanged) return;
     this.applyHealth();
-    if (failures > 0) this.stats!.failures(failures);
+    if (end.failures > 0) this.stats!.failures(end.failures);
   }
 
   private refresh(): void {
@@ -240,8 +227,7 @@ export class GatewayRoot extends RootContext {
 }
 
 class GatewayStream extends HttpContext {
-  private route: Route = Route.Other;
-  private kind: ApiKind = ApiKind.Other;
+  private path: RouteOfPath = new RouteOfPath();
   /** Waiting for the end of the body (its last data frame or trailers). */
   private holding: bool = false;
   /** The filter answered this request itself. */
@@ -285,46 +271,41 @@ class GatewayStream extends HttpContext {
       while (pairs.next()) {
         const k = pairs.keyPtr;
         const kl = pairs.keyLen;
-        if (startsWith(k, kl, GATEWAY_HEADER_PREFIX)) {
-          if (config.criticalFrom == Gate.Claim && equals(k, kl, CRITICAL_CLAIM)) {
+        if (startsWithAscii(k, kl, GATEWAY_HEADER_PREFIX)) {
+          if (config.criticalFrom == Gate.Claim && equalsAscii(k, kl, CRITICAL_CLAIM)) {
             criticalClaim = root.claimAllows(pairs.valuePtr, pairs.valueLen, config.criticalClaims);
-          } else if (config.debug == Gate.Claim && equals(k, kl, DEBUG_CLAIM)) {
+          } else if (config.debug == Gate.Claim && equalsAscii(k, kl, DEBUG_CLAIM)) {
             debugClaim = root.claimAllows(pairs.valuePtr, pairs.valueLen, config.debugClaims);
           } else {
             root.stats!.spoofedHeader();
           }
           removeHeaderRaw(MapType.RequestHeaders, k, kl);
-        } else if (equals(k, kl, HEADER_PRIORITY)) {
+        } else if (equalsAscii(k, kl, HEADER_PRIORITY)) {
           this.priority = parsePriority(pairs.valuePtr, pairs.valueLen);
-        } else if (equals(k, kl, HEADER_DEBUG)) {
-          debugAsked = equals(pairs.valuePtr, pairs.valueLen, "1") || equals(pairs.valuePtr, pairs.valueLen, "true");
-        } else if (equals(k, kl, ":path")) {
+        } else if (equalsAscii(k, kl, HEADER_DEBUG)) {
+          debugAsked = equalsAscii(pairs.valuePtr, pairs.valueLen, "1") || equalsAscii(pairs.valuePtr, pairs.valueLen, "true");
+        } else if (equalsAscii(k, kl, ":path")) {
           pathPtr = pairs.valuePtr;
-          pathLen = pathEnd(pairs.valuePtr, pairs.valueLen);
-        } else if (equals(k, kl, ":method")) {
-          isPost = equals(pairs.valuePtr, pairs.valueLen, "POST");
-          isGet = equals(pairs.valuePtr, pairs.valueLen, "GET");
-        } else if (equals(k, kl, "content-length")) {
+          pathLen = pairs.valueLen;
+        } else if (equalsAscii(k, kl, ":method")) {
+          isPost = equalsAscii(pairs.valuePtr, pairs.valueLen, "POST");
+          isGet = equalsAscii(pairs.valuePtr, pairs.valueLen, "GET");
+        } else if (equalsAscii(k, kl, "content-length")) {
           contentLength = parseDecimal(pairs.valuePtr, pairs.valueLen);
         }
       }
     }
-    // Envoy has already normalised the path (normalize_path, merge_slashes).
-    if (isPost) this.classifyPost(pathPtr, pathLen);
-    else if (isGet) this.classifyGet(pathPtr, pathLen);
-    let modelId = "";
-    if (this.route == Route.GetModel) {
-      modelId = percentDecode(pathPtr + <usize>MODELS_PREFIX.length, pathLen - MODELS_PREFIX.length);
-    }
+    const path = this.path;
+    path.classify(isPost, isGet, pathPtr, pathLen);
     raw.release();
     this.contentLength = contentLength;
     this.mayClaimCritical = config.criticalFrom == Gate.Anyone || criticalClaim;
     this.explain = config.debug == Gate.Anyone || (debugAsked && debugClaim);
 
-    if (this.route == Route.Other) return HeaderAction.Continue;
-    if (this.route == Route.ListModels) return this.reply(200, root.modelsJson(), root.headersFor(200));
-    if (this.route == Route.GetModel) return this.answerModel(modelId);
-    if (this.route == Route.Health) return this.answerHealth();
+    if (path.route == ApiRoute.Other) return HeaderAction.Continue;
+    if (path.route == ApiRoute.ListModels) return this.reply(200, root.modelsJson(), root.headersFor(200));
+    if (path.route == ApiRoute.GetModel) return this.answerModel(path.modelId);
+    if (path.route == ApiRoute.Health) return this.answerHealth();
     if (contentLength > root.config.maxBodyBytes) return this.fail(bodyTooLarge(root.config.maxBodyBytes));
     // No body at all: the router answers it, in the same words as for any body it cannot read.
     if (endOfStream) return this.decide(0) ? HeaderAction.Continue : HeaderAction.StopIteration;
@@ -374,23 +355,19 @@ class GatewayStream extends HttpContext {
     const primary = this.primary;
     if (primary == null) return;
     const root = this.root;
-    // However the request ended, it is no longer in flight.
-    root.inflight.add(primary.addressHash, -1);
     const bytes = root.scratch;
-    // No response code: the client went away before any answer; nothing learned.
-    if (!getPropertyBytes(RESPONSE_CODE, bytes) || bytes.len != 8) {
-      bytes.release();
-      return;
-    }
-    const status = load<i64>(bytes.ptr);
+    let status: i64 = NO_RESPONSE;
     let flags: u64 = 0;
-    if (getPropertyBytes(RESPONSE_FLAGS, bytes) && bytes.len == 8) flags = load<u64>(bytes.ptr);
-    if (!getPropertyBytes(UPSTREAM_ADDRESS, bytes)) bytes.release();
-    // A pod answered: the pool drained one. (Envoy's own refusals, e.g. a
-    // model route's rate limit, come without an upstream and drain nothing.)
-    if (bytes.len > 0) this.load!.completed(root.nowMs);
+    if (getPropertyBytes(RESPONSE_CODE, bytes) && bytes.len == 8) {
+      status = load<i64>(bytes.ptr);
+      if (getPropertyBytes(RESPONSE_FLAGS, bytes) && bytes.len == 8) flags = load<u64>(bytes.ptr);
+      // No upstream: Envoy answered itself (e.g. a model route's rate limit), no pod did.
+      if (!getPropertyBytes(UPSTREAM_ADDRESS, bytes)) bytes.release();
+    } else {
+      bytes.release();
+    }
     const tail = this.tail;
-    root.recordOutcome(primary, bytes, status, flags, this.stream, tail != null && tail.endsWithDone());
+    root.endRequest(primary, this.load, bytes, status, flags, this.stream, tail != null && tail.endsWithDone());
     bytes.release();
   }
 
@@ -426,7 +403,7 @@ class GatewayStream extends HttpContext {
     const body = root.scratch;
     if (bodySize > 0) getBufferBytes(BufferType.RequestBody, 0, bodySize, body);
     root.snapshot();
-    if (!router.resolve(body.ptr, body.len, this.kind, root.view, root.nowMs, meta)) {
+    if (!router.resolve(body.ptr, body.len, this.path.kind, root.view, root.nowMs, meta)) {
       body.release();
       this.fail(router.error!);
       return false;
@@ -499,19 +476,6 @@ class GatewayStream extends HttpContext {
     replaceHeaderRaw(MapType.RequestHeaders, DESTINATION_HEADER, out, <i32>pos);
   }
 
-  private classifyPost(ptr: usize, len: i32): void {
-    if (equals(ptr, len, "/v1/chat/completions")) this.kind = ApiKind.Chat;
-    else if (equals(ptr, len, "/v1/completions")) this.kind = ApiKind.Completions;
-    else if (!equals(ptr, len, "/v1/embeddings")) return;
-    this.route = Route.Inference;
-  }
-
-  private classifyGet(ptr: usize, len: i32): void {
-    if (equals(ptr, len, "/v1/models")) this.route = Route.ListModels;
-    else if (len > MODELS_PREFIX.length && startsWith(ptr, len, MODELS_PREFIX)) this.route = Route.GetModel;
-    else if (equals(ptr, len, "/health")) this.route = Route.Health;
-  }
-
   private answerModel(id: string): HeaderAction {
     const snap = this.root.snapshot();
     if (snap == null) return this.fail(modelNotFound(id));
@@ -524,10 +488,8 @@ class GatewayStream extends HttpContext {
   private answerHealth(): HeaderAction {
     const root = this.root;
     const snap = root.snapshot();
-    const stale = root.viewIsStale();
-    let status = "ok";
-    if (snap == null || (stale && root.config.view.stalePolicy == StaleViewPolicy.Reject)) status = "unavailable";
-    else if (stale) status = "degraded";
+    const verdict = viewHealth(snap != null, root.viewIsStale(), root.config.view.stalePolicy);
+    const status = verdict == ViewHealth.Unavailable ? "unavailable" : verdict == ViewHealth.Degraded ? "degraded" : "ok";
     const heard = root.view.heardMs;
     const body = '{"status":"' + status + '","snapshot_version":' + (snap == null ? "0" : snap.version.toString()) +
       ',"view_age_ms":' + (heard == 0 ? "null" : (root.nowMs > heard ? root.nowMs - heard : 0).toString()) + "}";
@@ -576,52 +538,8 @@ function modelListJson(snap: Snapshot): string {
 }
 
 /** Length of a :path value without its query string. */
-function pathEnd(ptr: usize, len: i32): i32 {
-  for (let i = 0; i < len; i++) if (load<u8>(ptr + <usize>i) == 0x3f) return i;
-  return len;
-}
-
 function sameBytes(a: HostBytes, b: ArrayBuffer): bool {
   return a.len == b.byteLength && memory.compare(a.ptr, changetype<usize>(b), <usize>a.len) == 0;
-}
-
-function equals(ptr: usize, len: i32, s: string): bool {
-  return len == s.length && startsWith(ptr, len, s);
-}
-
-/** ASCII, case-sensitive: header names arrive lower-cased from Envoy. */
-function startsWith(ptr: usize, len: i32, prefix: string): bool {
-  if (len < prefix.length) return false;
-  for (let i = 0; i < prefix.length; i++) {
-    if (<i32>load<u8>(ptr + <usize>i) != prefix.charCodeAt(i)) return false;
-  }
-  return true;
-}
-
-/** A path segment's %XX escapes decoded (model ids may be escaped by clients); bad escapes stay as they are. */
-function percentDecode(ptr: usize, len: i32): string {
-  const out = new Uint8Array(len);
-  let n = 0;
-  for (let i = 0; i < len; i++) {
-    const c = load<u8>(ptr + <usize>i);
-    if (c == 0x25 && i + 2 < len) {
-      const hi = hexDigit(load<u8>(ptr + <usize>(i + 1)));
-      const lo = hexDigit(load<u8>(ptr + <usize>(i + 2)));
-      if (hi >= 0 && lo >= 0) {
-        out[n++] = <u8>((hi << 4) | lo);
-        i += 2;
-        continue;
-      }
-    }
-    out[n++] = c;
-  }
-  return String.UTF8.decodeUnsafe(out.dataStart, <usize>n);
-}
-
-function hexDigit(c: u8): i32 {
-  if (c >= 0x30 && c <= 0x39) return c - 0x30;
-  const l = c | 0x20;
-  return l >= 0x61 && l <= 0x66 ? l - 0x61 + 10 : -1;
 }
 
 /** A non-negative decimal, or -1 if the value is not one. */

@@ -84,8 +84,11 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
         routedTo.delete(request.index);
         const router = workers[request.worker];
         setClock(router, t);
-        // A pod's answer (its 400 included) counts toward the drain rate; the client giving up at the deadline does not.
-        shared.release(router, address, fleet.records[request.index].error !== TIMEOUT);
+        // The filter's own end of a request (core/lifecycle.ts): a pod's answer, its 400 included, drains the pool
+        // and is judged for the health ledger; the client giving up at the deadline teaches nothing.
+        const error = fleet.records[request.index].error;
+        const status = error === TIMEOUT ? undefined : error === undefined ? 200 : Number(/^(\d{3})\b/.exec(error)?.[1] ?? 500);
+        shared.endRequest(router, { address, status });
       });
 
       const byAddress = new Map(fleet.pods.map((p) => [p.address, p.index]));

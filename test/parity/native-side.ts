@@ -13,13 +13,12 @@
 //   table, then, when a pool scores prefixes or adapters, swap decisions
 //   through the prefix log; between refreshes the router sees the clock of
 //   the last one;
-// - the stream's end (GatewayStream.onDone): the request leaves the in-flight
-//   table whatever happened, and counts toward its pool's drain rate;
-// - passive health (GatewayRoot.recordOutcome): when a routed stream ends
-//   with a response code, the core's judgement (core/fleet/outcome.ts) decides
-//   which pod failed it, or that the first pod served it well. (Each worker
-//   keeps its own copy here; the filter shares one ledger, which the
-//   scenarios' single worker cannot tell apart.)
+// - the stream's end (GatewayStream.onDone): the core's RequestEnd
+//   (core/lifecycle.ts) in both builds: the request leaves the in-flight
+//   table whatever happened, counts toward its pool's drain rate, and the
+//   pod to blame goes to the passive-health ledger. (Each worker keeps its
+//   own ledger here; the filter shares one, which the scenarios' single
+//   worker cannot tell apart.)
 import type { NativeRouter } from "../../testing/native/router.js";
 import { NativeSharedData } from "../../testing/native/shared-data.js";
 import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
@@ -64,6 +63,7 @@ export class NativeSide implements Side {
     this.workers = routers.map((router, i) => {
       router.reset(options.seeds[i]);
       router.setViewPolicy(options.viewPolicy.maxAgeMs, options.viewPolicy.policy);
+      router.setHealthRules(options.health);
       return { router, seenVersion: 0, loaded: false, prefixOn: false };
     });
     for (const w of this.workers) this.refresh(w);
@@ -130,15 +130,7 @@ export class NativeSide implements Side {
     this.primaries.delete(id);
     if (routed === undefined) return;
     const { router } = this.workers[routed.worker];
-    const primary = routed.address;
-    this.shared.release(router, primary, status !== undefined);
-    if (status === undefined) return;
-    const rules = this.options.health;
-    const moved = upstream !== undefined && upstream !== primary;
-    const o = router.judgeOutcome({ moved, status, flags: 0n, stream: routed.stream, sawDone: !broken });
-    if (o.primaryFailed) router.recordOutcome(primary, true, rules, o.primaryMovedOff);
-    if (o.servedFailed) router.recordOutcome(upstream!, true, rules);
-    if (o.primarySucceeded) router.recordOutcome(primary, false, rules);
+    this.shared.endRequest(router, { address: routed.address, status, upstream: upstream ?? (status === undefined ? "" : routed.address), stream: routed.stream, sawDone: !broken });
   }
 }
 

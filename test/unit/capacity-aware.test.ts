@@ -139,40 +139,49 @@ describe("deadlines to the first byte", () => {
 
 describe("the health ledger", () => {
   it("ejects a pod Envoy had to move a request off at once, and one that fails itself after the threshold", () => {
-    const rules = { ejectAfter: 3, ejectMs: 10_000 };
+    router.setHealthRules({ ejectAfter: 3, ejectMs: 10_000 });
     shared.install(router, fleet({}, {}));
-    router.recordOutcome(A, true, rules, true);
+    // Routed to A, moved by Envoy to B, which answered.
+    expect(shared.endRequest(router, { address: A, status: 200, upstream: B })).toBe(1);
     for (let i = 0; i < 10; i++) expect(endpointOf(shared.route(router, chat(), "chat", {}))).toBe(B);
-    router.recordOutcome(B, true, rules);
-    router.recordOutcome(B, true, rules);
+    expect(shared.endRequest(router, { address: B, status: 500 })).toBe(1);
+    expect(shared.endRequest(router, { address: B, status: 503 })).toBe(1);
     // Two failures of B's own: not yet ejected (and A still is, so B it is).
     expect(endpointOf(shared.route(router, chat(), "chat", {}))).toBe(B);
   });
 });
 
 describe("how a request's end is judged", () => {
-  const judge = (moved: boolean, status: number, flags: bigint, stream = false, sawDone = false) =>
-    router.judgeOutcome({ moved, status, flags, stream, sawDone });
   const UT = 0x4n;
   const UC = 0x40n;
   const DC = 0x4000n;
+  /** Ends one request routed to A (failures recorded), then says whether A and B are ejected, each by one failure. */
+  function end(spec: { status?: number; upstream?: string; flags?: bigint; stream?: boolean; sawDone?: boolean }) {
+    router.reset(7);
+    router.setHealthRules({ ejectAfter: 1, ejectMs: 10_000 });
+    shared = new NativeSharedData();
+    shared.install(router, fleet({}, {}));
+    const failures = shared.endRequest(router, { address: A, ...spec });
+    const picks = new Set(Array.from({ length: 8 }, () => endpointOf(shared.route(router, chat(), "chat", {}))));
+    return { failures, aEjected: !picks.has(A), bEjected: !picks.has(B) };
+  }
 
   it("blames the first pod when Envoy moved the request, and the pod that served it when that failed too", () => {
-    expect(judge(true, 200, 0n)).toEqual({ primaryFailed: true, primaryMovedOff: true, servedFailed: false, primarySucceeded: false });
-    expect(judge(true, 503, 0n)).toEqual({ primaryFailed: true, primaryMovedOff: true, servedFailed: true, primarySucceeded: false });
+    expect(end({ status: 200, upstream: B })).toEqual({ failures: 1, aEjected: true, bEjected: false });
+    // Both failed: the pool fails open to both.
+    expect(end({ status: 503, upstream: B }).failures).toBe(2);
   });
 
   it("counts a deadline, a reset after the headers and a broken stream as failures", () => {
-    expect(judge(false, 504, UT).primaryFailed).toBe(true);
-    expect(judge(false, 200, UC).primaryFailed).toBe(true);
-    expect(judge(false, 200, 0n, true, false).primaryFailed).toBe(true);
-    expect(judge(false, 200, 0n, true, true)).toEqual({ primaryFailed: false, primaryMovedOff: false, servedFailed: false, primarySucceeded: true });
-    // Failures the pod returned itself count towards the threshold; a move off it ejects at once.
-    expect(judge(false, 504, UT).primaryMovedOff).toBe(false);
+    expect(end({ status: 504, flags: UT }).failures).toBe(1);
+    expect(end({ status: 200, flags: UC }).failures).toBe(1);
+    expect(end({ status: 200, stream: true, sawDone: false }).failures).toBe(1);
+    expect(end({ status: 200, stream: true, sawDone: true })).toEqual({ failures: 0, aEjected: false, bEjected: false });
   });
 
-  it("learns nothing from a stream the client left", () => {
-    expect(judge(false, 200, DC, true, false)).toEqual({ primaryFailed: false, primaryMovedOff: false, servedFailed: false, primarySucceeded: false });
+  it("learns nothing from a stream the client left, nor from a request that got no answer", () => {
+    expect(end({ status: 200, flags: DC, stream: true, sawDone: false }).failures).toBe(0);
+    expect(end({}).failures).toBe(0);
   });
 
   it("finds the terminal event at a stream's end, blank lines after it allowed", () => {

@@ -60,7 +60,8 @@ describe("view age", () => {
       endpoint("10.0.0.4:80", { waiting: 0 }),
     ], { queue: 1, kvCache: 0, running: 0 })]));
     router.setClock(1_000_000, 1_000_000);
-    router.recordOutcome("10.0.0.4:80", true, { ejectAfter: 1, ejectMs: 60_000 });
+    router.setHealthRules({ ejectAfter: 1, ejectMs: 60_000 });
+    router.endRequest({ address: "10.0.0.4:80", status: 500 });
     router.setClock(1_000_000 + 3_001, 1_000_000);
     // Stale metrics rank nothing: 10.0.0.1 and 10.0.0.3 tie on none in flight; the
     // pod the aggregator saw failing and the ejected one are never named.
@@ -108,11 +109,13 @@ describe("view age", () => {
 });
 
 describe("passive health", () => {
+  beforeEach(() => router.setHealthRules(RULES));
+
   it("ejects a pod after consecutive failures, and lets it back after the ejection time", () => {
-    router.recordOutcome("10.0.0.1:80", true, RULES);
-    router.recordOutcome("10.0.0.1:80", true, RULES);
+    router.endRequest({ address: "10.0.0.1:80", status: 500 });
+    router.endRequest({ address: "10.0.0.1:80", status: 500 });
     expect(routed(router.route(CHAT)).endpoint).toBe("10.0.0.1:80");
-    router.recordOutcome("10.0.0.1:80", true, RULES);
+    router.endRequest({ address: "10.0.0.1:80", status: 500 });
     for (let i = 0; i < 10; i++) {
       const r = routed(router.route(CHAT));
       expect([r.endpoint, ...r.fallbacks]).not.toContain("10.0.0.1:80");
@@ -122,19 +125,20 @@ describe("passive health", () => {
   });
 
   it("clears a pod's failures on a success", () => {
-    router.recordOutcome("10.0.0.1:80", true, RULES);
-    router.recordOutcome("10.0.0.1:80", true, RULES);
-    router.recordOutcome("10.0.0.1:80", false, RULES);
-    router.recordOutcome("10.0.0.1:80", true, RULES);
+    router.endRequest({ address: "10.0.0.1:80", status: 500 });
+    router.endRequest({ address: "10.0.0.1:80", status: 500 });
+    router.endRequest({ address: "10.0.0.1:80", status: 200 });
+    router.endRequest({ address: "10.0.0.1:80", status: 500 });
     expect(routed(router.route(CHAT)).endpoint).toBe("10.0.0.1:80");
   });
 
   it("keeps ejections across a new snapshot, and falls back to ejected pods only when all are", () => {
-    for (const a of ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"]) for (let i = 0; i < 3; i++) router.recordOutcome(a, true, RULES);
+    for (const a of ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"]) for (let i = 0; i < 3; i++) router.endRequest({ address: a, status: 500 });
     loadQueues([0, 0, 0, 9]);
     const r = routed(router.route(CHAT));
     expect([r.endpoint, ...r.fallbacks]).toEqual(["10.0.0.4:80"]);
-    router.recordOutcome("10.0.0.4:80", true, { ...RULES, ejectAfter: 1 });
+    router.setHealthRules({ ...RULES, ejectAfter: 1 });
+    router.endRequest({ address: "10.0.0.4:80", status: 500 });
     expect(routed(router.route(CHAT)).endpoint).not.toBeNull();
   });
 });

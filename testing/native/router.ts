@@ -62,13 +62,19 @@ export type RouteResult =
       explanation?: string;
     };
 
-/** Which pods a routed request's end counts for or against (core/fleet/outcome.ts). */
-export interface Outcome {
-  primaryFailed: boolean;
-  /** Envoy moved the request off the first pod: a failure that ejects at once. */
-  primaryMovedOff: boolean;
-  servedFailed: boolean;
-  primarySucceeded: boolean;
+/** How a routed request ended, as the filter sees it when its stream is done (core/lifecycle.ts). */
+export interface RequestEndSpec {
+  /** The pod the request was routed to first. */
+  address: string;
+  /** The response code; absent when the client left before any answer (nothing is learned then). */
+  status?: number;
+  /** The pod Envoy's last try went to; default `address` when there is a status, "" for an answer no pod gave. */
+  upstream?: string;
+  /** Envoy's response flags (StreamInfo). */
+  flags?: bigint;
+  /** The answer was an event stream, and whether it ended with its terminal event. */
+  stream?: boolean;
+  sawDone?: boolean;
 }
 
 function priorityCode(header: string | undefined): number {
@@ -84,13 +90,12 @@ interface Bindings {
   route(body: Uint8Array, kind: number, priority: number, mayClaimCritical: boolean, explain: boolean): string;
   setClock(nowMs: bigint, heardMs: bigint): void;
   setViewPolicy(maxAgeMs: bigint, stalePolicy: number): void;
-  recordOutcome(address: string, failed: boolean, ejectAfter: number, ejectMs: bigint, eject: boolean): void;
+  setHealthRules(ejectAfter: number, ejectMs: bigint): void;
   setInflight(bytes: Uint8Array): boolean;
   setRefusals(bytes: Uint8Array): boolean;
   refusalTable(): Uint8Array;
   inflightTable(): Uint8Array;
-  release(address: string, answered: boolean): void;
-  judgeOutcome(moved: boolean, status: number, flags: bigint, stream: boolean, sawDone: boolean): number;
+  endRequest(primary: string, upstream: string, status: number, flags: bigint, stream: boolean, sawDone: boolean): number;
   inflightOf(address: string): number;
   exchangePrefixLog(log: Uint8Array): Uint8Array;
   snapshotJson(): string;
@@ -118,23 +123,9 @@ export class NativeRouter {
     this.wasm.setViewPolicy(BigInt(maxAgeMs), stalePolicy === "reject" ? 1 : 0);
   }
 
-  /**
-   * How the filter judges a routed request's end (core/fleet/outcome.ts): `moved`,
-   * Envoy's last try went to another pod than the first; `flags`, Envoy's
-   * response flags; `stream`, `sawDone`: a stream and whether it ended with
-   * its terminal event.
-   */
-  judgeOutcome(end: { moved: boolean; status: number; flags: bigint; stream: boolean; sawDone: boolean }): Outcome {
-    const bits = this.wasm.judgeOutcome(end.moved, end.status, end.flags, end.stream, end.sawDone);
-    return { primaryFailed: (bits & 1) !== 0, servedFailed: (bits & 2) !== 0, primarySucceeded: (bits & 4) !== 0, primaryMovedOff: (bits & 8) !== 0 };
-  }
-
-  /**
-   * Feeds the passive-health ledger as the filter does when a routed request
-   * ends; `eject`: a failure that ejects at once (Envoy moved the request off the pod).
-   */
-  recordOutcome(address: string, failed: boolean, rules: { ejectAfter: number; ejectMs: number }, eject = false): void {
-    this.wasm.recordOutcome(address, failed, rules.ejectAfter, BigInt(rules.ejectMs), eject);
+  /** The passive-health ledger's rules (gateway.passiveHealth): failures before ejection, and for how long. */
+  setHealthRules(rules: { ejectAfter: number; ejectMs: number }): void {
+    this.wasm.setHealthRules(rules.ejectAfter, BigInt(rules.ejectMs));
   }
 
   /**
@@ -160,12 +151,14 @@ export class NativeRouter {
   }
 
   /**
-   * A request routed to `address` ended, at the clock's now. `answered`: a pod
-   * answered it (not the client leaving first, nor Envoy refusing it after the
-   * decision), which counts toward its pool's drain rate.
+   * A routed request ended, at the clock's now (core/lifecycle.ts): its count
+   * in flight released, its pool's drain fed when a pod answered, the pod to
+   * blame written to the health ledger. Returns the failures recorded.
    */
-  release(address: string, answered = true): void {
-    this.wasm.release(address, answered);
+  endRequest(end: RequestEndSpec): number {
+    const answered = end.status !== undefined;
+    const upstream = end.upstream ?? (answered ? end.address : "");
+    return this.wasm.endRequest(end.address, upstream, end.status ?? -1, end.flags ?? 0n, end.stream ?? false, end.sawDone ?? true);
   }
 
   inflightOf(address: string): number {

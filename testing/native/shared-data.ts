@@ -3,7 +3,7 @@
 // play those workers: the simulator's "ours" policy, the scorer tests and the
 // filter/native parity test. Each call hands the bytes to a router before it
 // uses them and takes them back after, as a worker reads and writes the keys.
-import type { ApiKind, NativeRouter, RouteOptions, RouteResult } from "./router.js";
+import type { ApiKind, NativeRouter, RequestEndSpec, RouteOptions, RouteResult } from "./router.js";
 import type { SnapshotMsg } from "../../host/proto.js";
 
 export class NativeSharedData {
@@ -22,11 +22,17 @@ export class NativeSharedData {
     return result;
   }
 
-  /** A request routed to `address` ended; `answered`: by a pod (see NativeRouter.release). */
-  release(router: NativeRouter, address: string, answered = true): void {
+  /** A request routed to `address` ended (NativeRouter.endRequest); returns the failures recorded against pods. */
+  endRequest(router: NativeRouter, end: RequestEndSpec): number {
     router.setInflight(this.inflight);
-    router.release(address, answered);
+    const failures = router.endRequest(end);
     this.inflight = router.inflightTable();
+    return failures;
+  }
+
+  /** A request routed to `address` ended: answered 200 by that pod, or (`answered` false) with no answer at all. */
+  release(router: NativeRouter, address: string, answered = true): void {
+    this.endRequest(router, answered ? { address, status: 200 } : { address });
   }
 
   /** Installs a snapshot on `router`, the current counts as its baseline. */

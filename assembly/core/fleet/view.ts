@@ -25,3 +25,15 @@ export function viewIsStale(nowMs: u64, heardMs: u64, maxAgeMs: u64): bool {
   // A clock that stepped backwards makes the view look new; that is harmless.
   return nowMs > heardMs && nowMs - heardMs > maxAgeMs;
 }
+
+export const enum ViewHealth { Ok = 0, Degraded = 1, Unavailable = 2 }
+
+/**
+ * What the gateway's /health says: ok while it routes on a fresh view,
+ * degraded while it routes blind on an old one (fail open), unavailable
+ * (503) with no snapshot yet, or with an old one under the Reject policy.
+ */
+export function viewHealth(hasSnapshot: bool, stale: bool, policy: StaleViewPolicy): ViewHealth {
+  if (!hasSnapshot || (stale && policy == StaleViewPolicy.Reject)) return ViewHealth.Unavailable;
+  return stale ? ViewHealth.Degraded : ViewHealth.Ok;
+}
