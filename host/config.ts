@@ -769,6 +769,11 @@ export function loadGatewayConfig(path: string): GatewayConfig {
   } catch (err) {
     throw new ConfigError(path, [`cannot read file: ${(err as Error).message}`]);
   }
+  return parseConfigFile(text, path);
+}
+
+/** The text of the config file at `path`: parsed, its relative paths resolved against the file's folder. */
+export function parseConfigFile(text: string, path: string): GatewayConfig {
   const config = parseGatewayConfig(text, path);
   const jwt = config.gateway.jwt;
   if (jwt) jwt.jwksFile = resolve(dirname(path), jwt.jwksFile);

@@ -14,8 +14,12 @@ import type { GatewayConfig } from "../config.js";
 
 export interface ConfigWatchOptions {
   path: string;
-  /** Reads and validates the file; throws (a ConfigError names every bad field) when it is not a valid config. */
-  load(path: string): Promise<GatewayConfig>;
+  /**
+   * Validates the text the watch read from `path` (never the file again: it
+   * may have changed since, and would then be applied twice); throws (a
+   * ConfigError names every bad field) when it is not a valid config.
+   */
+  load(text: string, path: string): Promise<GatewayConfig>;
   /** A new valid config. */
   apply(config: GatewayConfig): Promise<unknown>;
   /** A changed file that is no valid config: the reason, naming the fields. */
@@ -65,7 +69,7 @@ export async function watchConfigFile(opts: ConfigWatchOptions): Promise<ConfigW
     seen = text;
     let config: GatewayConfig;
     try {
-      config = await opts.load(path);
+      config = await opts.load(text, path);
     } catch (err) {
       opts.refuse((err as Error).message);
       return;

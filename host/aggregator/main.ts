@@ -2,7 +2,7 @@
 // Edits to the config file are applied without a restart (reload.ts); SIGHUP
 // applies the file again even when it did not change.
 import { parseArgs } from "node:util";
-import { ConfigError, formatHostPort, loadGatewayConfig } from "../config.js";
+import { ConfigError, formatHostPort, loadGatewayConfig, parseConfigFile } from "../config.js";
 import { watchConfigFile } from "./config-watch.js";
 import { checkPortsFree, explainBindError, type PortClaim } from "../ports.js";
 import { startAggregator } from "./index.js";
@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   if (aggregator.metricsPort !== null) log(`metrics at ${metricsUrl(host, aggregator.metricsPort)}`);
   const watcher = await watchConfigFile({
     path: values.config,
-    load: async (path) => loadGatewayConfig(path),
+    load: async (text, path) => parseConfigFile(text, path),
     apply: (next) => aggregator.reload(next),
     refuse: (reason) => aggregator.refuseReload(reason),
     log,

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { watchConfigFile, type ConfigWatch } from "../../host/aggregator/config-watch.js";
-import { loadGatewayConfig, type GatewayConfig } from "../../host/config.js";
+import { parseConfigFile, type GatewayConfig } from "../../host/config.js";
 import { waitFor } from "../helpers/stack.js";
 
 const configText = (queueWeight: number) => `
@@ -34,7 +34,7 @@ async function watching(dir: string, path: string): Promise<Watched> {
   const refused: string[] = [];
   const watch = await watchConfigFile({
     path,
-    load: async (p) => loadGatewayConfig(p),
+    load: async (text, p) => parseConfigFile(text, p),
     apply: async (c) => applied.push(c),
     refuse: (reason) => refused.push(reason),
     log: () => {},
@@ -67,6 +67,34 @@ describe("watchConfigFile", () => {
     await settle();
     expect(w.applied.length).toBe(2);
     expect(w.refused).toEqual([]);
+  });
+
+  it("applies the text it read, so an edit landing while one is applied is applied once, after it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "config-watch-race-"));
+    const path = join(dir, "gateway.yaml");
+    writeFileSync(path, configText(1));
+    const applied: number[] = [];
+    let edited = false;
+    const watch = await watchConfigFile({
+      path,
+      load: async (text, p) => {
+        // The next edit lands between the watch's read and this parse.
+        if (!edited) {
+          edited = true;
+          writeFileSync(path, configText(3));
+        }
+        return parseConfigFile(text, p);
+      },
+      apply: async (c) => applied.push(queueOf(c)),
+      refuse: () => {},
+      log: () => {},
+      pollMs: 100,
+    });
+    open.push({ watch, dir });
+    writeFileSync(path, configText(2));
+    await waitFor("both edits to be applied", () => applied.length >= 2);
+    await settle();
+    expect(applied).toEqual([2, 3]);
   });
 
   it("follows a ConfigMap volume: the ..data symlink swapped to a new folder", async () => {

@@ -1,7 +1,7 @@
 // Starts the whole local gateway: the fake fleet (when given one), the
 // metrics aggregator, and Envoy with our filter.
 // Used by `npm start`, the end-to-end tests and the live benchmark.
-import { loadGatewayConfig, resolveConfigHosts, type Engine, type GatewayConfig } from "../../host/config.js";
+import { parseConfigFile, resolveConfigHosts, type Engine, type GatewayConfig } from "../../host/config.js";
 import { watchConfigFile, type ConfigWatch } from "../../host/aggregator/config-watch.js";
 import { startAggregator, type Aggregator } from "../../host/aggregator/index.js";
 import { envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/index.js";
@@ -133,7 +133,7 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
       const watcher: ConfigWatch = await watchConfigFile({
         path: configPath,
         // As at start, so the two compare field by field.
-        load: async (path) => resolveConfigHosts(loadGatewayConfig(path), path),
+        load: async (text, path) => resolveConfigHosts(parseConfigFile(text, path), path),
         apply: (next) => aggregator.reload(next),
         refuse: (reason) => aggregator.refuseReload(reason),
         log: (line) => log(`[aggregator] ${line}`),
