@@ -19,6 +19,8 @@ ENV NODE_ENV=production
 # No install scripts: none of the runtime dependencies needs one.
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+# The product's Node code, and the contract (header names, priority codes, limits) it reads at start.
+COPY proto/ proto/
 COPY dist/host/ dist/host/
 
 FROM runtime AS fake-fleet
@@ -29,7 +31,6 @@ USER 1000:1000
 CMD ["node", "dist/testing/fakeserver/main.js", "--config", "/etc/llm-gateway/config.yaml", "--fleet", "/etc/llm-gateway/fleet.yaml", "--host", "0.0.0.0"]
 
 FROM runtime AS gateway
-COPY proto/ proto/
 COPY envoy/gateway.yaml envoy/
 COPY build/filter.wasm build/
 COPY deploy/envoy-init.sh /usr/local/bin/llm-gateway-envoy-init

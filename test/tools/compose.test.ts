@@ -7,9 +7,10 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
+import { contractPath } from "../../host/contract.js";
 import { loadGatewayConfig, parseEndpoint } from "../../host/config.js";
 import { loadLocalFleet } from "../../testing/fakeserver/index.js";
 import { envoyParamsFromGatewayConfig, gatewayTemplatePath, renderEnvoyConfig, renderEnvoyXds } from "../../host/envoy/index.js";
@@ -151,8 +152,25 @@ describe("the project image (Dockerfile)", () => {
   it("builds the product image (the default, last target) with none of the stand-ins, and the fake fleet's apart", () => {
     expect([...stages.keys()].at(-1)).toBe("gateway");
     expect(copiesOf("gateway").filter((src) => src.startsWith("dist/") && !src.startsWith("dist/host/"))).toEqual([]);
-    expect(copiesOf("fake-fleet")).toEqual(expect.arrayContaining(["dist/host/", "dist/testing/fakeserver/", "dist/testing/engine/"]));
+    // What the fake pods load at run time: their code, the engine, the product's config code and the contract it reads.
+    expect(copiesOf("fake-fleet")).toEqual(expect.arrayContaining(["proto/", "dist/host/", "dist/testing/fakeserver/", "dist/testing/engine/"]));
     for (const src of copiesOf("fake-fleet")) expect(kept, src).toContain(src);
+  });
+
+  it("copies into the fake fleet's image every module its entry point loads, and the contract file they read", () => {
+    // Built by `npm run build` (npm test runs it first): follow the compiled imports from the entry point.
+    const seen = new Set<string>();
+    const queue = ["dist/testing/fakeserver/main.js"];
+    while (queue.length > 0) {
+      const file = queue.pop()!;
+      if (seen.has(file)) continue;
+      seen.add(file);
+      for (const m of readFileSync(join(root, file), "utf8").matchAll(/from "(\.{1,2}\/[^"]+)"/g)) queue.push(relative(root, join(root, dirname(file), m[1])));
+    }
+    const copies = copiesOf("fake-fleet");
+    const missing = [...seen].filter((f) => !copies.some((src) => inside(f, src)));
+    expect(missing, "modules the fake fleet loads that its image lacks").toEqual([]);
+    if (seen.has("dist/host/contract.js")) expect(copies.some((src) => inside(relative(root, contractPath), src))).toBe(true);
   });
 });
 
