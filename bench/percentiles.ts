@@ -10,6 +10,12 @@ export function percentile(sorted: readonly number[], p: number): number {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
 }
 
+/** The nearest-rank quantile (the smallest value at or above a `q` share of them); `sorted` ascending; NaN when empty. */
+export function nearestRank(sorted: ArrayLike<number>, q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+}
+
 /** Rounds to microseconds so results are compact and print the same everywhere. */
 export const round3 = (x: number) => Math.round(x * 1000) / 1000;
 

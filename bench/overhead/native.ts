@@ -4,6 +4,7 @@
 // JSON.parse) that the Envoy filter does not pay in that form.
 import { NativeRouter } from "../../testing/native/router.js";
 import { benchSnapshot, chatBody } from "./workload.js";
+import { nearestRank } from "../percentiles.js";
 
 export interface NativeTiming {
   bodyBytes: number;
@@ -17,10 +18,6 @@ export interface NativeTiming {
 
 const WARMUP_MS = 150;
 const MEASURE_MS = 400;
-
-function quantile(sorted: Float64Array, q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-}
 
 export async function timeNativeDecisions(
   bodySizes: number[],
@@ -53,8 +50,8 @@ export async function timeNativeDecisions(
         bodyBytes,
         endpoints,
         decisions: sorted.length,
-        p50Us: quantile(sorted, 0.5) / 1e3,
-        p99Us: quantile(sorted, 0.99) / 1e3,
+        p50Us: nearestRank(sorted, 0.5) / 1e3,
+        p99Us: nearestRank(sorted, 0.99) / 1e3,
         meanUs: sorted.reduce((a, b) => a + b, 0) / sorted.length / 1e3,
       };
       out.push(timing);

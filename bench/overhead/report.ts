@@ -2,6 +2,7 @@
 import type { RunResult } from "./load.js";
 import type { NativeTiming } from "./native.js";
 import { CHAT_PATH } from "./workload.js";
+import { nearestRank } from "../percentiles.js";
 
 export type { NativeTiming } from "./native.js";
 
@@ -117,11 +118,6 @@ export const FILTER_HOT_PATH: string[] = [
     "every 20 ms, and, when a profile scores prefixes or adapters, swaps routing decisions through the ~53 KiB prefix log.",
 ];
 
-function quantile(sorted: Float64Array, q: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-}
-
 const perRequestUs = (seconds: number | null, requests: number) =>
   seconds === null || requests === 0 ? null : (seconds * 1e6) / requests;
 
@@ -162,8 +158,8 @@ export class Tally {
       timeouts: sum((r) => r.timeouts),
       requestsPerS: durationS > 0 ? requests / durationS : 0,
       latencyMs: {
-        p50: quantile(sorted, 0.5),
-        p99: quantile(sorted, 0.99),
+        p50: nearestRank(sorted, 0.5),
+        p99: nearestRank(sorted, 0.99),
         mean: sorted.length ? sorted.reduce((a, b) => a + b, 0) / sorted.length : NaN,
         samples: sorted.length,
       },
