@@ -7,6 +7,7 @@
 // Only a changed text counts as an edit; check({ force: true }) (SIGHUP)
 // applies the file even if it did not change, e.g. to retry a reload Envoy
 // refused. One check at a time; an edit during one is checked after it.
+import { setTimeout as sleep } from "node:timers/promises";
 import { watch, type FSWatcher } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { basename, dirname } from "node:path";
@@ -38,6 +39,12 @@ export interface ConfigWatch {
 const DEFAULT_POLL_MS = 2_000;
 /** Editors and kubelet change a file in several steps; act once they are done. */
 const SETTLE_MS = 100;
+/**
+ * A changed text is read again after SETTLE_MS until two reads agree (a write
+ * in place truncates first, and a read may land before the rest is written),
+ * at most this many times; then the last read is judged as it is.
+ */
+const STABLE_READS = 20;
 /** The symlink a ConfigMap volume swaps on every update. */
 const CONFIGMAP_DATA_LINK = "..data";
 
@@ -65,6 +72,13 @@ export async function watchConfigFile(opts: ConfigWatchOptions): Promise<ConfigW
       return;
     }
     readFailure = null;
+    if (text === seen && !force) return;
+    for (let i = 0; i < STABLE_READS; i++) {
+      await sleep(SETTLE_MS);
+      const again = await readFile(path, "utf8").catch(() => text);
+      if (again === text) break;
+      text = again;
+    }
     if (text === seen && !force) return;
     seen = text;
     let config: GatewayConfig;

@@ -69,6 +69,23 @@ describe("watchConfigFile", () => {
     expect(w.refused).toEqual([]);
   });
 
+  it("waits for a write in place to finish: a file read between its truncation and its writing is never judged", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "config-watch-partial-"));
+    const path = join(dir, "gateway.yaml");
+    writeFileSync(path, configText(1));
+    const w = await watching(dir, path);
+    // A check that reads the file just after a write in place emptied it, before the rest is written.
+    writeFileSync(path, "");
+    const checking = w.watch.check();
+    await new Promise((r) => setTimeout(r, 30));
+    writeFileSync(path, configText(2));
+    await checking;
+    await waitFor("the whole file to be applied", () => w.applied.length === 1);
+    await settle();
+    expect(w.applied.map(queueOf)).toEqual([2]);
+    expect(w.refused).toEqual([]);
+  });
+
   it("applies the text it read, so an edit landing while one is applied is applied once, after it", async () => {
     const dir = mkdtempSync(join(tmpdir(), "config-watch-race-"));
     const path = join(dir, "gateway.yaml");
