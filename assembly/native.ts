@@ -68,6 +68,11 @@ export function setViewPolicy(maxAgeMs: u64, stalePolicy: i32): void {
   router.policy.stalePolicy = <StaleViewPolicy>stalePolicy;
 }
 
+/** Some model of the installed snapshot weighs a scorer that records its picks: the filter then shares the prefix log. */
+export function recordsPicks(): bool {
+  return view.current != null && router.recordsPicks(view.current!);
+}
+
 /** The passive-health ledger's rules, as the filter's config sets them (gateway.passiveHealth). */
 export function setHealthRules(ejectAfter: u32, ejectMs: u64): void {
   healthRules = new HealthRules();

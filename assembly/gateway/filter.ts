@@ -212,11 +212,7 @@ export class GatewayRoot extends RootContext {
 
   private loadSnapshot(snap: Snapshot): void {
     this.modelList = utf8(modelListJson(snap));
-    let prefixOn = false;
-    for (let i = 0; i < snap.models.length; i++) {
-      if (this.router.recordsPicks(snap.models[i].profile.weights)) prefixOn = true;
-    }
-    this.prefixOn = prefixOn;
+    this.prefixOn = this.router.recordsPicks(snap);
     this.metrics!.installed(snap, this.nowMs, this.view.heardMs);
   }
 

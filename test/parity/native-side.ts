@@ -21,7 +21,7 @@
 //   worker cannot tell apart.)
 import type { NativeRouter } from "../../testing/native/router.js";
 import { NativeSharedData } from "../../testing/native/shared-data.js";
-import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
+import { encodeSnapshot } from "../../host/proto.js";
 import { KIND_OF_PATH, type Decision, type ParityEvent, type Side } from "./events.js";
 
 export interface NativeSideOptions {
@@ -37,14 +37,13 @@ interface Published {
   version: number;
   heardMs: number;
   bytes: Uint8Array;
-  /** Some pool scores prefixes or adapters (the filter then syncs the prefix log on its ticks). */
-  prefixOn: boolean;
 }
 
 interface Worker {
   router: NativeRouter;
   seenVersion: number;
   loaded: boolean;
+  /** The installed snapshot weighs a scorer that records picks (the filter then syncs the prefix log on its ticks). */
   prefixOn: boolean;
 }
 
@@ -72,9 +71,8 @@ export class NativeSide implements Side {
   apply(event: ParityEvent): Decision | undefined {
     switch (event.type) {
       case "snapshot": {
-        const msg = event.snapshot instanceof Uint8Array ? null : event.snapshot;
-        const bytes = msg === null ? (event.snapshot as Uint8Array) : encodeSnapshot(msg);
-        this.published = { version: (this.published?.version ?? 0) + 1, heardMs: this.nowMs, bytes, prefixOn: prefixOn(msg) };
+        const bytes = event.snapshot instanceof Uint8Array ? event.snapshot : encodeSnapshot(event.snapshot);
+        this.published = { version: (this.published?.version ?? 0) + 1, heardMs: this.nowMs, bytes };
         return undefined;
       }
       case "heartbeat":
@@ -102,7 +100,8 @@ export class NativeSide implements Side {
         this.shared.install(w.router, p.bytes);
         w.loaded = true;
         w.seenVersion = p.version;
-        w.prefixOn = p.prefixOn;
+        // As GatewayRoot.loadSnapshot: the prefix log is shared only while a weighed scorer records picks.
+        w.prefixOn = w.router.recordsPicks();
       } catch {
         // Bytes that do not decode: the filter keeps what it had and retries on its next refresh.
       }
@@ -132,12 +131,4 @@ export class NativeSide implements Side {
     const { router } = this.workers[routed.worker];
     this.shared.endRequest(router, { address: routed.address, status, upstream: upstream ?? (status === undefined ? "" : routed.address), stream: routed.stream, sawDone: !broken });
   }
-}
-
-/** As GatewayRoot.loadSnapshot: some model's weights (its profile's, else its pool's) score prefixes or adapters. */
-function prefixOn(snapshot: SnapshotMsg | null): boolean {
-  if (snapshot === null) return false;
-  const profiles = (snapshot as SnapshotMsg & { profiles?: Array<{ weights: { prefix: number; lora: number } }> }).profiles ?? [];
-  const weights = profiles.length > 0 ? profiles.map((p) => p.weights) : snapshot.pools.map((p) => p.weights);
-  return weights.some((w) => w.prefix > 0 || w.lora > 0);
 }

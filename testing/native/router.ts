@@ -91,6 +91,7 @@ interface Bindings {
   setClock(nowMs: bigint, heardMs: bigint): void;
   setViewPolicy(maxAgeMs: bigint, stalePolicy: number): void;
   setHealthRules(ejectAfter: number, ejectMs: bigint): void;
+  recordsPicks(): boolean;
   setInflight(bytes: Uint8Array): boolean;
   setRefusals(bytes: Uint8Array): boolean;
   refusalTable(): Uint8Array;
@@ -121,6 +122,11 @@ export class NativeRouter {
 
   setViewPolicy(maxAgeMs: number, stalePolicy: "fail-open" | "reject"): void {
     this.wasm.setViewPolicy(BigInt(maxAgeMs), stalePolicy === "reject" ? 1 : 0);
+  }
+
+  /** Some model of the installed snapshot weighs a scorer that records its picks (the filter then shares the prefix log). */
+  recordsPicks(): boolean {
+    return this.wasm.recordsPicks();
   }
 
   /** The passive-health ledger's rules (gateway.passiveHealth): failures before ejection, and for how long. */

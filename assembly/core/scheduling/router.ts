@@ -18,7 +18,7 @@ import { ApiKind, OpenAIRequest } from "../openai/request";
 import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority, priorityName } from "../fleet/priority";
 import { RefusalLedger } from "../fleet/refusals";
 import { RouteRequest } from "../scorers/route-request";
-import { Endpoint, ModelRoute, Pool, prefillShare, Split, Weights } from "../fleet/snapshot";
+import { Endpoint, ModelRoute, Pool, prefillShare, Snapshot, Split } from "../fleet/snapshot";
 import { StaleViewPolicy, ViewPolicy, viewIsStale } from "../fleet/view";
 
 /** What the caller knows about a request besides its body (from its headers and the gateway's config). */
@@ -258,9 +258,12 @@ export class Router {
     return this.log.count;
   }
 
-  /** Some scorer `weights` weigh records its picks: only then has this router decisions to share. */
-  recordsPicks(weights: Weights): bool {
-    return this.picker.weighs(weights, false);
+  /** Some model of `snap` weighs a scorer that records its picks: only then has this router decisions to share. */
+  recordsPicks(snap: Snapshot): bool {
+    for (let i = 0; i < snap.models.length; i++) {
+      if (this.picker.weighs(snap.models[i].profile.weights, false)) return true;
+    }
+    return false;
   }
 
   private fail(e: ApiError): bool {
