@@ -4,7 +4,7 @@
 // UTF-8, BOMs, NUL bytes, deep nesting and huge numbers. A case depends only
 // on (seed, index).
 import { servedModels, STAGE_POOLS, type Stage } from "./pools.js";
-import { Rng } from "./rng.js";
+import { deriveSeed, Rng } from "../testing/fixtures/rng.js";
 
 export type Kind = "chat" | "completions" | "other";
 
@@ -71,10 +71,10 @@ const SNIPPETS: readonly (string | number[])[] = [
 
 /** Case `index` of a run: the same (stage, seed, index) always gives the same body. */
 export function generateCase(stage: Stage, seed: number, index: number): FuzzCase {
-  const rng = Rng.forCase((seed ^ STAGE_SALT[stage]) >>> 0, index);
+  const rng = new Rng(deriveSeed((seed ^ STAGE_SALT[stage]) >>> 0, `case ${index}`));
   const models = [...servedModels(STAGE_POOLS[stage]).keys()];
   const kind = rng.pick(STAGE_KINDS[stage]);
-  const generator = rng.weighted(GENERATORS);
+  const generator = rng.weightedKey(GENERATORS);
   let body = GENERATE[generator](rng, kind, models);
   // Structured cases sometimes get one random byte-level mutation on top.
   if (generator !== "mutated" && generator !== "real" && rng.chance(0.15)) {
@@ -99,7 +99,7 @@ const GENERATE: Record<Generator, Make> = {
     const entries = entriesOf(realBody(rng, kind, models)).filter(([k]) => !["model", "stream", "messages", "prompt"].includes(k));
     for (const field of ["model", "stream", "messages", "prompt"] as const) {
       const required = (field === "messages" && kind === "chat") || (field === "prompt" && kind === "completions") || field === "model";
-      const copies = rng.weighted(required ? { "0": 1, "1": 4, "2": 4, "3": 2 } : { "0": 5, "1": 3, "2": 2, "3": 1 });
+      const copies = rng.weightedKey(required ? { "0": 1, "1": 4, "2": 4, "3": 2 } : { "0": 5, "1": 3, "2": 2, "3": 1 });
       for (let i = 0; i < Number(copies); i++) entries.push([field, fieldValue(rng, field, models)]);
     }
     if (rng.chance(0.5)) entries.push([rng.pick(KEY_NEAR_MISSES), fieldValue(rng, "model", models)]);
@@ -118,7 +118,7 @@ const GENERATE: Record<Generator, Make> = {
     const body = bytesOf(serialize(rng, realBody(rng, kind, models)));
     const seq = rng.chance(0.8) ? rng.pick(INVALID_UTF8) : rng.pick(VALID_EDGES);
     const quotes = body.flatMap((b, i) => (b === 0x22 ? [i + 1] : []));
-    const where = rng.weighted({ string: 6, anywhere: 2, end: 1 });
+    const where = rng.weightedKey({ string: 6, anywhere: 2, end: 1 });
     const pos = where === "string" ? rng.pick(quotes) : where === "end" ? body.length : rng.int(body.length + 1);
     return [...body.slice(0, pos), ...seq, ...body.slice(pos)];
   },
@@ -127,7 +127,7 @@ const GENERATE: Record<Generator, Make> = {
     const entries = entriesOf(realBody(rng, kind, models));
     for (let n = rng.range(1, 3); n > 0; n--) {
       const number = numberText(rng);
-      const where = rng.weighted({ filler: 4, max_tokens: 2, model: 1, array: 2 });
+      const where = rng.weightedKey({ filler: 4, max_tokens: 2, model: 1, array: 2 });
       if (where === "filler") entries.push([rng.pick(["n", "seed", "temperature", "logit_bias"]), number]);
       else if (where === "array") entries.push(["stop", `[1, ${number}, "x"]`]);
       else entries.push([where, number]);
@@ -137,7 +137,7 @@ const GENERATE: Record<Generator, Make> = {
 
   deep: (rng, kind, models) => {
     const entries = entriesOf(realBody(rng, kind, models));
-    const depth = rng.weighted({ boundary: 6, thousands: 2, huge: 1 });
+    const depth = rng.weightedKey({ boundary: 6, thousands: 2, huge: 1 });
     const levels = depth === "boundary" ? rng.range(58, 68) : depth === "thousands" ? rng.range(100, 3000) : 100_000;
     // Past the limit only arrays keep the body small.
     const shapes = depth === "huge" ? ["["] : rng.pick([["["], ['{"a":'], ["[", '{"a":', '{"\\u0061":']]);
@@ -145,7 +145,7 @@ const GENERATE: Record<Generator, Make> = {
     const closes = opens.map((o) => (o === "[" ? "]" : "}")).reverse();
     const cut = rng.chance(0.15) ? rng.int(closes.length) : closes.length;
     const nested = opens.join("") + rng.pick(["1", '"x"', "[]", "{}", "null"]) + closes.slice(0, cut).join("");
-    const where = rng.weighted({ filler: 3, messages: 2, model: 1 });
+    const where = rng.weightedKey({ filler: 3, messages: 2, model: 1 });
     if (where === "messages") entries.push(["messages", `[{"role":"user","content":${nested}}]`]);
     else entries.push([where === "filler" ? "extra" : "model", nested]);
     return bytesOf(objectText(rng, entries, 0));
@@ -153,7 +153,7 @@ const GENERATE: Record<Generator, Make> = {
 
   nul: (rng, kind, models) => {
     const entries = entriesOf(realBody(rng, kind, models));
-    const variant = rng.weighted({ escapedModel: 3, rawInString: 2, rawOutside: 1, escapedContent: 1 });
+    const variant = rng.weightedKey({ escapedModel: 3, rawInString: 2, rawOutside: 1, escapedContent: 1 });
     if (variant === "escapedModel") {
       const at = entries.findIndex(([k]) => k === "model");
       entries[at] = ["model", stringText(rng, rng.pick([...models, "llama-3.1-8b"]) + "\u0000".repeat(rng.range(0, 2)), 0)];
@@ -172,7 +172,7 @@ const GENERATE: Record<Generator, Make> = {
 
   bom: (rng, kind, models) => {
     const body = bytesOf(serialize(rng, realBody(rng, kind, models)));
-    const variant = rng.weighted({ leading: 5, twice: 2, afterSpace: 1, inString: 2, outside: 1, utf16: 1 });
+    const variant = rng.weightedKey({ leading: 5, twice: 2, afterSpace: 1, inString: 2, outside: 1, utf16: 1 });
     if (variant === "leading") return [...BOM, ...body];
     if (variant === "twice") return [...BOM, ...BOM, ...body];
     if (variant === "afterSpace") return [0x20, ...BOM, ...body];
@@ -186,7 +186,7 @@ const GENERATE: Record<Generator, Make> = {
 function mutateOnce(rng: Rng, body: number[], donor: number[]): number[] {
   const at = rng.int(body.length + 1);
   const len = rng.range(1, 16);
-  switch (rng.weighted({ flip: 3, set: 3, insert: 4, delete: 3, duplicate: 1, splice: 2, truncate: 2 })) {
+  switch (rng.weightedKey({ flip: 3, set: 3, insert: 4, delete: 3, duplicate: 1, splice: 2, truncate: 2 })) {
     case "flip":
       if (at < body.length) body[at] ^= 1 << rng.int(8);
       return body;

@@ -2,7 +2,7 @@
 // random pods and take the one with the fewest active requests. Active
 // requests are the proxy's own count (sent, response not finished), shared by
 // all workers and exact: no metrics, no staleness.
-import { deriveSeed, Rng } from "../sim/rng.js";
+import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 import type { PolicySpec } from "./types.js";
 
 const CHOICE_COUNT = 2;

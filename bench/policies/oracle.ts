@@ -4,7 +4,7 @@
 // not plan for requests still to come.
 import { blockHashes } from "../../testing/engine/index.js";
 import type { Outstanding, SimPod } from "../sim/fleet.js";
-import { deriveSeed, Rng } from "../sim/rng.js";
+import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 import type { PolicySpec } from "./types.js";
 
 interface Candidate {

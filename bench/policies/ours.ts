@@ -9,7 +9,7 @@ import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
 import { NativeRouter, type RouteResult } from "../../testing/native/router.js";
 import { NativeSharedData } from "../../testing/native/shared-data.js";
 import { AggregatorModel, gatewayConfig } from "../sim/aggregator.js";
-import { deriveSeed, Rng } from "../sim/rng.js";
+import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 import { TIMEOUT } from "../types.js";
 import type { Profile } from "./profiles.js";
 import type { Decision, PolicySpec } from "./types.js";

@@ -1,5 +1,5 @@
 // Envoy's RANDOM: a uniformly random pod of the model's pool.
-import { deriveSeed, Rng } from "../sim/rng.js";
+import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 import type { PolicySpec } from "./types.js";
 
 export const random: PolicySpec = {

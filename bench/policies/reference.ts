@@ -4,7 +4,7 @@
 // interval and latency as our aggregator) and runs out of process, which
 // adds its decision time to every request. A baseline, not our product.
 import { PerPodScrapes } from "../sim/per-pod-scrapes.js";
-import { deriveSeed, Rng } from "../sim/rng.js";
+import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 import { PrefixIndex, prefixHashes } from "./prefix-index.js";
 import type { PolicySpec } from "./types.js";
 

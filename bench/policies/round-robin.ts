@@ -1,6 +1,6 @@
 // Envoy's ROUND_ROBIN: each worker thread keeps its own rotation, started at
 // a random offset (as Envoy does, so workers do not move in lockstep).
-import { deriveSeed, Rng } from "../sim/rng.js";
+import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 import type { PolicySpec } from "./types.js";
 
 export const roundRobin: PolicySpec = {

@@ -1,19 +1,23 @@
 /**
- * The metrics aggregator in virtual time, as host/aggregator/index.ts runs it:
- * one timer every scrapeIntervalMs starts a scrape of every pod; each answer
- * lands after the scrape latency, updates that pod's state (recordScrape,
- * capacity learning included) and rebuilds the snapshot with the
- * aggregator's own code (buildSnapshotBody, SnapshotTracker); the timer
- * rebuilds it too (freshness changes with time alone). Every new version
- * goes to `publish`.
+ * The metrics aggregator in virtual time, with its own parts: one timer
+ * every scrapeIntervalMs starts a scrape of every pod; each answer lands
+ * after the scrape latency and is booked on that pod's PodEntry (capacity
+ * learning included), and the snapshot is brought up to date by the
+ * aggregator's SnapshotBuilder; the timer does that too (freshness changes
+ * with time alone). Every new version goes to `publish`.
+ *
+ * One difference from the aggregator: the snapshot follows each landing
+ * rather than waiting for the cycle's last scrape, so the simulated view is
+ * at most one scrape latency fresher than the real one.
  */
-import { CapacityLearner } from "../../host/aggregator/capacity.js";
-import { buildSnapshotBody, recordScrape, SnapshotTracker, type EndpointState, type Snapshot } from "../../host/aggregator/snapshot.js";
+import { PodEntry } from "../../host/aggregator/pod-entry.js";
+import { SnapshotBuilder, type SnapshotPool } from "../../host/aggregator/snapshot-builder.js";
+import type { Snapshot } from "../../host/aggregator/snapshot.js";
 import { parseGatewayConfig, type GatewayConfig, type ScorerWeights } from "../../host/config.js";
 import type { GatewayModel, Scenario } from "../scenario.js";
 import type { EventQueue } from "./events.js";
 import type { SimFleet } from "./fleet.js";
-import type { Rng } from "./rng.js";
+import type { Rng } from "../../testing/fixtures/rng.js";
 import { scrapePod } from "./scrape.js";
 
 /**
@@ -47,11 +51,11 @@ export function gatewayConfig(
 }
 
 export class AggregatorModel {
-  private readonly states: EndpointState[][];
-  private readonly tracker: SnapshotTracker;
+  private readonly pools: SnapshotPool[];
+  private readonly builder: SnapshotBuilder;
 
   constructor(
-    private readonly config: GatewayConfig,
+    config: GatewayConfig,
     fleet: SimFleet,
     queue: EventQueue,
     model: GatewayModel,
@@ -59,22 +63,22 @@ export class AggregatorModel {
     private readonly publish: (snapshot: Snapshot, t: number) => void,
   ) {
     // The aggregator starts serving only after a first scrape of every pod, so the run starts warm.
-    this.states = fleet.pools.map((pods) =>
+    const entries = fleet.pools.map((pods, p) =>
       pods.map((i) => {
-        const state: EndpointState = { address: fleet.pods[i].address, metrics: null, lastGoodMs: null, capacity: new CapacityLearner() };
-        recordScrape(state, scrapePod(fleet.pods[i]), 0);
-        return state;
+        const entry = new PodEntry(fleet.pods[i].address, undefined, config.pools[p].batchSlots);
+        entry.book(scrapePod(fleet.pods[i]), 0);
+        return entry;
       }),
     );
-    this.tracker = new SnapshotTracker(buildSnapshotBody(config, this.states, 0), 1, 0);
+    this.pools = config.pools.map((pool, p) => ({ config: pool, pods: entries[p] }));
+    this.builder = new SnapshotBuilder(config, this.pools, 1, 0);
     // Each pod answers with its own network and server latency, fixed per pod.
     const latency = fleet.pods.map(() => model.scrapeLatencyMs * phaseRng.uniform(0.5, 1.5));
-    const slot = fleet.pods.map((p) => [p.pool, fleet.pools[p.pool].indexOf(p.index)] as const);
+    const entryOf = fleet.pods.map((p) => entries[p.pool][fleet.pools[p.pool].indexOf(p.index)]);
     queue.every(phaseRng.uniform(0, model.scrapeIntervalMs), model.scrapeIntervalMs, (t) => {
       for (const pod of fleet.pods) {
         queue.at(t + latency[pod.index], (landed) => {
-          const [p, e] = slot[pod.index];
-          recordScrape(this.states[p][e], scrapePod(pod), landed);
+          entryOf[pod.index].book(scrapePod(pod), landed);
           this.refresh(landed);
         });
       }
@@ -83,11 +87,11 @@ export class AggregatorModel {
   }
 
   get current(): Snapshot {
-    return this.tracker.current;
+    return this.builder.current;
   }
 
   private refresh(t: number): void {
-    const changed = this.tracker.update(buildSnapshotBody(this.config, this.states, t), t);
-    if (changed) this.publish(changed, t);
+    const built = this.builder.next(this.pools, false, t);
+    if (built) this.publish(built.snapshot, t);
   }
 }

@@ -9,7 +9,7 @@ import type { EndpointMetrics } from "../../host/aggregator/normalise.js";
 import type { GatewayModel } from "../scenario.js";
 import type { EventQueue } from "./events.js";
 import type { SimFleet } from "./fleet.js";
-import type { Rng } from "./rng.js";
+import type { Rng } from "../../testing/fixtures/rng.js";
 import { scrapePod } from "./scrape.js";
 
 export class PerPodScrapes {

@@ -7,7 +7,7 @@
 import { renderChat } from "../../testing/fakeserver/openai.js";
 import { distMax, type Arrivals, type ClassMix, type LengthDist, type Scenario } from "../scenario.js";
 import { PRIORITIES, type Priority } from "../types.js";
-import { deriveSeed, Rng } from "./rng.js";
+import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 
 /** Characters per token of the engine model (testing/engine DEFAULT_ENGINE_CONFIG.charsPerToken). */
 const CHARS_PER_TOKEN = 4;

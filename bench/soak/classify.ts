@@ -23,7 +23,7 @@
 // delayed_close_timeout: it waits that long for the client to close first;
 // measured here, 1.00 s after the kill); the window adds a second for the
 // event loops' lag on a busy machine.
-import type { RequestRecord } from "./client.js";
+import type { RequestRecord } from "./load.js";
 import { UNKNOWN_MODEL } from "./traffic.js";
 
 export const OUTCOMES = ["ok", "refused", "expected", "injected", "unexpected"] as const;
@@ -59,7 +59,7 @@ export function classify(r: RequestRecord, kills: readonly Kill[]): Classified {
     return right ? { outcome: "expected", kind: expected.kind } : { outcome: "unexpected", kind: `${r.kind} answered ${describe(r)}` };
   }
   if (!err) return { outcome: "ok", kind: "ok" };
-  if (err.kind === "status" && err.status === 429 && err.code === "pool_saturated" && err.retryAfter) {
+  if (err.kind === "status" && err.status === 429 && err.code === "pool_saturated" && err.retryAfterS != null) {
     return { outcome: "refused", kind: "429 pool_saturated" };
   }
   if (err.kind === "broken" && r.servedBy !== null && r.endMs !== undefined) {

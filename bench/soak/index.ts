@@ -5,9 +5,8 @@
 // that does not level off (trend.ts).
 import { mkdirSync } from "node:fs";
 import { classify, OUTCOMES, type Classified, type Kill, type Outcome } from "./classify.js";
-import { newClient, type RequestRecord } from "./client.js";
 import { EventRunner, type SoakEvent } from "./events.js";
-import { Load } from "./load.js";
+import { Load, type RequestRecord } from "./load.js";
 import { MemorySampler, type MemorySample } from "./memory.js";
 import { DEFAULT_CYCLE, planEvents, type Cycle } from "./schedule.js";
 import { startSoakStack } from "./stack.js";
@@ -104,7 +103,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     await sampler.sample();
     sampler.start();
 
-    const load = new Load(newClient(stack.gatewayUrl), clock);
+    const load = new Load(stack.gatewayUrl, clock);
     const runner = new EventRunner(stack, clock, (pod) => load.streamsUnderway(pod));
     const eventsDone = runner.run(planEvents(settings.cycle, settings.durationMs), () => stopped)
       .catch((err: Error) => fail(`event failed: ${err.message}`));

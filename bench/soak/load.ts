@@ -1,21 +1,49 @@
-// The soak's open-loop load: each planned request leaves at its time whether
-// or not earlier ones have finished, and is recorded as it goes.
-import { setMaxListeners } from "node:events";
+// The soak's load: the planned mix sent open loop through the shared client
+// (bench/load/), each request recorded as it goes.
 import type OpenAI from "openai";
-import { send, type RequestRecord } from "./client.js";
-import { planTraffic } from "./traffic.js";
+import { newClient, newRecord, send, type ClientRecord, type ClientRequest } from "../load/client.js";
+import { openLoop } from "../load/open-loop.js";
+import { planTraffic, type PlannedRequest } from "./traffic.js";
+
+export type RequestRecord = ClientRecord<PlannedRequest>;
 
 /** After the last arrival, requests still running this long are abandoned (timeouts). */
 const DRAIN_LIMIT_MS = 30_000;
+/** A request still running this long is given up as a timeout. */
+export const REQUEST_TIMEOUT_MS = 60_000;
+// The user turns differ per request; the openings are shared, several blocks long.
+const OPENINGS = Array.from({ length: 6 }, (_, k) => `You are assistant number ${k}. `.repeat(24));
+
+/** A planned request as it goes on the wire. */
+export function soakRequest(planned: PlannedRequest): ClientRequest {
+  const opening = OPENINGS[planned.prefix % OPENINGS.length];
+  const question = `Request ${planned.index}: answer in a few words.`;
+  const { model, maxTokens: max_tokens, stream } = planned;
+  const headers: Record<string, string> = planned.priority === null ? {} : { "x-llm-priority": planned.priority };
+  switch (planned.kind) {
+    case "completion":
+      return { route: "completion", body: { model, prompt: opening + question, max_tokens }, stream, headers, expectedTokens: max_tokens };
+    case "malformed-json":
+      // Raw bytes go out as they are: a body cut off in the middle of a string.
+      return { route: "chat", body: new TextEncoder().encode(`{"model":"${model}","messages":[{"role":"user","content":"${question}`), stream, headers };
+    default: {
+      const messages = [{ role: "system", content: opening }, { role: "user", content: question }];
+      return { route: "chat", body: { model, messages, max_tokens }, stream, headers, expectedTokens: max_tokens };
+    }
+  }
+}
 
 export class Load {
   readonly records: RequestRecord[] = [];
   private readonly running = new Set<RequestRecord>();
+  private readonly client: OpenAI;
 
   constructor(
-    private readonly client: OpenAI,
+    gatewayUrl: string,
     private readonly clock: () => number,
-  ) {}
+  ) {
+    this.client = newClient(gatewayUrl, REQUEST_TIMEOUT_MS);
+  }
 
   get runningCount(): number {
     return this.running.size;
@@ -30,24 +58,22 @@ export class Load {
 
   /** Sends every request planned before `durationMs` (until `stopped`), then waits for them to end. */
   async run(seed: number, ratePerS: number, durationMs: number, stopped: () => boolean): Promise<void> {
-    const pending: Array<Promise<void>> = [];
-    const drain = new AbortController();
-    // Every request in flight listens on this one signal.
-    setMaxListeners(Infinity, drain.signal);
-    for (const planned of planTraffic(seed, ratePerS)) {
-      if (planned.atMs >= durationMs || stopped()) break;
-      const wait = planned.atMs - this.clock();
-      if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-      const record: RequestRecord = {
-        index: planned.index, kind: planned.kind, model: planned.model, stream: planned.stream, priority: planned.priority,
-        sentMs: this.clock(), servedBy: null, outputTokens: 0,
-      };
-      this.records.push(record);
-      this.running.add(record);
-      pending.push(send(this.client, planned, record, this.clock, drain.signal).finally(() => this.running.delete(record)));
-    }
-    const giveUp = setTimeout(() => drain.abort(), DRAIN_LIMIT_MS);
-    await Promise.all(pending);
-    clearTimeout(giveUp);
+    await openLoop(
+      until(planTraffic(seed, ratePerS), durationMs),
+      (planned, signal) => {
+        const record = newRecord(planned, this.clock());
+        this.records.push(record);
+        this.running.add(record);
+        return send(this.client, soakRequest(planned), record, { clock: this.clock, signal }).finally(() => this.running.delete(record));
+      },
+      { clock: this.clock, drainLimitMs: DRAIN_LIMIT_MS, stopped },
+    );
+  }
+}
+
+function* until(plan: Iterable<PlannedRequest>, endMs: number): Generator<PlannedRequest> {
+  for (const p of plan) {
+    if (p.atMs >= endMs) return;
+    yield p;
   }
 }

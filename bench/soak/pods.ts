@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { Engine } from "../../host/config.js";
 import type { PodSpec } from "../../testing/fakeserver/index.js";
 import { projectRoot } from "../../host/paths.js";
-import { startNodeChild, type NodeChild } from "./children.js";
+import { startNodeChild, type NodeChild } from "../../testing/launcher/node-child.js";
 
 const FAKESERVER_MAIN = join(projectRoot, "dist", "testing", "fakeserver", "main.js");
 

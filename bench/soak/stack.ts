@@ -8,7 +8,7 @@ import { envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/i
 import { startEnvoy, type EnvoyProcess } from "../../testing/launcher/envoy-process.js";
 import { filterWasmPath } from "../../host/paths.js";
 import { AggregatorProcess } from "./aggregator-process.js";
-import { openLog } from "./children.js";
+import { openLog } from "../../testing/launcher/node-child.js";
 import { POOLS, type SoakPool } from "./gateway-config.js";
 import { Membership } from "./membership.js";
 import { PodProcess } from "./pods.js";

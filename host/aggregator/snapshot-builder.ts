@@ -1,14 +1,21 @@
 // The cycle's end: the snapshot is rebuilt from the pods' entries only when
 // one of them (or a pool's membership) changed. Entries are compared pod by
 // pod as they are brought up to date, so nothing is serialised to find out.
-import type { GatewayConfig } from "../config.js";
-import type { PoolState } from "./pool.js";
+// The aggregator and the simulator both build their snapshots here.
+import type { GatewayConfig, PoolConfig } from "../config.js";
+import type { PodEntry } from "./pod-entry.js";
 import { firstSnapshot, modelsAndProfiles, nextSnapshot, poolMsg, type Snapshot, type SnapshotBody } from "./snapshot.js";
 
 export interface Built {
   snapshot: Snapshot;
   /** Date.now() of the oldest change it carries: how long the longest-waiting change took to go out. */
   oldestChangeMs: number;
+}
+
+/** A pool as the builder reads it: its config and its pods, in order (the aggregator's PoolState is one). */
+export interface SnapshotPool {
+  readonly config: PoolConfig;
+  readonly pods: Iterable<PodEntry>;
 }
 
 export class SnapshotBuilder {
@@ -19,7 +26,7 @@ export class SnapshotBuilder {
   /** `firstVersion` should grow across restarts: the aggregator's start time in ms. */
   constructor(
     private config: GatewayConfig,
-    pools: readonly PoolState[],
+    pools: readonly SnapshotPool[],
     firstVersion: number,
     now: number,
   ) {
@@ -39,7 +46,7 @@ export class SnapshotBuilder {
   }
 
   /** A new snapshot if an entry or, with `membersChanged`, a pool's pod set changed; else null. */
-  next(pools: readonly PoolState[], membersChanged: boolean, now: number): Built | null {
+  next(pools: readonly SnapshotPool[], membersChanged: boolean, now: number): Built | null {
     let oldestChangeMs = membersChanged ? now : Infinity;
     for (const pool of pools) {
       for (const pod of pool.pods) {
@@ -52,7 +59,7 @@ export class SnapshotBuilder {
     return { snapshot: this.snapshot, oldestChangeMs };
   }
 
-  private body(pools: readonly PoolState[]): SnapshotBody {
+  private body(pools: readonly SnapshotPool[]): SnapshotBody {
     return { ...this.frame, pools: pools.map((pool) => poolMsg(pool.config, Array.from(pool.pods, (pod) => pod.entry))) };
   }
 }

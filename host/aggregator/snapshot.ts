@@ -1,7 +1,7 @@
-// Builds the Snapshot message (proto/gateway.proto) from the config and the
-// latest per-endpoint state: whole (buildSnapshotBody, SnapshotTracker: the
-// simulator), or entry by entry (endpointMsg, sameEndpoint: the aggregator,
-// which rebuilds only what a scrape or the clock changed).
+// The Snapshot message's parts (proto/gateway.proto): an endpoint's entry
+// (endpointMsg, sameEndpoint), a pool's, and the config's models and
+// profiles. SnapshotBuilder puts them together, rebuilding only what a
+// scrape or the clock changed.
 // The objects use host/proto.ts's shapes (proto-loader's camelCase field
 // names), so they go to the grpc-js encoder as they are.
 import { servedModels, type GatewayConfig, type PoolConfig, type ProfileConfig, type ScorerWeights } from "../config.js";
@@ -14,8 +14,8 @@ export type SnapshotBody = Pick<SnapshotMsg, "models" | "pools"> & { profiles: P
 
 /** What the aggregator knows about one configured endpoint. */
 export interface EndpointState {
-  /** Resolved literal ip:port; null until DNS has answered. */
-  address: string | null;
+  /** A literal ip:port: the filter must only ever see those. */
+  address: string;
   /** Last good scrape's values; null before the first one. */
   metrics: EndpointMetrics | null;
   /** Date.now() of the last good scrape; null before the first one. */
@@ -82,25 +82,6 @@ export function sameEndpoint(a: EndpointMsg, b: EndpointMsg): boolean {
     sameList(a.runningAdapters, b.runningAdapters) &&
     sameList(a.waitingAdapters, b.waitingAdapters)
   );
-}
-
-/**
- * `states[p][e]` belongs to `config.pools[p].endpoints[e]`. Endpoints without
- * a resolved address are left out: the filter must only ever see ip:port
- * literals. A pool with configured capacities uses them for every endpoint,
- * never a learned one.
- */
-export function buildSnapshotBody(config: GatewayConfig, states: EndpointState[][], now: number): SnapshotBody {
-  const pools: PoolMsg[] = config.pools.map((pool, p) => {
-    const endpoints: EndpointMsg[] = [];
-    for (const [e, state] of states[p].entries()) {
-      if (state.address === null) continue;
-      const fresh = isFresh(state, now, config.aggregator.staleAfterMs);
-      endpoints.push(endpointMsg(state.address, state.metrics, pool.capacities?.[e] ?? state.capacity.value, fresh, pool.batchSlots));
-    }
-    return poolMsg(pool, endpoints);
-  });
-  return { ...modelsAndProfiles(config), pools };
 }
 
 export const poolMsg = (pool: PoolConfig, endpoints: EndpointMsg[]): PoolMsg => ({ name: pool.name, baseModel: pool.baseModel, weights: weightsMsg(pool.weights), endpoints });
@@ -185,15 +166,6 @@ export function modelsAndProfiles(config: GatewayConfig): { models: ModelMsg[]; 
   return { models, profiles };
 }
 
-/**
- * A comparable key for everything but version and generatedUnixMs. The body
- * is built in a fixed order (config order, sorted adapter lists), so equal
- * state gives an equal string.
- */
-export function snapshotKey(body: SnapshotBody): string {
-  return JSON.stringify(body);
-}
-
 /** The snapshot after `previous` with a new body: the next version. */
 export function nextSnapshot(previous: Snapshot, body: SnapshotBody, now: number): Snapshot {
   return { version: previous.version + 1, ...body, generatedUnixMs: now };
@@ -206,28 +178,4 @@ export function nextSnapshot(previous: Snapshot, body: SnapshotBody, now: number
  */
 export function firstSnapshot(body: SnapshotBody, firstVersion: number, now: number): Snapshot {
   return { version: firstVersion, ...body, generatedUnixMs: now };
-}
-
-/** Holds the current snapshot; the version moves only when the body changes (compared whole: for callers that rebuild everything each time). */
-export class SnapshotTracker {
-  private key: string;
-  private snapshot: Snapshot;
-
-  constructor(body: SnapshotBody, firstVersion: number, now: number) {
-    this.key = snapshotKey(body);
-    this.snapshot = firstSnapshot(body, firstVersion, now);
-  }
-
-  get current(): Snapshot {
-    return this.snapshot;
-  }
-
-  /** Returns the new snapshot if the body changed, else null. */
-  update(body: SnapshotBody, now: number): Snapshot | null {
-    const key = snapshotKey(body);
-    if (key === this.key) return null;
-    this.key = key;
-    this.snapshot = nextSnapshot(this.snapshot, body, now);
-    return this.snapshot;
-  }
 }

@@ -3,7 +3,7 @@
 // is exercised), request bodies good and bad, and the clock, ticks,
 // heartbeats and stream ends in between.
 import { endpoint, pool, snapshot } from "../../testing/fixtures/snapshot-builders.js";
-import { Rng } from "../../fuzz/rng.js";
+import { Rng } from "../../testing/fixtures/rng.js";
 import type { PoolMsg, SnapshotMsg } from "../../host/proto.js";
 import type { InferencePath, ParityEvent } from "./events.js";
 

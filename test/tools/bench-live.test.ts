@@ -3,7 +3,8 @@
 import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
-import { PRIORITY_HEADER, replay, retryAfterSeconds } from "../../bench/live/client.js";
+import { PRIORITY_HEADER, replay } from "../../bench/live/client.js";
+import { retryAfterSeconds } from "../../bench/load/client.js";
 import { liveDurationS, runLive } from "../../bench/live/index.js";
 import { loadScenario, parseScenario } from "../../bench/scenario.js";
 import { generateTrace } from "../../bench/sim/workload.js";

@@ -8,12 +8,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { classify, INJECTED_WINDOW_MS, type Kill } from "../../bench/soak/classify.js";
-import type { RequestRecord } from "../../bench/soak/client.js";
+import type { RequestRecord } from "../../bench/soak/load.js";
 import { runSoak, verdict, type SoakResult } from "../../bench/soak/index.js";
 import { trendOf } from "../../bench/soak/trend.js";
 
 const record = (over: Partial<RequestRecord>): RequestRecord => ({
-  index: 0, kind: "chat", model: "llama-3.1-8b", stream: true, priority: null, sentMs: 1_000, servedBy: null, outputTokens: 0, ...over,
+  index: 0, atMs: 1_000, kind: "chat", model: "llama-3.1-8b", stream: true, priority: null, maxTokens: 16, prefix: 0,
+  sentMs: 1_000, servedBy: null, promptTokens: 0, cachedTokens: 0, outputTokens: 0, ...over,
 });
 const cut = (pod: string, sentMs: number, endMs: number) =>
   record({ servedBy: pod, sentMs, headersMs: sentMs + 100, endMs, error: { kind: "broken", message: "terminated" } });
@@ -47,9 +48,9 @@ describe("soak classification", () => {
   });
 
   it("counts a 429 as an admission refusal only with pool_saturated and Retry-After", () => {
-    const refusal = { kind: "status" as const, status: 429, code: "pool_saturated", retryAfter: true, message: "429" };
+    const refusal = { kind: "status" as const, status: 429, code: "pool_saturated", retryAfterS: 1, message: "429" };
     expect(classify(record({ error: refusal }), []).outcome).toBe("refused");
-    expect(classify(record({ error: { ...refusal, retryAfter: false } }), []).outcome).toBe("unexpected");
+    expect(classify(record({ error: { ...refusal, retryAfterS: null } }), []).outcome).toBe("unexpected");
     expect(classify(record({ error: { ...refusal, code: "rate_limit_exceeded" } }), []).outcome).toBe("unexpected");
   });
 });

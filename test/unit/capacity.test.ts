@@ -4,10 +4,11 @@ import { describe, expect, it } from "vitest";
 import { CapacityLearner, HYSTERESIS, MEMORY_OBSERVATIONS, MIN_OBSERVATIONS } from "../../host/aggregator/capacity.js";
 import { normalise, wantedMetrics, type ItlTotals } from "../../host/aggregator/normalise.js";
 import { parsePrometheusText } from "../../host/aggregator/scrape.js";
-import { buildSnapshotBody, type EndpointState } from "../../host/aggregator/snapshot.js";
+import type { PodEntry } from "../../host/aggregator/pod-entry.js";
 import { parseGatewayConfig, type Engine as EngineName } from "../../host/config.js";
 import { Engine } from "../../testing/engine/index.js";
 import { MetricsRenderer, type MetricsFormat } from "../../testing/fakeserver/metrics.js";
+import { builtSnapshot, podEntry } from "../../testing/fixtures/snapshot-builders.js";
 
 /** Feeds windows of `gaps` token gaps, each with the given mean ITL (seconds); returns the value after each. */
 function feed(learner: CapacityLearner, start: ItlTotals, windows: Array<{ gaps: number; meanS: number }>): { totals: ItlTotals; values: number[] } {
@@ -173,23 +174,20 @@ pools:
     baseModel: b
     endpoints: [{ address: "10.0.1.1:8000", capacity: 0.35 }, "10.0.1.2:8000"]
 `);
-  /** An endpoint state whose learner has seen a steady ITL of `itlS` seconds. */
-  function state(address: string, itlS: number): EndpointState {
-    const s: EndpointState = { address, metrics: null, lastGoodMs: null, capacity: new CapacityLearner() };
-    s.capacity.observe({ sumS: 0, count: 0 });
-    s.capacity.observe({ sumS: 100 * itlS, count: 100 });
-    return s;
+  /** A pod of `pool` whose scrapes have shown a steady ITL of `itlS` seconds, its batch empty. */
+  function scraped(pool: number, address: string, itlS: number): PodEntry {
+    const pod = podEntry(config, pool, address);
+    for (const itl of [{ sumS: 0, count: 0 }, { sumS: 100 * itlS, count: 100 }]) {
+      pod.book({ waiting: 0, running: 0, kvCacheUsage: 0, maxLora: 0, runningAdapters: [], waitingAdapters: [], itl, kvTokens: 0 }, 0);
+    }
+    return pod;
   }
 
   it("carries what was learned, unless the pool configures capacities: then configured values only, 1 where none is given", () => {
-    const body = buildSnapshotBody(
-      config,
-      [
-        [state("10.0.0.1:8000", 0.01), state("10.0.0.2:8000", 0.04)],
-        [state("10.0.1.1:8000", 0.01), state("10.0.1.2:8000", 0.04)],
-      ],
-      0,
-    );
+    const body = builtSnapshot(config, [
+      [scraped(0, "10.0.0.1:8000", 0.01), scraped(0, "10.0.0.2:8000", 0.04)],
+      [scraped(1, "10.0.1.1:8000", 0.01), scraped(1, "10.0.1.2:8000", 0.04)],
+    ]);
     expect(body.pools.map((p) => p.endpoints.map((e) => e.capacity))).toEqual([
       [100, 25],
       [0.35, 1],
@@ -197,8 +195,7 @@ pools:
   });
 
   it("is 0 (unknown) for a pod the learner knows nothing of", () => {
-    const unknown: EndpointState = { address: "10.0.0.2:8000", metrics: null, lastGoodMs: null, capacity: new CapacityLearner() };
-    const body = buildSnapshotBody(config, [[state("10.0.0.1:8000", 0.01), unknown], []], 0);
+    const body = builtSnapshot(config, [[scraped(0, "10.0.0.1:8000", 0.01), podEntry(config, 0, "10.0.0.2:8000")]]);
     expect(body.pools[0].endpoints.map((e) => e.capacity)).toEqual([100, 0]);
   });
 });

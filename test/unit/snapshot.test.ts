@@ -4,10 +4,8 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { NativeRouter } from "../../testing/native/router.js";
 import { decodeSnapshot, encodeSnapshot, PRIORITY_WIRE, type EndpointMsg, type WeightsMsg } from "../../host/proto.js";
-import { CapacityLearner } from "../../host/aggregator/capacity.js";
-import { buildSnapshotBody, type EndpointState } from "../../host/aggregator/snapshot.js";
 import { BUILTIN_PROFILES, DEFAULT_WEIGHTS, parseGatewayConfig } from "../../host/config.js";
-import { endpoint, pool, snapshot } from "../../testing/fixtures/snapshot-builders.js";
+import { builtSnapshot, endpoint, pool, podEntry, snapshot } from "../../testing/fixtures/snapshot-builders.js";
 
 let router: NativeRouter;
 const CHAT = '{"model":"m","messages":[]}';
@@ -142,8 +140,7 @@ models:
     split: [{ model: llama-3.1-8b, weight: 9 }, { model: chat-lora, weight: 1 }]
   - { name: qwen3-32b, profile: latency }
 `);
-  const noAddresses = config.pools.map((p) => p.endpoints.map((): EndpointState => ({ address: null, metrics: null, lastGoodMs: null, capacity: new CapacityLearner() })));
-  const sent = decodeSnapshot(encodeSnapshot({ version: 1, generatedUnixMs: 0, ...buildSnapshotBody(config, noAddresses, 0) }));
+  const sent = decodeSnapshot(encodeSnapshot(builtSnapshot(config)));
   const profileName = (model: string) => sent.profiles![sent.models.find((m) => m.name === model)!.profile!].name;
 
   it("lists served names pool by pool, then virtual ones on their first target's pool", () => {
@@ -187,8 +184,8 @@ models:
   });
 
   it("gives every endpoint its pool's batchSlots (the file's, else the engine's default)", () => {
-    const states = config.pools.map((p) => p.endpoints.map((address): EndpointState => ({ address, metrics: null, lastGoodMs: null, capacity: new CapacityLearner() })));
-    const body = decodeSnapshot(encodeSnapshot({ version: 1, generatedUnixMs: 0, ...buildSnapshotBody(config, states, 0) }));
+    const pods = config.pools.map((p, i) => p.endpoints.map((address) => podEntry(config, i, address)));
+    const body = decodeSnapshot(encodeSnapshot(builtSnapshot(config, pods)));
     expect(body.pools.map((p) => p.endpoints.map((e) => e.batchSlots))).toEqual([[64], [256], [128]]);
   });
 
@@ -198,7 +195,7 @@ models:
 
   it("sends every served model on the latency profile and Standard for a config without traffic settings", () => {
     const plain = parseGatewayConfig(`pools: [{ name: p, baseModel: m, adapters: [a], endpoints: ["10.0.0.1:1"] }]`);
-    const body = buildSnapshotBody(plain, [[]], 0);
+    const body = builtSnapshot(plain);
     expect(body.models).toEqual([
       { name: "m", pool: 0, adapter: "", profile: 0, priority: 0, splits: [] },
       { name: "a", pool: 0, adapter: "a", profile: 0, priority: 0, splits: [] },

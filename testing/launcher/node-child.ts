@@ -1,6 +1,7 @@
-// Node processes the soak starts (fake pods, the aggregator): each with its
-// output appended to a log file, a line that says it is ready, and the soak's
-// exit-with-parent preload.
+// Node processes the benchmarks start (fake pods and fleets, the aggregator):
+// each with its output read line by line (appended to a log file, or handed
+// over), a line that says it is ready, and the exit-with-parent preload, so
+// none outlives the process that started it.
 import { spawn } from "node:child_process";
 import { createWriteStream, type WriteStream } from "node:fs";
 import { createInterface } from "node:readline";
@@ -8,8 +9,8 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { projectRoot } from "../../host/paths.js";
 
-// The compiled file, also when the soak itself runs from source (vitest).
-const PRELOAD = pathToFileURL(join(projectRoot, "dist", "bench", "soak", "exit-with-parent.js")).href;
+// The compiled file, also when the caller runs from source (vitest).
+const PRELOAD = pathToFileURL(join(projectRoot, "dist", "testing", "launcher", "exit-with-parent.js")).href;
 const READY_TIMEOUT_MS = 20_000;
 const STOP_GRACE_MS = 5_000;
 
@@ -26,14 +27,16 @@ export interface NodeChild {
 export interface NodeChildOptions {
   /** The script and its arguments. */
   args: string[];
-  /** Every line the child prints goes here, prefixed with `name`. */
-  log: WriteStream;
+  /** Every line the child prints goes here, prefixed with `name` and the time. */
+  log?: WriteStream;
+  /** And here, as it is. */
+  onLine?: (line: string) => void;
   name: string;
   /** Resolves the start once a line matches. */
   ready: RegExp;
 }
 
-/** Opens (appends to) a log file shared by the soak's children. */
+/** Opens (appends to) a log file children share. */
 export function openLog(path: string): WriteStream {
   return createWriteStream(path, { flags: "a" });
 }
@@ -54,7 +57,8 @@ export async function startNodeChild(opts: NodeChildOptions): Promise<NodeChild>
     });
     for (const stream of [child.stdout!, child.stderr!]) {
       createInterface({ input: stream }).on("line", (line) => {
-        opts.log.write(`${new Date().toISOString()} [${opts.name}] ${line}\n`);
+        opts.log?.write(`${new Date().toISOString()} [${opts.name}] ${line}\n`);
+        opts.onLine?.(line);
         if (!ready && opts.ready.test(line)) {
           ready = true;
           clearTimeout(timer);
