@@ -1,6 +1,7 @@
-// `npm run bench -- ...`: runs scenarios (sim or live mode), the filter
-// overhead benchmark and the failover benchmark, prints the tables, writes
-// results and charts, and with --all refreshes the committed charts and BENCHMARKS.md.
+// `npm run bench -- ...`, the one benchmark command: runs scenarios (sim or
+// live mode) and the filter overhead, failover, scale and soak benchmarks,
+// prints the tables, writes results and charts, and with --all refreshes
+// the committed charts and BENCHMARKS.md.
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join, relative } from "node:path";
@@ -17,6 +18,8 @@ import { listScenarios, loadScenario, ScenarioError, type Scenario } from "./sce
 import { summariseSeeds } from "./seeds.js";
 import { selectPolicies } from "./policies/index.js";
 import { runLive } from "./live/index.js";
+import { DEFAULT_SIZES } from "./scale/index.js";
+import { SOAK_DEFAULTS } from "./soak/command.js";
 import { startSimJobs, type SimJob } from "./sim/pool.js";
 import { effectiveScenario } from "./sim/simulator.js";
 import type { Mode, ScenarioResult } from "./types.js";
@@ -45,6 +48,12 @@ const USAGE = `usage: npm run bench -- [options]
                         (or --policies); writes DIR/<scenario>/capacity.json
   --smoke               a short run for CI: every scenario (or the given ones) for a few seconds, or a shortened
                         overhead or failover bench; no BENCHMARKS.md update
+  --scale               instead, the aggregator against N fake vLLM pods: --sizes A,B,... (default
+                        ${DEFAULT_SIZES.join(",")}), --duration S measured per size (default 10, after a 4 s warm-up);
+                        writes DIR/scale/scale.json
+  --soak                instead, the real stack for --minutes N (default ${SOAK_DEFAULTS.minutes}) at --rate R req/s (default
+                        ${SOAK_DEFAULTS.ratePerS}) with a cycle of faults a minute (--seed for the traffic); exits 1 when it fails;
+                        writes --out DIR (default bench/results/soak-<UTC time>/); \`npm run soak\` is the same
   --help`;
 
 /** Seconds of arrivals per scenario in a smoke run. */
@@ -84,6 +93,10 @@ export interface Args {
   multiple?: number;
   smoke: boolean;
   all: boolean;
+  /** Set for --scale: the fleet sizes (default the bench's). */
+  scale?: { sizes?: number[] };
+  /** Set for --soak. */
+  soak?: { minutes: number; ratePerS: number };
 }
 
 function parseSeed(text: string, option: string): number {
@@ -113,16 +126,49 @@ export function parse(argv: string[]): Args | "help" {
       capacity: { type: "boolean" },
       multiple: { type: "string" },
       smoke: { type: "boolean" },
+      scale: { type: "boolean" },
+      sizes: { type: "string" },
+      soak: { type: "boolean" },
+      minutes: { type: "string" },
+      rate: { type: "string" },
       help: { type: "boolean" },
     },
     strict: true,
   });
   if (values.help) return "help";
+  const standalone = (values.scale ? 1 : 0) + (values.soak ? 1 : 0);
+  if (standalone > 1) throw new UsageError("--scale and --soak exclude each other");
+  if (standalone === 1) {
+    const others = ["scenario", "all", "mode", "seeds", "policies", "jobs", "json", "overhead", "failover", "capacity", "multiple", "smoke"] as const;
+    const given = others.filter((k) => values[k] !== undefined);
+    if (given.length > 0) throw new UsageError(`--${values.scale ? "scale" : "soak"} runs alone: drop --${given.join(", --")}`);
+  }
+  if (values.sizes !== undefined && !values.scale) throw new UsageError("--sizes: only with --scale");
+  if ((values.minutes !== undefined || values.rate !== undefined) && !values.soak) throw new UsageError("--minutes and --rate: only with --soak");
   const mode = values.mode ?? "sim";
   if (mode !== "sim" && mode !== "live") throw new UsageError(`--mode: expected sim or live, got ${JSON.stringify(mode)}`);
   if (values.seed !== undefined && values.seeds !== undefined) throw new UsageError("--seed and --seeds exclude each other");
   let seeds = values.seed !== undefined ? [parseSeed(values.seed, "--seed")] : values.seeds?.split(",").map((t) => parseSeed(t, "--seeds"));
   if (seeds && new Set(seeds).size !== seeds.length) throw new UsageError(`--seeds: a seed is repeated in ${JSON.stringify(values.seeds)}`);
+  if (values.scale) {
+    if (values.seed !== undefined) throw new UsageError("--scale takes no --seed");
+    const sizes = values.sizes?.split(",").map((t) => Number(t));
+    if (sizes?.some((n) => !Number.isInteger(n) || n < 1)) throw new UsageError(`--sizes: expected integers >= 1, got ${JSON.stringify(values.sizes)}`);
+    return { ...standaloneArgs(values.out, positive(values.duration, "--duration")), scale: { sizes } };
+  }
+  if (values.soak) {
+    const minutes = positive(values.minutes, "--minutes") ?? SOAK_DEFAULTS.minutes;
+    // The schedule runs whole one-minute cycles.
+    if (!Number.isInteger(minutes)) throw new UsageError(`--minutes: expected a whole number of minutes, got ${values.minutes}`);
+    if (values.duration !== undefined) throw new UsageError("--soak: give --minutes, not --duration");
+    const seed = values.seed === undefined ? SOAK_DEFAULTS.seed : parseSeed(values.seed, "--seed");
+    const stamp = new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
+    return {
+      ...standaloneArgs(values.out ?? join(projectRoot, "bench", "results", `soak-${stamp}`), undefined),
+      seeds: [seed],
+      soak: { minutes, ratePerS: positive(values.rate, "--rate") ?? SOAK_DEFAULTS.ratePerS },
+    };
+  }
   let durationS: number | undefined;
   if (values.duration !== undefined) {
     durationS = Number(values.duration);
@@ -172,6 +218,21 @@ export function parse(argv: string[]): Args | "help" {
     multiple,
     smoke,
     all,
+  };
+}
+
+function positive(text: string | undefined, option: string): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!(Number.isFinite(n) && n > 0)) throw new UsageError(`${option}: expected a number > 0, got ${JSON.stringify(text)}`);
+  return n;
+}
+
+/** The arguments of a run that is only --scale or --soak. */
+function standaloneArgs(out: string | undefined, durationS: number | undefined): Args {
+  return {
+    scenarios: [], mode: "sim", durationS, jobs: 1, outDir: out ?? join(projectRoot, "bench", "results"),
+    overhead: false, failover: false, capacity: false, smoke: false, all: false,
   };
 }
 
@@ -355,6 +416,16 @@ export async function runBench(argv: string[], io: Io = defaultIo): Promise<numb
     if (args === "help") {
       io.out(`${USAGE}\n`);
       return 0;
+    }
+    if (args.scale) {
+      const { runScaleCommand } = await import("./scale/command.js");
+      await runScaleCommand({ sizes: args.scale.sizes, measureS: args.durationS, outDir: args.outDir }, io.out, io.err);
+      return 0;
+    }
+    if (args.soak) {
+      const { runSoakCommand } = await import("./soak/command.js");
+      const opts = { ...args.soak, seed: args.seeds![0], outDir: args.outDir };
+      return await runSoakCommand(opts, (line) => io.out(`${line}\n`), (line) => io.err(`${line}\n`));
     }
     if (args.capacity) await runCapacity(args, io);
     else if (args.scenarios.length > 0) await runScenarios(args, argv, io);

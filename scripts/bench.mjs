@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run bench -- ...`: build what is missing, then run the benchmark CLI.
+// `npm run bench -- ...` and `npm run soak -- ...`: build what is missing, then run the benchmark CLI.
 import { ensureBuilt, root } from "./ensure-built.mjs";
 
 ensureBuilt();

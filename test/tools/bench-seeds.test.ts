@@ -67,6 +67,19 @@ describe("bench seeds", () => {
     expect(err.join("")).toMatch(/exclude each other[\s\S]*--seeds: expected an integer[\s\S]*repeated[\s\S]*--jobs: expected an integer >= 1/);
   });
 
+  it("one command runs the scale and soak benchmarks too, each alone, with its own options checked", async () => {
+    expect(parse(["--soak", "--minutes", "2", "--rate", "5", "--seed", "7", "--out", "x"])).toMatchObject({ soak: { minutes: 2, ratePerS: 5 }, seeds: [7], outDir: "x" });
+    expect(parse(["--soak"])).toMatchObject({ soak: { minutes: 1, ratePerS: 30 }, seeds: [1] });
+    expect(parse(["--scale", "--sizes", "10,20", "--duration", "3"])).toMatchObject({ scale: { sizes: [10, 20] }, durationS: 3 });
+    const { err, io } = quiet();
+    expect(await runBench(["--soak", "--minutes", "1.5"], io)).toBe(2);
+    expect(await runBench(["--soak", "--scale"], io)).toBe(2);
+    expect(await runBench(["--scale", "--scenario", "bursty"], io)).toBe(2);
+    expect(await runBench(["--scale", "--sizes", "0"], io)).toBe(2);
+    expect(await runBench(["--scenario", "bursty", "--minutes", "2"], io)).toBe(2);
+    expect(err.join("")).toMatch(/whole number of minutes[\s\S]*exclude each other[\s\S]*runs alone: drop --scenario[\s\S]*--sizes: expected integers[\s\S]*only with --soak/);
+  });
+
   it("CLI --seeds writes each seed's result, the summary and one table", async () => {
     const dir = mkdtempSync(join(tmpdir(), "bench-seeds-"));
     const json = join(dir, "out.json");
