@@ -12,14 +12,16 @@
 import type { Scenario } from "./scenario.js";
 import { latencySummary, percentile, round3 } from "./percentiles.js";
 import {
+  isMeasured,
   isRefusal,
+  lastArrivalMs,
   PRIORITIES,
-  TIMEOUT,
+  ttftOf,
   type AdmissionSummary,
   type ClassCounts,
   type LoadStep,
   type Priority,
-  type RequestRecord,
+  type RunRecord,
   type StepSummary,
 } from "./types.js";
 
@@ -60,34 +62,31 @@ interface Attempt {
   admitted: boolean;
 }
 
-/** When the attempt that was served (or refused for good) arrived. */
-export const lastAttemptMs = (r: RequestRecord): number => r.retryArrivalMs ?? r.arrivalMs;
-
 /** Whether the last attempt reached a pod: a gateway answer (429, 404, 503...) has no pod and no latency. */
-function lastAdmitted(r: RequestRecord): boolean {
-  return !isRefusal(r.error) && (r.error === undefined || r.error === TIMEOUT || r.pod >= 0);
+function lastAdmitted(r: RunRecord): boolean {
+  return !isRefusal(r.error) && (isMeasured(r) || r.servedBy !== null);
 }
 
-function attempts(r: RequestRecord): Attempt[] {
-  const refusedFirst = r.refusedRetryAfterS !== undefined;
-  if (!refusedFirst) return [{ atMs: r.arrivalMs, retry: false, priority: r.priority, refused: false, admitted: lastAdmitted(r) }];
-  const first: Attempt = { atMs: r.arrivalMs, retry: false, priority: r.priority, refused: true, admitted: false };
-  if (r.retryArrivalMs === undefined) return [first];
-  return [first, { atMs: r.retryArrivalMs, retry: true, priority: r.priority, refused: isRefusal(r.error), admitted: lastAdmitted(r) }];
+function attempts(r: RunRecord): Attempt[] {
+  const refusal = r.firstRefusal;
+  if (!refusal) return [{ atMs: r.atMs, retry: false, priority: r.priority, refused: false, admitted: lastAdmitted(r) }];
+  const first: Attempt = { atMs: r.atMs, retry: false, priority: r.priority, refused: true, admitted: false };
+  if (refusal.retryArrivalMs === undefined) return [first];
+  return [first, { atMs: refusal.retryArrivalMs, retry: true, priority: r.priority, refused: isRefusal(r.error), admitted: lastAdmitted(r) }];
 }
 
 const emptyCounts = (): ClassCounts => ({ requests: 0, refused: 0, retried: 0, retriedCompleted: 0, finalRefused: 0 });
 
-function classCounts(records: readonly RequestRecord[]): { byClass: Record<Priority, ClassCounts>; total: ClassCounts } {
+function classCounts(records: readonly RunRecord[]): { byClass: Record<Priority, ClassCounts>; total: ClassCounts } {
   const byClass = Object.fromEntries(PRIORITIES.map((p) => [p, emptyCounts()])) as Record<Priority, ClassCounts>;
   const total = emptyCounts();
   for (const r of records) {
     for (const c of [byClass[r.priority], total]) {
       c.requests++;
-      if (r.refusedRetryAfterS === undefined) continue;
+      if (r.firstRefusal === undefined) continue;
       c.refused++;
-      if (r.retryArrivalMs !== undefined) c.retried++;
-      if (r.retryArrivalMs !== undefined && r.error === undefined) c.retriedCompleted++;
+      if (r.firstRefusal.retryArrivalMs !== undefined) c.retried++;
+      if (r.firstRefusal.retryArrivalMs !== undefined && r.error === undefined) c.retriedCompleted++;
       if (isRefusal(r.error)) c.finalRefused++;
     }
   }
@@ -95,15 +94,14 @@ function classCounts(records: readonly RequestRecord[]): { byClass: Record<Prior
 }
 
 /** Critical refusals in a second of the run in which a Sheddable attempt got in. */
-export function criticalWhileSheddable(records: readonly RequestRecord[]): number {
+export function criticalWhileSheddable(records: readonly RunRecord[]): number {
   const all = records.flatMap(attempts);
   const sheddableIn = new Set(all.filter((a) => a.priority === "sheddable" && a.admitted).map((a) => Math.floor(a.atMs / 1000)));
   return all.filter((a) => a.priority === "critical" && a.refused && sheddableIn.has(Math.floor(a.atMs / 1000))).length;
 }
 
 /** Latencies count: completed requests, and timed-out ones censored at the deadline (as in stats.ts). */
-const measuredTtft = (r: RequestRecord): number | undefined =>
-  (r.error === undefined || r.error === TIMEOUT) && r.ttftMs !== undefined ? r.ttftMs : undefined;
+const measuredTtft = (r: RunRecord): number | undefined => (isMeasured(r) ? ttftOf(r) : undefined);
 
 function p95(values: number[]): number | null {
   if (values.length === 0) return null;
@@ -112,12 +110,12 @@ function p95(values: number[]): number | null {
 }
 
 /** Admitted p95 TTFT per window of `windowS`, by the admitted attempt's arrival. */
-export function admittedWindows(records: readonly RequestRecord[], windowS = WINDOW_S): AdmissionSummary["windows"] {
+export function admittedWindows(records: readonly RunRecord[], windowS = WINDOW_S): AdmissionSummary["windows"] {
   const buckets = new Map<number, number[]>();
   for (const r of records) {
     const ttft = measuredTtft(r);
     if (ttft === undefined) continue;
-    const w = Math.floor(lastAttemptMs(r) / 1000 / windowS);
+    const w = Math.floor(lastArrivalMs(r) / 1000 / windowS);
     let b = buckets.get(w);
     if (!b) buckets.set(w, (b = []));
     b.push(ttft);
@@ -125,13 +123,13 @@ export function admittedWindows(records: readonly RequestRecord[], windowS = WIN
   return [...buckets.entries()].sort((a, b) => a[0] - b[0]).map(([w, values]) => ({ t: w * windowS, n: values.length, p95: p95(values)! }));
 }
 
-function refusals(records: readonly RequestRecord[]): Attempt[] {
+function refusals(records: readonly RunRecord[]): Attempt[] {
   return records.flatMap(attempts).filter((a) => a.refused);
 }
 
 /** The step's figures from the windows: the base p95, the peak within the step, and when the p95 came back. */
-export function stepSummary(records: readonly RequestRecord[], windows: AdmissionSummary["windows"], step: LoadStep): StepSummary {
-  const base = p95(records.filter((r) => lastAttemptMs(r) < step.baseEndS * 1000).flatMap((r) => measuredTtft(r) ?? []));
+export function stepSummary(records: readonly RunRecord[], windows: AdmissionSummary["windows"], step: LoadStep): StepSummary {
+  const base = p95(records.filter((r) => lastArrivalMs(r) < step.baseEndS * 1000).flatMap((r) => measuredTtft(r) ?? []));
   const during = windows.filter((w) => w.t >= step.stepStartS && w.t < step.stepEndS);
   const peak = during.length > 0 ? Math.max(...during.map((w) => w.p95)) : null;
   const back = base === null ? undefined : windows.find((w) => w.t >= step.stepEndS && w.p95 <= RECOVERED_WITHIN * base);
@@ -150,12 +148,12 @@ export function stepSummary(records: readonly RequestRecord[], windows: Admissio
   };
 }
 
-export function admissionSummary(records: readonly RequestRecord[], step?: LoadStep): AdmissionSummary {
+export function admissionSummary(records: readonly RunRecord[], step?: LoadStep): AdmissionSummary {
   const { byClass, total } = classCounts(records);
-  const given = records.flatMap((r) => (typeof r.refusedRetryAfterS === "number" ? [r.refusedRetryAfterS] : [])).sort((a, b) => a - b);
-  const retriedOk = records.filter((r) => r.retryArrivalMs !== undefined && r.error === undefined && r.ttftMs !== undefined);
-  const fromRetry = latencySummary(retriedOk.map((r) => r.ttftMs!));
-  const fromFirstAttempt = latencySummary(retriedOk.map((r) => r.retryArrivalMs! - r.arrivalMs + r.ttftMs!));
+  const given = records.flatMap((r) => (typeof r.firstRefusal?.retryAfterS === "number" ? [r.firstRefusal.retryAfterS] : [])).sort((a, b) => a - b);
+  const retriedOk = records.filter((r) => r.firstRefusal?.retryArrivalMs !== undefined && r.error === undefined);
+  const fromRetry = latencySummary(retriedOk.map(ttftOf));
+  const fromFirstAttempt = latencySummary(retriedOk.map((r) => r.firstRefusal!.retryArrivalMs! - r.atMs + ttftOf(r)));
   const perSecond = new Map<number, number>();
   for (const { atMs } of refusals(records)) perSecond.set(Math.floor(atMs / 1000), (perSecond.get(Math.floor(atMs / 1000)) ?? 0) + 1);
   const windows = admittedWindows(records);

@@ -1,17 +1,13 @@
 // Summaries of request records: percentiles, throughput, CDF and timeline
 // points, and relative changes between policies.
-import { admissionSummary, lastAttemptMs } from "./admission.js";
+import { admissionSummary } from "./admission.js";
 import { latencySummary, percentile, round3 } from "./percentiles.js";
-import { TIMEOUT, type EngineTotals, type LoadStep, type PolicyResult, type RequestRecord, type TimelinePoint } from "./types.js";
+import {
+  e2eOf, errorReason, isMeasured, isTimeout, lastArrivalMs, ttftOf,
+  type EngineTotals, type LoadStep, type PolicyResult, type RunRecord, type TimelinePoint,
+} from "./types.js";
 
 export { latencySummary, percentile } from "./percentiles.js";
-
-/**
- * Whether a record's latencies count: completed requests, and timed-out ones
- * (censored at the deadline), so a policy cannot look faster by dropping
- * requests. Error answers have no latency to speak of.
- */
-const measured = (r: RequestRecord) => r.error === undefined || r.error === TIMEOUT;
 
 /** `points` evenly spaced quantiles plus the extremes; enough for a chart, small in JSON. */
 export function cdf(values: readonly number[], points = 200): Array<[number, number]> {
@@ -26,15 +22,15 @@ export function cdf(values: readonly number[], points = 200): Array<[number, num
 }
 
 /** TTFT percentiles per arrival window of `windowS` seconds. */
-export function timeline(records: readonly RequestRecord[], windowS: number): TimelinePoint[] {
+export function timeline(records: readonly RunRecord[], windowS: number): TimelinePoint[] {
   const buckets = new Map<number, number[]>();
   for (const r of records) {
-    if (!measured(r) || r.ttftMs === undefined) continue;
+    if (!isMeasured(r)) continue;
     // A retried request counts where its retry arrived, from where its TTFT runs.
-    const w = Math.floor(lastAttemptMs(r) / 1000 / windowS);
+    const w = Math.floor(lastArrivalMs(r) / 1000 / windowS);
     let b = buckets.get(w);
     if (!b) buckets.set(w, (b = []));
-    b.push(r.ttftMs);
+    b.push(ttftOf(r));
   }
   return [...buckets.entries()]
     .sort((a, b) => a[0] - b[0])
@@ -65,27 +61,31 @@ function shares(counts: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(counts).map(([k, n]) => [k, total > 0 ? round3(n / total) : 0]));
 }
 
-export function policyResult(meta: PolicyMeta, records: readonly RequestRecord[]): PolicyResult {
+export function policyResult(meta: PolicyMeta, records: readonly RunRecord[]): PolicyResult {
   const ok = records.filter((r) => r.error === undefined);
-  const timedOut = records.filter((r) => r.error === TIMEOUT);
-  const counted = records.filter(measured);
-  const ttft = counted.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));
-  const e2e = counted.flatMap((r) => (r.e2eMs === undefined ? [] : [r.e2eMs]));
+  const timedOut = records.filter(isTimeout);
+  const counted = records.filter(isMeasured);
+  const ttft = counted.map(ttftOf);
+  const e2e = counted.map(e2eOf);
   const errorsByReason: Record<string, number> = {};
-  for (const r of records) if (!measured(r)) errorsByReason[r.error!] = (errorsByReason[r.error!] ?? 0) + 1;
+  for (const r of records) {
+    if (isMeasured(r)) continue;
+    const reason = errorReason(r.error!);
+    errorsByReason[reason] = (errorsByReason[reason] ?? 0) + 1;
+  }
 
   let first = Infinity;
   let last = 0;
-  for (const r of records) first = Math.min(first, r.arrivalMs);
+  for (const r of records) first = Math.min(first, r.atMs);
   // A timeout's e2e ends at the drain deadline: the run was not done before it.
-  for (const r of counted) last = Math.max(last, lastAttemptMs(r) + (r.e2eMs ?? 0));
+  for (const r of counted) last = Math.max(last, lastArrivalMs(r) + e2eOf(r));
   const makespanS = ok.length > 0 ? (last - first) / 1000 : 0;
   const outputTokens = ok.reduce((s, r) => s + r.outputTokens, 0);
   const promptTokens = ok.reduce((s, r) => s + r.promptTokens, 0);
 
   const perPod: Record<string, number> = {};
   for (const name of meta.podNames) perPod[name] = 0;
-  for (const r of records) if (r.pod >= 0) perPod[meta.podNames[r.pod]]++;
+  for (const r of records) if (r.servedBy !== null && Object.hasOwn(perPod, r.servedBy)) perPod[r.servedBy]++;
 
   return {
     policy: meta.policy,

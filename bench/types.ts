@@ -1,6 +1,7 @@
-// Result types shared by the simulator, the live mode and the reports. A
-// mode produces one RequestRecord per request and summarises them with
-// bench/stats.ts, so sim and live results have the same shape.
+// The request record every mode keeps (the simulator, the live mode, the
+// soak, the failover bench), and the result types the reports read. Sim and
+// live runs summarise their records with bench/stats.ts, so their results
+// have the same shape.
 
 export type Mode = "sim" | "live";
 
@@ -8,41 +9,91 @@ export type Mode = "sim" | "live";
 export type Priority = "critical" | "standard" | "sheddable";
 export const PRIORITIES: readonly Priority[] = ["critical", "standard", "sheddable"];
 
-/** The error of a request still unfinished at the drain deadline. */
-export const TIMEOUT = "timeout";
-
-/** A gateway's refusal for saturation (429, with an OpenAI error code after it in live mode). */
-export const isRefusal = (error: string | undefined): boolean => error !== undefined && /^429\b/.test(error);
-
 /**
- * One client request, times relative to the arrival at the gateway of the
- * attempt that was served. A client retries a 429 once, after its
- * Retry-After: `error`, the latencies and the pod are then the retry's, and
- * the first attempt's refusal is kept in `refusedRetryAfterS`.
+ * - `status`: an HTTP status other than 200, before any response byte (the
+ *   gateway's own answer, or a pod's);
+ * - `no_response`: the connection failed before a status line;
+ * - `broken`: a 200 whose body was cut or came back short (a stream broken mid-way);
+ * - `timeout`: still running when the load stopped waiting (the drain deadline).
  */
-export interface RequestRecord {
-  /** The first attempt's arrival. */
-  arrivalMs: number;
-  /** The class the client sent. */
-  priority: Priority;
-  /** Set when the first attempt was refused (429): its Retry-After in seconds, null if it had none (no retry then). */
-  refusedRetryAfterS?: number | null;
-  /** When the retry of a refused request arrived (same clock as arrivalMs); its TTFT and E2E count from here. */
-  retryArrivalMs?: number;
-  /** Index of the pod it went to; -1 if the gateway answered itself. */
-  pod: number;
-  /** Why it failed (e.g. "503", "400 context_length_exceeded", TIMEOUT); undefined on success. */
-  error: string | undefined;
-  /**
-   * For a TIMEOUT, both are censored at the drain deadline (deadline - arrival),
-   * TTFT only if no token came, so that a dropped request still counts as slow.
-   */
-  ttftMs?: number;
-  e2eMs?: number;
+export type ErrorKind = "status" | "no_response" | "broken" | "timeout";
+
+export interface RequestError {
+  kind: ErrorKind;
+  status?: number;
+  code?: string;
+  param?: string;
+  /** A status answer's Retry-After in seconds (the delay form); null when it had none or another form. */
+  retryAfterS?: number | null;
+  message: string;
+}
+
+/** What a plan says of a request: when it arrives, ms since the start of the load. */
+export interface Planned {
+  atMs: number;
+}
+
+/** What happened to one request; times in ms on the load's clock (virtual time in the simulator). */
+export interface Outcome {
+  /** When the attempt that was served (or refused for good) reached the gateway. */
+  sentMs: number;
+  /** When a 200's headers arrived. */
+  headersMs?: number;
+  /** When the first token (streamed chunk, or whole answer) arrived. */
+  firstTokenMs?: number;
+  /** When it ended: done, failed, or given up at the drain deadline. */
+  endMs?: number;
+  /** The pod that answered (x-served-by; the simulator's pod name); null when the gateway answered itself. */
+  servedBy: string | null;
   promptTokens: number;
   /** Prompt tokens served from the pod's prefix cache. */
   cachedTokens: number;
   outputTokens: number;
+  error?: RequestError;
+  /**
+   * Set when the first attempt was refused (429): its Retry-After (null when
+   * it had none: no retry then), and when the retry reached the gateway if
+   * it was sent again (on the plan's clock). A client retries a 429 once.
+   */
+  firstRefusal?: { retryAfterS: number | null; retryArrivalMs?: number };
+}
+
+/** The one record of a request, in every mode: its plan and its outcome. */
+export type RequestRecord<P extends Planned = Planned> = P & Outcome;
+
+/** What the run summaries read: a simulated or live-mode request, with the class its client sent. */
+export type RunRecord = RequestRecord<Planned & { priority: Priority }>;
+
+export const isTimeout = (r: Outcome): boolean => r.error?.kind === "timeout";
+
+/** A gateway's refusal for saturation (429). */
+export const isRefusal = (e: RequestError | undefined): boolean => e?.kind === "status" && e.status === 429;
+
+/**
+ * Whether a record's latencies count: completed requests, and timed-out
+ * ones (censored at the deadline), so a policy cannot look faster by
+ * dropping requests. Error answers have no latency to speak of.
+ */
+export const isMeasured = (r: Outcome): boolean => r.error === undefined || r.error.kind === "timeout";
+
+/** Time to first token of a measured record, from its served attempt; a timeout with no token is censored at its end. */
+export const ttftOf = (r: Outcome): number => (r.firstTokenMs ?? r.endMs!) - r.sentMs;
+
+export const e2eOf = (r: Outcome): number => r.endMs! - r.sentMs;
+
+/** When the attempt that was served (or refused for good) arrived, on the plan's clock. */
+export const lastArrivalMs = (r: RequestRecord): number => r.firstRefusal?.retryArrivalMs ?? r.atMs;
+
+/** The error as results count it: "429", "400 context_length_exceeded", "timeout", "client <why>". */
+export function errorReason(e: RequestError): string {
+  switch (e.kind) {
+    case "status":
+      return e.code ? `${e.status} ${e.code}` : String(e.status);
+    case "timeout":
+      return "timeout";
+    default:
+      return `client ${e.message}`;
+  }
 }
 
 /** Engine counters summed over a fleet's pods. */

@@ -3,6 +3,7 @@
 import { MAX_BODY_BYTES } from "../core/wire/contract.generated";
 import { JsonScanner, JsonType } from "../core/openai/json";
 import { HealthRules } from "../core/fleet/health";
+import { Gate } from "../core/openai/trust";
 import { StaleViewPolicy, ViewPolicy } from "../core/fleet/view";
 
 /**
@@ -50,8 +51,6 @@ class ConfigScanner extends JsonScanner {
   }
 }
 
-/** Who a request-header claim (Critical class, decision debug) is honoured for. */
-export const enum Gate { Nobody = 0, Anyone = 1, Claim = 2 }
 
 export class FilterConfig {
   maxBodyBytes: i64 = 4 * 1024 * 1024;

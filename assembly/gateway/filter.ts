@@ -45,7 +45,8 @@ import {
   GATEWAY_HEADER_PREFIX, HEADER_BASE_MODEL, HEADER_CLAIM_CRITICAL, HEADER_CLAIM_DEBUG, HEADER_DEBUG, HEADER_DECISION,
   HEADER_DESTINATION_ENDPOINT, HEADER_MODEL_NAME, HEADER_POOL, HEADER_PRIORITY, HEADER_REPLY, HEADER_STREAM,
 } from "../core/wire/contract.generated";
-import { FilterConfig, Gate } from "./config";
+import { FilterConfig } from "./config";
+import { claimAllows, explainsDecision, Gate, mayClaimCritical } from "../core/openai/trust";
 import { FilterMetrics } from "./metrics";
 import { reportMemoryGrowth } from "./memory-gauge";
 import { SharedHealth } from "./shared-health";
@@ -174,13 +175,6 @@ export class GatewayRoot extends RootContext {
     return encodePairs(pairs);
   }
 
-  /** A claim header's value (one value, or a comma-separated list) holds one of `allowed`. */
-  claimAllows(ptr: usize, len: i32, allowed: string[]): bool {
-    const values = String.UTF8.decodeUnsafe(ptr, <usize>len).split(",");
-    for (let i = 0; i < values.length; i++) if (allowed.includes(values[i].trim())) return true;
-    return false;
-  }
-
   /**
    * A routed request ended (core/lifecycle.ts): `upstream` is the pod Envoy's
    * last try went to (empty: none answered), `status` NO_RESPONSE when the
@@ -269,9 +263,9 @@ class GatewayStream extends HttpContext {
         const kl = pairs.keyLen;
         if (startsWithAscii(k, kl, GATEWAY_HEADER_PREFIX)) {
           if (config.criticalFrom == Gate.Claim && equalsAscii(k, kl, CRITICAL_CLAIM)) {
-            criticalClaim = root.claimAllows(pairs.valuePtr, pairs.valueLen, config.criticalClaims);
+            criticalClaim = claimAllows(pairs.valuePtr, pairs.valueLen, config.criticalClaims);
           } else if (config.debug == Gate.Claim && equalsAscii(k, kl, DEBUG_CLAIM)) {
-            debugClaim = root.claimAllows(pairs.valuePtr, pairs.valueLen, config.debugClaims);
+            debugClaim = claimAllows(pairs.valuePtr, pairs.valueLen, config.debugClaims);
           } else {
             root.stats!.spoofedHeader();
           }
@@ -295,8 +289,8 @@ class GatewayStream extends HttpContext {
     path.classify(isPost, isGet, pathPtr, pathLen);
     raw.release();
     this.contentLength = contentLength;
-    this.mayClaimCritical = config.criticalFrom == Gate.Anyone || criticalClaim;
-    this.explain = config.debug == Gate.Anyone || (debugAsked && debugClaim);
+    this.mayClaimCritical = mayClaimCritical(config.criticalFrom, criticalClaim);
+    this.explain = explainsDecision(config.debug, debugAsked, debugClaim);
 
     if (path.route == ApiRoute.Other) return HeaderAction.Continue;
     if (path.route == ApiRoute.ListModels) return this.reply(200, root.modelsJson(), root.headersFor(200));

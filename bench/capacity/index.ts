@@ -12,7 +12,7 @@ import { selectPolicies } from "../policies/index.js";
 import type { Scenario } from "../scenario.js";
 import { replayPolicy } from "../sim/simulator.js";
 import { generateTrace } from "../sim/workload.js";
-import type { RequestRecord } from "../types.js";
+import type { RunRecord } from "../types.js";
 
 export const DEFAULT_MULTIPLE = 4;
 export const DEFAULT_CAPACITY_POLICIES = ["round-robin", "oracle"];
@@ -66,15 +66,19 @@ interface PodRate {
   sentPerS: number;
 }
 
-function podRates(records: readonly RequestRecord[], pods: number, start: number, lastArrival: number): PodRate[] {
+function podRates(records: readonly RunRecord[], podNames: readonly string[], start: number, lastArrival: number): PodRate[] {
+  const pods = podNames.length;
+  const index = new Map(podNames.map((name, i) => [name, i]));
   const completed = new Array<number>(pods).fill(0);
   const sent = new Array<number>(pods).fill(0);
   const end = new Array<number>(pods).fill(start);
   for (const r of records) {
-    if (r.pod >= 0) sent[r.pod]++;
+    const pod = index.get(r.servedBy ?? "");
+    if (pod === undefined) continue;
+    sent[pod]++;
     if (r.error !== undefined) continue;
-    completed[r.pod]++;
-    end[r.pod] = Math.max(end[r.pod], r.arrivalMs + r.e2eMs!);
+    completed[pod]++;
+    end[pod] = Math.max(end[pod], r.endMs!);
   }
   return completed.map((n, i) => ({
     completed: n,
@@ -94,7 +98,7 @@ export async function measureCapacity(scenario: Scenario, opts: CapacityOptions 
   const policies: PolicyCapacity[] = [];
   for (const spec of selectPolicies(opts.policies ?? DEFAULT_CAPACITY_POLICIES)) {
     const fleet = await replayPolicy(fast, trace, spec, scenario.seed, (f) => opts.onProgress?.(spec.name, f));
-    const rates = podRates(fleet.records, fleet.pods.length, start, lastArrival);
+    const rates = podRates(fleet.records, fleet.pods.map((p) => p.name), start, lastArrival);
     let first = 0;
     const groups = scenario.fleet.map((g): GroupCapacity => {
       const mine = rates.slice(first, (first += g.count));

@@ -1,7 +1,8 @@
 // The failover bench's load: requests at seeded Poisson arrival times, sent
 // open loop through the shared client (bench/load/).
-import { newClient, newRecord, send, type ClientRecord, type ClientRequest } from "../load/client.js";
+import { newClient, newRecord, send, type ClientRequest } from "../load/client.js";
 import { openLoop } from "../load/open-loop.js";
+import type { RequestRecord } from "../types.js";
 import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 
 export interface PlannedRequest {
@@ -29,7 +30,7 @@ export function planArrivals(seed: number, ratePerS: number, durationS: number):
   return out;
 }
 
-export type RequestRecord = ClientRecord<PlannedRequest>;
+export type FailoverRecord = RequestRecord<PlannedRequest>;
 
 export interface LoadOptions {
   /** e.g. http://127.0.0.1:8080 */
@@ -44,9 +45,9 @@ export interface LoadOptions {
   onProgress?: (line: string) => void;
 }
 
-export async function runLoad(opts: LoadOptions): Promise<RequestRecord[]> {
+export async function runLoad(opts: LoadOptions): Promise<FailoverRecord[]> {
   const client = newClient(opts.baseUrl);
-  const records: RequestRecord[] = [];
+  const records: FailoverRecord[] = [];
   const progress = opts.onProgress
     ? setInterval(() => {
         const done = records.filter((r) => r.endMs !== undefined).length;

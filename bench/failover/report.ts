@@ -1,7 +1,7 @@
 // The failover report: what each phase measured, summarised from the request
 // records and Envoy's counters, and its markdown for BENCHMARKS.md.
 import { formatMs } from "../report/table.js";
-import type { RequestRecord } from "./load.js";
+import type { FailoverRecord } from "./load.js";
 
 export const PHASES = [
   "pod-killed", "pod-500", "aggregator-then-pod-killed", "pod-hung", "pod-breaking-responses", "pod-stalling-streams",
@@ -45,7 +45,7 @@ export interface PhaseRun {
   engineAtFault: { running: number; waiting: number } | null;
   /** The filter's /health status right before the fault. */
   healthAtFault: string;
-  records: RequestRecord[];
+  records: FailoverRecord[];
   /** Requests (or refused connections) that reached the faulty pod after the fault. */
   attemptTimesMs: number[];
   /** "pod": counted by the pod's front, exactly; "envoy": Envoy's per-host counters, sampled every 100 ms. */
@@ -126,7 +126,7 @@ export interface PhaseReport {
   };
   envoy: Record<keyof typeof ENVOY_COUNTERS, number>;
   envoyCounters: Record<string, number>;
-  records: RequestRecord[];
+  records: FailoverRecord[];
 }
 
 export interface FailoverSettings {

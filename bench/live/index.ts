@@ -83,7 +83,6 @@ export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<Sc
       const records = await replay(trace, {
         url: gateway.url,
         poolNames: scenario.models.map((m) => m.name),
-        podIndex: new Map(podNames.map((n, i) => [n, i])),
       }, {
         drainLimitMs: scenario.drainLimitS * 1000,
         onProgress: (f) => opts.onProgress?.(policy.name, f),

@@ -2,26 +2,9 @@
 // own retries off: every answer is the gateway's): when its headers and its
 // first token came, which pod answered (x-served-by), the usage, and how it
 // failed. Every live load (the live mode, the soak, the failover bench)
-// sends through here and records into ClientRecord.
+// sends through here and keeps a RequestRecord (bench/types.ts).
 import OpenAI from "openai";
-
-/**
- * - `status`: an HTTP status other than 200, before any response byte;
- * - `no_response`: the connection failed before a status line;
- * - `broken`: a 200 whose body was cut or came back short (a stream broken mid-way);
- * - `timeout`: still running when the load stopped waiting.
- */
-export type ErrorKind = "status" | "no_response" | "broken" | "timeout";
-
-export interface ClientError {
-  kind: ErrorKind;
-  status?: number;
-  code?: string;
-  param?: string;
-  /** A status answer's Retry-After in seconds (the delay form); null when it had none or another form. */
-  retryAfterS?: number | null;
-  message: string;
-}
+import type { Outcome, Planned, RequestError, RequestRecord } from "../types.js";
 
 /** What goes on the wire: a chat or text completion, or bytes sent as they are. */
 export interface ClientRequest {
@@ -37,37 +20,15 @@ export interface ClientRequest {
   expectedTokens?: number;
 }
 
-/** What a client saw of one request; times in ms on the load's clock. */
-export interface ClientOutcome {
-  /** When the (last) attempt left. */
-  sentMs: number;
-  /** When a 200's headers arrived. */
-  headersMs?: number;
-  /** When the first streamed chunk (or a whole answer) arrived. */
-  firstTokenMs?: number;
-  endMs?: number;
-  /** x-served-by of the answer: the pod that sent it (or its error); null when none said. */
-  servedBy: string | null;
-  promptTokens: number;
-  cachedTokens: number;
-  outputTokens: number;
-  error?: ClientError;
-  /** Set when a first attempt was refused (429) and sent again: its Retry-After, and when that first attempt left. */
-  retry?: { afterS: number; firstSentMs: number };
-}
-
-/** A planned request with its outcome: the one record every live load keeps. */
-export type ClientRecord<P> = P & ClientOutcome;
-
 export function newClient(gatewayUrl: string, timeoutMs?: number): OpenAI {
   return new OpenAI({ baseURL: `${gatewayUrl}/v1`, apiKey: "unused", maxRetries: 0, ...(timeoutMs ? { timeout: timeoutMs } : {}) });
 }
 
-const fresh = (sentMs: number): ClientOutcome => ({
+const fresh = (sentMs: number): Outcome => ({
   sentMs, headersMs: undefined, firstTokenMs: undefined, endMs: undefined, servedBy: null, promptTokens: 0, cachedTokens: 0, outputTokens: 0, error: undefined,
 });
 
-export function newRecord<P extends object>(planned: P, sentMs: number): ClientRecord<P> {
+export function newRecord<P extends Planned>(planned: P, sentMs: number): RequestRecord<P> {
   return { ...planned, ...fresh(sentMs) };
 }
 
@@ -85,20 +46,26 @@ export interface SendOptions {
 }
 
 /** Sends `request` and fills `record` as it goes; never throws. */
-export async function send(client: OpenAI, request: ClientRequest, record: ClientOutcome, opts: SendOptions): Promise<void> {
+export async function send(client: OpenAI, request: ClientRequest, record: RequestRecord, opts: SendOptions): Promise<void> {
   await attempt(client, request, record, opts);
   const e = record.error;
-  if (!opts.retryRefusal || e?.kind !== "status" || e.status !== 429 || e.retryAfterS == null) return;
+  if (!opts.retryRefusal || e?.kind !== "status" || e.status !== 429) return;
+  const retryAfterS = e.retryAfterS ?? null;
+  record.firstRefusal = { retryAfterS };
+  if (retryAfterS === null) return;
   try {
-    await sleep(e.retryAfterS * 1000, opts.signal);
+    await sleep(retryAfterS * 1000, opts.signal);
   } catch {
     return; // the drain deadline passed first: the refusal stands
   }
-  Object.assign(record, fresh(opts.clock()), { retry: { afterS: e.retryAfterS, firstSentMs: record.sentMs } });
+  const firstSentMs = record.sentMs;
+  Object.assign(record, fresh(opts.clock()));
+  // On the plan's clock: the first attempt left at its planned time (give or take the timers).
+  record.firstRefusal.retryArrivalMs = record.atMs + (record.sentMs - firstSentMs);
   await attempt(client, request, record, opts);
 }
 
-async function attempt(client: OpenAI, request: ClientRequest, record: ClientOutcome, opts: SendOptions): Promise<void> {
+async function attempt(client: OpenAI, request: ClientRequest, record: Outcome, opts: SendOptions): Promise<void> {
   const options = { headers: request.headers, signal: opts.signal };
   const onHeaders = (response: Response) => {
     record.headersMs = opts.clock();
@@ -160,7 +127,7 @@ interface Chunk {
   usage?: Usage | null;
 }
 
-function readUsage(record: ClientOutcome, data: unknown): void {
+function readUsage(record: Outcome, data: unknown): void {
   const usage = (data as { usage?: Usage | null } | null)?.usage;
   if (!usage) return;
   record.promptTokens = usage.prompt_tokens ?? 0;
@@ -168,7 +135,7 @@ function readUsage(record: ClientOutcome, data: unknown): void {
   record.cachedTokens = usage.prompt_tokens_details?.cached_tokens ?? 0;
 }
 
-function describe(err: unknown, record: ClientOutcome, signal: AbortSignal): ClientError {
+function describe(err: unknown, record: Outcome, signal: AbortSignal): RequestError {
   const message = (err as Error).message ?? String(err);
   if (signal.aborted || err instanceof OpenAI.APIConnectionTimeoutError) return { kind: "timeout", message };
   if (record.headersMs !== undefined) return { kind: "broken", message };

@@ -10,7 +10,6 @@ import { NativeRouter, type RouteResult } from "../../testing/native/router.js";
 import { NativeSharedData } from "../../testing/native/shared-data.js";
 import { AggregatorModel, gatewayConfig } from "../sim/aggregator.js";
 import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
-import { TIMEOUT } from "../types.js";
 import type { Profile } from "./profiles.js";
 import type { Decision, PolicySpec } from "./types.js";
 
@@ -87,7 +86,7 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
         // The filter's own end of a request (core/lifecycle.ts): a pod's answer, its 400 included, drains the pool
         // and is judged for the health ledger; the client giving up at the deadline teaches nothing.
         const error = fleet.records[request.index].error;
-        const status = error === TIMEOUT ? undefined : error === undefined ? 200 : Number(/^(\d{3})\b/.exec(error)?.[1] ?? 500);
+        const status = error === undefined ? 200 : error.kind === "timeout" ? undefined : (error.status ?? 500);
         shared.endRequest(router, { address, status });
       });
 

@@ -65,6 +65,6 @@ export class SimClient {
         return;
       }
     }
-    this.fleet.reject(request, String(decision.status));
+    this.fleet.reject(request, decision.status, t);
   }
 }

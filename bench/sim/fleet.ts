@@ -5,7 +5,7 @@
  */
 import { Engine, RequestRejectedError, type EngineEvent } from "../../testing/engine/index.js";
 import type { Scenario } from "../scenario.js";
-import { TIMEOUT, type EngineTotals, type RequestRecord } from "../types.js";
+import type { EngineTotals, RequestError, RunRecord } from "../types.js";
 import type { TraceRequest } from "./workload.js";
 
 /** A request left `pod` at time t: finished, aborted, or refused up front. */
@@ -34,6 +34,9 @@ export interface Outstanding {
   attemptMs: number;
 }
 
+/** A record's error until its request is decided: none is left so at the end of a run. */
+const NOT_ROUTED: RequestError = { kind: "no_response", message: "not routed" };
+
 function podAddress(index: number): string {
   return `127.1.${index >> 8}.${(index & 255) + 1}:8000`;
 }
@@ -42,7 +45,7 @@ export class SimFleet {
   readonly pods: SimPod[] = [];
   /** Pod indices per pool (scenario model). */
   readonly pools: number[][];
-  readonly records: RequestRecord[];
+  readonly records: RunRecord[];
   private readonly inFlightCount: number[];
   private readonly outstandingByPod: Map<string, Outstanding>[];
   private readonly byId = new Map<string, Outstanding>();
@@ -71,10 +74,11 @@ export class SimFleet {
     this.outstandingByPod = this.pods.map(() => new Map());
     this.dirty = this.pods.map(() => false);
     this.records = requests.map((r) => ({
-      arrivalMs: r.arrivalMs,
+      atMs: r.arrivalMs,
       priority: r.priority,
-      pod: -1,
-      error: "not routed",
+      sentMs: r.arrivalMs,
+      servedBy: null,
+      error: NOT_ROUTED,
       promptTokens: 0,
       cachedTokens: 0,
       outputTokens: 0,
@@ -122,7 +126,8 @@ export class SimFleet {
    */
   submit(request: TraceRequest, pod: number, prompt: string, t: number, attemptMs = request.arrivalMs): void {
     const record = this.records[request.index];
-    record.pod = pod;
+    record.servedBy = this.pods[pod].name;
+    record.sentMs = attemptMs;
     const id = String(request.index);
     try {
       const promptTokens = this.pods[pod].engine.submit({ id, prompt, maxTokens: request.maxTokens, adapter: request.adapter }, t);
@@ -134,24 +139,26 @@ export class SimFleet {
       record.error = undefined;
     } catch (err) {
       if (!(err instanceof RequestRejectedError)) throw err;
-      record.error = `400 ${err.code}`;
+      record.error = { kind: "status", status: 400, code: err.code, message: err.message };
       for (const h of this.finishedHandlers) h(request, pod, t);
     }
   }
 
-  /** The gateway answered the request itself (no endpoint, or a refusal). */
-  reject(request: TraceRequest, reason: string): void {
-    this.records[request.index].error = reason;
+  /** The gateway answered the attempt arriving at t itself (no endpoint, or a refusal) with `status`. */
+  reject(request: TraceRequest, status: number, t: number): void {
+    const record = this.records[request.index];
+    record.sentMs = t;
+    record.error = { kind: "status", status, message: `the gateway answered ${status}` };
   }
 
   /** The client's first attempt was refused with this Retry-After (s; null: none given). */
   noteRefusal(request: TraceRequest, retryAfterS: number | null): void {
-    this.records[request.index].refusedRetryAfterS = retryAfterS;
+    this.records[request.index].firstRefusal = { retryAfterS };
   }
 
   /** The client retried the request at t. */
   noteRetry(request: TraceRequest, t: number): void {
-    this.records[request.index].retryArrivalMs = t;
+    this.records[request.index].firstRefusal!.retryArrivalMs = t;
   }
 
   /** The client gives up at `deadline` on what is still unfinished: each is aborted on its pod and booked as a timeout. */
@@ -173,11 +180,10 @@ export class SimFleet {
     } else if (ev.type === "finished") {
       const record = this.records[o.request.index];
       const s = ev.stats;
-      const elapsed = ev.time - o.attemptMs;
-      // Only timeouts abort in the simulator: times are censored at the abort, TTFT only if no token came.
-      if (ev.reason === "abort") record.error = TIMEOUT;
-      record.ttftMs = s.tokenTimes.length > 0 ? s.tokenTimes[0] - o.attemptMs : elapsed;
-      record.e2eMs = elapsed;
+      // Only timeouts abort in the simulator: times are censored at the abort, TTFT only if no token came (ttftOf).
+      if (ev.reason === "abort") record.error = { kind: "timeout", message: "still running at the drain deadline" };
+      record.firstTokenMs = s.tokenTimes.length > 0 ? s.tokenTimes[0] : undefined;
+      record.endMs = ev.time;
       record.promptTokens = s.promptTokens;
       record.cachedTokens = s.cachedTokens;
       record.outputTokens = s.outputTokens;

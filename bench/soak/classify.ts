@@ -23,7 +23,7 @@
 // delayed_close_timeout: it waits that long for the client to close first;
 // measured here, 1.00 s after the kill); the window adds a second for the
 // event loops' lag on a busy machine.
-import type { RequestRecord } from "./load.js";
+import type { SoakRecord } from "./load.js";
 import { UNKNOWN_MODEL } from "./traffic.js";
 
 export const OUTCOMES = ["ok", "refused", "expected", "injected", "unexpected"] as const;
@@ -50,7 +50,7 @@ const EXPECTED: Record<string, { status: number; code?: string; param?: string; 
   "bad-priority": { status: 400, param: "x-llm-priority", kind: "400 bad x-llm-priority" },
 };
 
-export function classify(r: RequestRecord, kills: readonly Kill[]): Classified {
+export function classify(r: SoakRecord, kills: readonly Kill[]): Classified {
   const err = r.error;
   const expected = EXPECTED[r.kind];
   if (expected) {
@@ -72,7 +72,7 @@ export function classify(r: RequestRecord, kills: readonly Kill[]): Classified {
   return { outcome: "unexpected", kind: describe(r) };
 }
 
-function describe(r: RequestRecord): string {
+function describe(r: SoakRecord): string {
   const err = r.error;
   if (!err) return "200";
   switch (err.kind) {

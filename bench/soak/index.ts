@@ -6,7 +6,7 @@
 import { mkdirSync } from "node:fs";
 import { classify, OUTCOMES, type Classified, type Kill, type Outcome } from "./classify.js";
 import { EventRunner, type SoakEvent } from "./events.js";
-import { Load, type RequestRecord } from "./load.js";
+import { Load, type SoakRecord } from "./load.js";
 import { MemorySampler, type MemorySample } from "./memory.js";
 import { DEFAULT_CYCLE, planEvents, type Cycle } from "./schedule.js";
 import { startSoakStack } from "./stack.js";
@@ -34,7 +34,7 @@ export interface SoakSettings {
   membershipBy: string;
 }
 
-export interface ClassifiedRecord extends RequestRecord {
+export interface ClassifiedRecord extends SoakRecord {
   outcome: Outcome;
   outcomeKind: string;
 }
@@ -134,7 +134,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
 }
 
 function summarise(
-  settings: SoakSettings, startedAt: string, elapsedMs: number, records: RequestRecord[], runner: EventRunner,
+  settings: SoakSettings, startedAt: string, elapsedMs: number, records: SoakRecord[], runner: EventRunner,
   samples: MemorySample[], failures: string[],
 ): SoakResult {
   const byOutcome = Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as Record<Outcome, number>;
@@ -177,7 +177,7 @@ function summarise(
   };
 }
 
-function recoveries(events: SoakEvent[], classified: ReadonlyArray<readonly [RequestRecord, Classified]>) {
+function recoveries(events: SoakEvent[], classified: ReadonlyArray<readonly [SoakRecord, Classified]>) {
   return events.filter((e) => e.kind === "restore").map((e) => {
     const served = classified
       .filter(([r, c]) => c.outcome === "ok" && r.servedBy === e.pod && r.sentMs >= e.doneMs)

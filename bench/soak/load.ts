@@ -1,11 +1,12 @@
 // The soak's load: the planned mix sent open loop through the shared client
 // (bench/load/), each request recorded as it goes.
 import type OpenAI from "openai";
-import { newClient, newRecord, send, type ClientRecord, type ClientRequest } from "../load/client.js";
+import { newClient, newRecord, send, type ClientRequest } from "../load/client.js";
 import { openLoop } from "../load/open-loop.js";
+import type { RequestRecord } from "../types.js";
 import { planTraffic, type PlannedRequest } from "./traffic.js";
 
-export type RequestRecord = ClientRecord<PlannedRequest>;
+export type SoakRecord = RequestRecord<PlannedRequest>;
 
 /** After the last arrival, requests still running this long are abandoned (timeouts). */
 const DRAIN_LIMIT_MS = 30_000;
@@ -34,8 +35,8 @@ export function soakRequest(planned: PlannedRequest): ClientRequest {
 }
 
 export class Load {
-  readonly records: RequestRecord[] = [];
-  private readonly running = new Set<RequestRecord>();
+  readonly records: SoakRecord[] = [];
+  private readonly running = new Set<SoakRecord>();
   private readonly client: OpenAI;
 
   constructor(

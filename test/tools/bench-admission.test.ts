@@ -10,7 +10,7 @@ import { parseScenario } from "../../bench/scenario.js";
 import { replayPolicy, runSim } from "../../bench/sim/simulator.js";
 import { generateTrace } from "../../bench/sim/workload.js";
 import { policyResult } from "../../bench/stats.js";
-import type { Priority, RequestRecord, ScenarioResult } from "../../bench/types.js";
+import { e2eOf, ttftOf, type Priority, type RunRecord, type ScenarioResult } from "../../bench/types.js";
 
 const SCENARIO = parseScenario(
   `
@@ -77,27 +77,27 @@ describe("simulated client", () => {
       if (r.index % 5 === 0) {
         // Refused twice: retried once, 1.5 s later, then final.
         expect(mine.map((c) => c.t)).toEqual([r.arrivalMs, r.arrivalMs + 1500]);
-        expect(rec).toMatchObject({ refusedRetryAfterS: 1.5, retryArrivalMs: r.arrivalMs + 1500, error: "429", pod: -1 });
+        expect(rec).toMatchObject({ firstRefusal: { retryAfterS: 1.5, retryArrivalMs: r.arrivalMs + 1500 }, error: { kind: "status", status: 429 }, servedBy: null });
         retried++;
       } else if (r.priority === "critical" && r.index % 7 === 0) {
         // No Retry-After: nothing to obey, the refusal stands.
         expect(mine).toHaveLength(1);
-        expect(rec).toMatchObject({ refusedRetryAfterS: null, error: "429" });
-        expect(rec.retryArrivalMs).toBeUndefined();
+        expect(rec).toMatchObject({ firstRefusal: { retryAfterS: null }, error: { kind: "status", status: 429 } });
+        expect(rec.firstRefusal!.retryArrivalMs).toBeUndefined();
       } else if (r.priority === "sheddable") {
         expect(mine.map((c) => c.t)).toEqual([r.arrivalMs, r.arrivalMs + 2000]);
-        expect(rec).toMatchObject({ refusedRetryAfterS: 2, retryArrivalMs: r.arrivalMs + 2000, error: undefined, pod: r.index % 2 });
+        expect(rec).toMatchObject({ firstRefusal: { retryAfterS: 2, retryArrivalMs: r.arrivalMs + 2000 }, error: undefined, servedBy: `gpu-${r.index % 2}` });
         // Latencies run from the retry's arrival: it ended e2e after the retry came in.
-        expect(rec.retryArrivalMs! + rec.e2eMs!).toBeCloseTo(finished.get(r.index)!, 6);
-        expect(rec.ttftMs!).toBeGreaterThan(0.1);
-        expect(rec.ttftMs!).toBeLessThan(rec.e2eMs!);
+        expect(rec.sentMs).toBe(r.arrivalMs + 2000);
+        expect(rec.sentMs + e2eOf(rec)).toBeCloseTo(finished.get(r.index)!, 6);
+        expect(ttftOf(rec)).toBeGreaterThan(0.1);
+        expect(ttftOf(rec)).toBeLessThan(e2eOf(rec));
         retried++;
       } else {
         expect(mine).toHaveLength(1);
-        expect(rec.refusedRetryAfterS).toBeUndefined();
-        expect(rec.retryArrivalMs).toBeUndefined();
+        expect(rec.firstRefusal).toBeUndefined();
         expect(rec.error).toBeUndefined();
-        expect(rec.arrivalMs + rec.e2eMs!).toBeCloseTo(finished.get(r.index)!, 6);
+        expect(rec.atMs + e2eOf(rec)).toBeCloseTo(finished.get(r.index)!, 6);
       }
     }
     expect(retried).toBeGreaterThan(10);
@@ -119,8 +119,7 @@ describe("simulated client", () => {
     const trace = generateTrace(SCENARIO, 1);
     const fleet = await replayPolicy(SCENARIO, trace, roundRobin, 1);
     for (const rec of fleet.records) {
-      expect(rec.refusedRetryAfterS).toBeUndefined();
-      expect(rec.retryArrivalMs).toBeUndefined();
+      expect(rec.firstRefusal).toBeUndefined();
       expect(rec.error).toBeUndefined();
     }
     const r = await runSim(SCENARIO, { policies: ["round-robin"] });
@@ -128,17 +127,21 @@ describe("simulated client", () => {
   });
 });
 
-/** A hand-built record: admitted unless `refused`, TTFT `ttft` from the admitted attempt. */
-function rec(atS: number, priority: Priority, o: { ttft?: number; refusedFirst?: number | null; retryAtS?: number; finalError?: string } = {}): RequestRecord {
-  const r: RequestRecord = { arrivalMs: atS * 1000, priority, pod: 0, error: undefined, promptTokens: 10, cachedTokens: 0, outputTokens: 5 };
-  if (o.refusedFirst !== undefined) r.refusedRetryAfterS = o.refusedFirst;
-  if (o.retryAtS !== undefined) r.retryArrivalMs = o.retryAtS * 1000;
+/** A hand-built record: admitted unless `finalError` ("429", "404 model_not_found"), TTFT `ttft` from the admitted attempt. */
+function rec(atS: number, priority: Priority, o: { ttft?: number; refusedFirst?: number | null; retryAtS?: number; finalError?: string } = {}): RunRecord {
+  const r: RunRecord = { atMs: atS * 1000, priority, sentMs: atS * 1000, servedBy: "gpu-0", promptTokens: 10, cachedTokens: 0, outputTokens: 5 };
+  if (o.refusedFirst !== undefined) r.firstRefusal = { retryAfterS: o.refusedFirst };
+  if (o.retryAtS !== undefined) {
+    r.firstRefusal!.retryArrivalMs = o.retryAtS * 1000;
+    r.sentMs = o.retryAtS * 1000;
+  }
   if (o.finalError !== undefined) {
-    r.error = o.finalError;
-    r.pod = -1;
+    const [status, code] = o.finalError.split(" ");
+    r.error = { kind: "status", status: Number(status), ...(code ? { code } : {}), message: o.finalError };
+    r.servedBy = null;
   } else {
-    r.ttftMs = o.ttft ?? 100;
-    r.e2eMs = r.ttftMs + 500;
+    r.firstTokenMs = r.sentMs + (o.ttft ?? 100);
+    r.endMs = r.firstTokenMs + 500;
   }
   return r;
 }
@@ -179,7 +182,7 @@ describe("admission figures", () => {
   it("finds the base p95, the step's peak and the first window back within 1.25x", () => {
     const step = { baseEndS: 20, stepStartS: 20, stepEndS: 40 };
     const ttftAt = (t: number) => (t < 20 ? 100 : t < 40 ? 180 : t < 50 ? 400 : t < 55 ? 124 : 110);
-    const records: RequestRecord[] = [];
+    const records: RunRecord[] = [];
     for (let t = 0; t < 70; t += 0.25) records.push(rec(t, "standard", { ttft: ttftAt(t) }));
     // A request refused in the base and retried in the step counts in the step, where its retry was admitted.
     records.push(rec(19.5, "standard", { refusedFirst: 1, retryAtS: 20.5, ttft: 180 }));
@@ -191,13 +194,13 @@ describe("admission figures", () => {
     // 40-45 and 45-50 at 400 ms; 50-55 at 124 ms is within 125: back 10 s after the step's end.
     expect(s.recoveryS).toBe(10);
     // Never back: no recovery.
-    const stuck = records.map((r) => (r.arrivalMs >= 40_000 && r.ttftMs !== undefined ? { ...r, ttftMs: 400 } : r));
+    const stuck = records.map((r) => (r.atMs >= 40_000 && r.firstTokenMs !== undefined ? { ...r, firstTokenMs: r.sentMs + 400 } : r));
     expect(stepSummary(stuck, admittedWindows(stuck), step)).toMatchObject({ baseP95Ms: 100, recoveryS: null });
   });
 
   it("tables the figures per policy and seed, and ours with admission against without", () => {
     const step = { baseEndS: 20, stepStartS: 20, stepEndS: 40 };
-    const records = (slow: number, refuse: boolean): RequestRecord[] =>
+    const records = (slow: number, refuse: boolean): RunRecord[] =>
       Array.from({ length: 240 }, (_, i) => {
         const t = i / 4;
         const p: Priority = i % 5 === 0 ? "critical" : i % 3 === 0 ? "sheddable" : "standard";

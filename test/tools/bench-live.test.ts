@@ -8,7 +8,7 @@ import { retryAfterSeconds } from "../../bench/load/client.js";
 import { liveDurationS, runLive } from "../../bench/live/index.js";
 import { loadScenario, parseScenario } from "../../bench/scenario.js";
 import { generateTrace } from "../../bench/sim/workload.js";
-import { TIMEOUT } from "../../bench/types.js";
+import { e2eOf, isTimeout, ttftOf } from "../../bench/types.js";
 
 const scenario = parseScenario(
   `
@@ -68,24 +68,24 @@ describe("live mode", () => {
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
       const drainLimitMs = 1_000;
       const startedAt = performance.now();
-      const records = await replay(trace, { url, poolNames: ["llama-3.1-8b", "qwen3-32b"], podIndex: new Map() }, { drainLimitMs });
+      const records = await replay(trace, { url, poolNames: ["llama-3.1-8b", "qwen3-32b"] }, { drainLimitMs });
       const endedAt = performance.now();
       const deadline = trace.requests.at(-1)!.arrivalMs + drainLimitMs;
       // Timers run on a millisecond clock: they may fire up to 1 ms early.
       const TIMER_MS = 2;
       expect(records.length).toBeGreaterThan(2);
       records.forEach((r, i) => {
-        expect(r.error).toBe(TIMEOUT);
+        expect(isTimeout(r)).toBe(true);
         // Censored at the deadline, timed from its own sending: not before the
         // deadline (the replay's clock starts after startedAt, and the request
         // left before the server had it), nor longer than the replay took since
         // the request's arrival time (it is not sent before that). How long
         // after the deadline depends on the machine, and is not checked.
-        expect(r.e2eMs!).toBeGreaterThan(startedAt + deadline - received.get(trace.requests[i].index)! - TIMER_MS);
-        expect(r.e2eMs!).toBeLessThan(endedAt - startedAt - r.arrivalMs + TIMER_MS);
+        expect(e2eOf(r)).toBeGreaterThan(startedAt + deadline - received.get(trace.requests[i].index)! - TIMER_MS);
+        expect(e2eOf(r)).toBeLessThan(endedAt - startedAt - r.atMs + TIMER_MS);
         // The first token, written at once, counts as such; nothing at all counts as the censoring.
-        if (i % 2 === 0) expect(r.ttftMs!).toBeLessThan(r.e2eMs!);
-        else expect(r.ttftMs).toBe(r.e2eMs);
+        if (i % 2 === 0) expect(ttftOf(r)).toBeLessThan(e2eOf(r));
+        else expect(ttftOf(r)).toBe(e2eOf(r));
       });
     } finally {
       for (const res of open) res.destroy();
@@ -117,7 +117,7 @@ describe("live mode", () => {
       const mixed = { ...scenario, durationS: 1, classes: { critical: 0.3, standard: 0.3, sheddable: 0.4 } };
       const trace = generateTrace(mixed, 2);
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      const records = await replay(trace, { url, poolNames: ["llama-3.1-8b", "qwen3-32b"], podIndex: new Map() }, { drainLimitMs: 5000 });
+      const records = await replay(trace, { url, poolNames: ["llama-3.1-8b", "qwen3-32b"] }, { drainLimitMs: 5000 });
       expect(records.length).toBeGreaterThan(5);
       expect(trace.requests.some((r) => r.priority === "sheddable" && r.index % 4 !== 0)).toBe(true);
       for (const [i, r] of trace.requests.entries()) {
@@ -131,17 +131,17 @@ describe("live mode", () => {
           expect(mine).toHaveLength(2);
           expect(mine[1].at - mine[0].at).toBeGreaterThan(990);
           expect(mine[1].at - mine[0].at).toBeLessThan(2000);
-          expect(rec.refusedRetryAfterS).toBe(1);
-          expect(rec.retryArrivalMs! - rec.arrivalMs).toBeGreaterThan(990);
-          if (r.index % 4 === 0) expect(rec.error).toBe("429 pool_saturated");
+          expect(rec.firstRefusal!.retryAfterS).toBe(1);
+          expect(rec.firstRefusal!.retryArrivalMs! - rec.atMs).toBeGreaterThan(990);
+          if (r.index % 4 === 0) expect(rec.error).toMatchObject({ kind: "status", status: 429, code: "pool_saturated", retryAfterS: 1 });
           else {
             expect(rec.error).toBeUndefined();
             // From the retry: less than the second waited before it, which timing from the first try would include.
-            expect(rec.ttftMs!).toBeLessThan(rec.retryArrivalMs! - rec.arrivalMs);
+            expect(ttftOf(rec)).toBeLessThan(rec.firstRefusal!.retryArrivalMs! - rec.atMs);
           }
         } else {
           expect(mine).toHaveLength(1);
-          expect(rec.refusedRetryAfterS).toBeUndefined();
+          expect(rec.firstRefusal).toBeUndefined();
           expect(rec.error).toBeUndefined();
         }
       }

@@ -18,7 +18,7 @@ import { scrapePod } from "../../bench/sim/scrape.js";
 import { replayPolicy, runSim } from "../../bench/sim/simulator.js";
 import { enginePrompt, generateTrace } from "../../bench/sim/workload.js";
 import { percentile } from "../../bench/stats.js";
-import { TIMEOUT, type PolicyResult, type ScenarioResult } from "../../bench/types.js";
+import { e2eOf, isTimeout, ttftOf, type PolicyResult, type ScenarioResult } from "../../bench/types.js";
 import { roundRobin } from "../../bench/policies/round-robin.js";
 import type { PolicySpec } from "../../bench/policies/index.js";
 
@@ -123,15 +123,15 @@ output: { dist: fixed, value: 300 }
     expect(full.every((r) => r.error === undefined)).toBe(true);
     const deadline = trace.requests.at(-1)!.arrivalMs + 3000;
     const capped = (f: (r: (typeof full)[number]) => number) =>
-      full.map((r) => Math.min(f(r), deadline - r.arrivalMs)).sort((a, b) => a - b);
-    const ttft = capped((r) => r.ttftMs!);
-    const e2e = capped((r) => r.e2eMs!);
+      full.map((r) => Math.min(f(r), deadline - r.atMs)).sort((a, b) => a - b);
+    const ttft = capped(ttftOf);
+    const e2e = capped(e2eOf);
     expect(cut.ttftMs!.p95).toBeCloseTo(percentile(ttft, 0.95), 2);
     expect(cut.ttftMs!.p50).toBeCloseTo(percentile(ttft, 0.5), 2);
     expect(cut.e2eMs!.p99).toBeCloseTo(percentile(e2e, 0.99), 2);
     expect(cut.e2eMs!.max).toBeCloseTo(e2e.at(-1)!, 2);
     // Dropping the timeouts would have reported the few lucky requests only.
-    const completedOnly = full.filter((r) => r.e2eMs! <= deadline - r.arrivalMs).map((r) => r.ttftMs!).sort((a, b) => a - b);
+    const completedOnly = full.filter((r) => e2eOf(r) <= deadline - r.atMs).map(ttftOf).sort((a, b) => a - b);
     expect(cut.ttftMs!.p95).toBeGreaterThan(2 * percentile(completedOnly, 0.95));
     expect(cut.ttftCdf.at(-1)![0]).toBe(cut.ttftMs!.max);
   });
@@ -166,9 +166,9 @@ output: { dist: fixed, value: 100 }
     for (const x of seen) {
       const record = fleet.records[x.index];
       expect(x.pod).toBe(x.index % 2);
-      expect(x.t).toBeCloseTo(record.error === TIMEOUT ? deadline : record.arrivalMs + record.e2eMs!, 6);
+      expect(x.t).toBeCloseTo(isTimeout(record) ? deadline : record.atMs + e2eOf(record), 6);
     }
-    expect(fleet.records.some((r) => r.error === TIMEOUT)).toBe(true);
+    expect(fleet.records.some(isTimeout)).toBe(true);
     expect(fleet.inFlight(0) + fleet.inFlight(1)).toBe(0);
 
     // A request the pod refuses up front leaves it at once.
@@ -176,7 +176,7 @@ output: { dist: fixed, value: 100 }
     const left: number[] = [];
     small.onFinished((_, pod, t) => left.push(pod, t));
     small.submit(trace.requests[0], 1, enginePrompt(trace, trace.requests[0]), 5);
-    expect(small.records[0].error).toBe("400 context_length_exceeded");
+    expect(small.records[0].error).toMatchObject({ kind: "status", status: 400, code: "context_length_exceeded" });
     expect(left).toEqual([1, 5]);
   });
 

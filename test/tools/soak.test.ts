@@ -8,11 +8,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { classify, INJECTED_WINDOW_MS, type Kill } from "../../bench/soak/classify.js";
-import type { RequestRecord } from "../../bench/soak/load.js";
+import type { SoakRecord } from "../../bench/soak/load.js";
 import { runSoak, verdict, type SoakResult } from "../../bench/soak/index.js";
 import { trendOf } from "../../bench/soak/trend.js";
 
-const record = (over: Partial<RequestRecord>): RequestRecord => ({
+const record = (over: Partial<SoakRecord>): SoakRecord => ({
   index: 0, atMs: 1_000, kind: "chat", model: "llama-3.1-8b", stream: true, priority: null, maxTokens: 16, prefix: 0,
   sentMs: 1_000, servedBy: null, promptTokens: 0, cachedTokens: 0, outputTokens: 0, ...over,
 });
