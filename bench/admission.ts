@@ -1,31 +1,33 @@
 /**
  * Admission figures of one policy's run, from its request records:
  * refusals and retries per class, Critical refused while Sheddable was
- * admitted, admitted TTFT over time, and how TTFT behaves through a load
+ * admitted, TTFT from first arrival over time, and how it behaves through a load
  * step and after it. Every policy gets them, so a baseline that never
  * refuses sits in the same table as ours.
  *
  * An attempt is one pass through the gateway: the first, and the retry of a
- * refused one. Admitted attempts are those sent to a pod; their latencies
- * count from their own arrival (a retry's from the retry).
+ * refused one. Admitted attempts are those sent to a pod. Latencies count
+ * as everywhere in the results: every request from its first arrival, one
+ * that failed at the run's deadline.
  */
 import type { Scenario } from "./scenario.js";
 import { latencySummary, percentile, round3 } from "./percentiles.js";
 import {
   isMeasured,
   isRefusal,
-  lastArrivalMs,
   PRIORITIES,
+  ttftFromArrival,
   ttftOf,
   type AdmissionSummary,
   type ClassCounts,
   type LoadStep,
   type Priority,
   type RunRecord,
+  type LatencySummary,
   type StepSummary,
 } from "./types.js";
 
-/** Windows of admitted p95 TTFT. */
+/** Windows of p95 TTFT. */
 export const WINDOW_S = 5;
 /** A window's p95 within this factor of the base load's counts as recovered. */
 export const RECOVERED_WITHIN = 1.25;
@@ -100,22 +102,18 @@ export function criticalWhileSheddable(records: readonly RunRecord[]): number {
   return all.filter((a) => a.priority === "critical" && a.refused && sheddableIn.has(Math.floor(a.atMs / 1000))).length;
 }
 
-/** Latencies count: completed requests, and timed-out ones censored at the deadline (as in stats.ts). */
-const measuredTtft = (r: RunRecord): number | undefined => (isMeasured(r) ? ttftOf(r) : undefined);
-
 function p95(values: number[]): number | null {
   if (values.length === 0) return null;
   values.sort((a, b) => a - b);
   return round3(percentile(values, 0.95));
 }
 
-/** Admitted p95 TTFT per window of `windowS`, by the admitted attempt's arrival. */
-export function admittedWindows(records: readonly RunRecord[], windowS = WINDOW_S): AdmissionSummary["windows"] {
+/** p95 TTFT per window of `windowS` of first arrival, failures at the deadline. */
+export function ttftWindows(records: readonly RunRecord[], deadlineMs: number, windowS = WINDOW_S): AdmissionSummary["windows"] {
   const buckets = new Map<number, number[]>();
   for (const r of records) {
-    const ttft = measuredTtft(r);
-    if (ttft === undefined) continue;
-    const w = Math.floor(lastArrivalMs(r) / 1000 / windowS);
+    const ttft = ttftFromArrival(r, deadlineMs);
+    const w = Math.floor(r.atMs / 1000 / windowS);
     let b = buckets.get(w);
     if (!b) buckets.set(w, (b = []));
     b.push(ttft);
@@ -128,8 +126,8 @@ function refusals(records: readonly RunRecord[]): Attempt[] {
 }
 
 /** The step's figures from the windows: the base p95, the peak within the step, and when the p95 came back. */
-export function stepSummary(records: readonly RunRecord[], windows: AdmissionSummary["windows"], step: LoadStep): StepSummary {
-  const base = p95(records.filter((r) => lastArrivalMs(r) < step.baseEndS * 1000).flatMap((r) => measuredTtft(r) ?? []));
+export function stepSummary(records: readonly RunRecord[], deadlineMs: number, windows: AdmissionSummary["windows"], step: LoadStep): StepSummary {
+  const base = p95(records.filter((r) => r.atMs < step.baseEndS * 1000).map((r) => ttftFromArrival(r, deadlineMs)));
   const during = windows.filter((w) => w.t >= step.stepStartS && w.t < step.stepEndS);
   const peak = during.length > 0 ? Math.max(...during.map((w) => w.p95)) : null;
   const back = base === null ? undefined : windows.find((w) => w.t >= step.stepEndS && w.p95 <= RECOVERED_WITHIN * base);
@@ -148,7 +146,7 @@ export function stepSummary(records: readonly RunRecord[], windows: AdmissionSum
   };
 }
 
-export function admissionSummary(records: readonly RunRecord[], step?: LoadStep): AdmissionSummary {
+export function admissionSummary(records: readonly RunRecord[], deadlineMs: number, step?: LoadStep): AdmissionSummary {
   const { byClass, total } = classCounts(records);
   const given = records.flatMap((r) => (typeof r.firstRefusal?.retryAfterS === "number" ? [r.firstRefusal.retryAfterS] : [])).sort((a, b) => a - b);
   const retriedOk = records.filter((r) => r.firstRefusal?.retryArrivalMs !== undefined && r.error === undefined);
@@ -156,7 +154,10 @@ export function admissionSummary(records: readonly RunRecord[], step?: LoadStep)
   const fromFirstAttempt = latencySummary(retriedOk.map((r) => r.firstRefusal!.retryArrivalMs! - r.atMs + ttftOf(r)));
   const perSecond = new Map<number, number>();
   for (const { atMs } of refusals(records)) perSecond.set(Math.floor(atMs / 1000), (perSecond.get(Math.floor(atMs / 1000)) ?? 0) + 1);
-  const windows = admittedWindows(records);
+  const windows = ttftWindows(records, deadlineMs);
+  const ttftByClass = Object.fromEntries(
+    PRIORITIES.map((c) => [c, latencySummary(records.filter((r) => r.priority === c).map((r) => ttftFromArrival(r, deadlineMs)))]),
+  ) as Record<Priority, LatencySummary | null>;
   return {
     byClass,
     total,
@@ -164,8 +165,9 @@ export function admissionSummary(records: readonly RunRecord[], step?: LoadStep)
     criticalWhileSheddable: criticalWhileSheddable(records),
     retryAfterS: given.length > 0 ? { min: given[0], p50: percentile(given, 0.5), max: given[given.length - 1] } : null,
     retriedTtftMs: fromRetry && fromFirstAttempt ? { fromRetry, fromFirstAttempt } : null,
+    ttftByClass,
     windows,
     refusalsPerS: [...perSecond.entries()].sort((a, b) => a[0] - b[0]).map(([t, n]) => ({ t, n })),
-    step: step ? stepSummary(records, windows, step) : null,
+    step: step ? stepSummary(records, deadlineMs, windows, step) : null,
   };
 }

@@ -350,7 +350,7 @@ function printAdmission(runs: readonly ScenarioResult[], io: Io): void {
   if (showsAdmission(first)) {
     io.out(`\nadmission${runs.length > 1 ? ` (seed ${runs.map((r) => r.seed).join(" / ")})` : ""}\n${consoleTable(admissionTable(runs))}\n`);
     const windows = stepWindowsTable(first);
-    if (windows) io.out(`\nadmitted p95 TTFT and 429s per 5-s window (seed ${first.seed})\n${consoleTable(windows)}\n`);
+    if (windows) io.out(`\np95 TTFT from first arrival and 429s per 5-s window (seed ${first.seed})\n${consoleTable(windows)}\n`);
   }
   const rows = onOffRows(runs);
   if (rows.length > 0) io.out(`\nours with admission against without\n${consoleTable(onOffTable(rows))}\n`);

@@ -18,6 +18,9 @@ export interface PolicySeeds {
   /** Each seed's p95 TTFT, in seed order. */
   ttftP95BySeed: Array<number | null>;
   e2eP95Ms: Spread | null;
+  /** Completed / offered, and first attempts refused / offered. */
+  completedShare: Spread;
+  firstRefusedShare: Spread;
   requestsPerS: Spread;
   prefixHitRate: Spread;
   /** Null where the engines' counters cannot be read (live mode). */
@@ -74,6 +77,8 @@ function summarisePolicy(name: string, runs: readonly ScenarioResult[]): PolicyS
     ttftMs: p50 && p95 && p99 ? { p50, p95, p99 } : null,
     ttftP95BySeed: mine.map((p) => p.ttftMs?.p95 ?? null),
     e2eP95Ms: of((p) => p.e2eMs?.p95),
+    completedShare: of((p) => p.completedShare)!,
+    firstRefusedShare: of((p) => p.firstRefusedShare)!,
     requestsPerS: of((p) => p.throughput.requestsPerS)!,
     prefixHitRate: of((p) => p.prefixHitRate)!,
     adapterLoadsPer1k: of((p) => p.adapterLoadsPer1k),

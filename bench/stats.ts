@@ -1,9 +1,12 @@
 // Summaries of request records: percentiles, throughput, CDF and timeline
-// points, and relative changes between policies.
+// points, and relative changes between policies. Every request counts in
+// every percentile, timed from its first arrival; one that failed counts at
+// the run's deadline (types.ts ttftFromArrival), so a policy cannot look
+// faster by refusing or dropping requests.
 import { admissionSummary } from "./admission.js";
 import { latencySummary, percentile, round3 } from "./percentiles.js";
 import {
-  e2eOf, errorReason, isMeasured, isTimeout, lastArrivalMs, ttftOf,
+  e2eFromArrival, e2eOf, errorReason, isTimeout, lastArrivalMs, ttftFromArrival,
   type EngineTotals, type LoadStep, type PolicyResult, type RunRecord, type TimelinePoint,
 } from "./types.js";
 
@@ -21,16 +24,14 @@ export function cdf(values: readonly number[], points = 200): Array<[number, num
   return out;
 }
 
-/** TTFT percentiles per arrival window of `windowS` seconds. */
-export function timeline(records: readonly RunRecord[], windowS: number): TimelinePoint[] {
+/** TTFT percentiles (from first arrival, failures at the deadline) per first-arrival window of `windowS` seconds. */
+export function timeline(records: readonly RunRecord[], windowS: number, deadlineMs: number): TimelinePoint[] {
   const buckets = new Map<number, number[]>();
   for (const r of records) {
-    if (!isMeasured(r)) continue;
-    // A retried request counts where its retry arrived, from where its TTFT runs.
-    const w = Math.floor(lastArrivalMs(r) / 1000 / windowS);
+    const w = Math.floor(r.atMs / 1000 / windowS);
     let b = buckets.get(w);
     if (!b) buckets.set(w, (b = []));
-    b.push(ttftOf(r));
+    b.push(ttftFromArrival(r, deadlineMs));
   }
   return [...buckets.entries()]
     .sort((a, b) => a[0] - b[0])
@@ -50,6 +51,8 @@ export interface PolicyMeta {
   description: string;
   podNames: readonly string[];
   durationS: number;
+  /** The run's deadline (the last arrival plus the drain limit), on the plan's clock: where a failed request counts. */
+  deadlineMs: number;
   /** The engines' counters summed over the pods, where the mode can read them (not live). */
   engines?: EngineTotals;
   /** The scenario's load step, if it has one (admission.ts loadStep). */
@@ -64,21 +67,21 @@ function shares(counts: Record<string, number>): Record<string, number> {
 export function policyResult(meta: PolicyMeta, records: readonly RunRecord[]): PolicyResult {
   const ok = records.filter((r) => r.error === undefined);
   const timedOut = records.filter(isTimeout);
-  const counted = records.filter(isMeasured);
-  const ttft = counted.map(ttftOf);
-  const e2e = counted.map(e2eOf);
+  const ttft = records.map((r) => ttftFromArrival(r, meta.deadlineMs));
+  const e2e = records.map((r) => e2eFromArrival(r, meta.deadlineMs));
   const errorsByReason: Record<string, number> = {};
   for (const r of records) {
-    if (isMeasured(r)) continue;
-    const reason = errorReason(r.error!);
+    if (r.error === undefined || isTimeout(r)) continue;
+    const reason = errorReason(r.error);
     errorsByReason[reason] = (errorsByReason[reason] ?? 0) + 1;
   }
 
   let first = Infinity;
   let last = 0;
   for (const r of records) first = Math.min(first, r.atMs);
-  // A timeout's e2e ends at the drain deadline: the run was not done before it.
-  for (const r of counted) last = Math.max(last, lastArrivalMs(r) + e2eOf(r));
+  // The run was not done before its last completion, or the drain deadline if anything timed out.
+  for (const r of ok) last = Math.max(last, lastArrivalMs(r) + e2eOf(r));
+  if (timedOut.length > 0) last = Math.max(last, meta.deadlineMs);
   const makespanS = ok.length > 0 ? (last - first) / 1000 : 0;
   const outputTokens = ok.reduce((s, r) => s + r.outputTokens, 0);
   const promptTokens = ok.reduce((s, r) => s + r.promptTokens, 0);
@@ -92,8 +95,10 @@ export function policyResult(meta: PolicyMeta, records: readonly RunRecord[]): P
     description: meta.description,
     requests: records.length,
     completed: ok.length,
+    completedShare: records.length > 0 ? round3(ok.length / records.length) : 0,
+    firstRefusedShare: records.length > 0 ? round3(records.filter((r) => r.firstRefusal !== undefined).length / records.length) : 0,
     timeouts: timedOut.length,
-    errors: records.length - counted.length,
+    errors: records.length - ok.length - timedOut.length,
     errorsByReason,
     ttftMs: latencySummary(ttft),
     e2eMs: latencySummary(e2e),
@@ -108,8 +113,8 @@ export function policyResult(meta: PolicyMeta, records: readonly RunRecord[]): P
     adapterLoads: meta.engines?.adapterLoads ?? null,
     adapterLoadsPer1k: meta.engines === undefined || records.length === 0 ? null : round3((meta.engines.adapterLoads / records.length) * 1000),
     ttftCdf: cdf(ttft),
-    ttftTimeline: timeline(records, timelineWindowS(meta.durationS)),
-    admission: admissionSummary(records, meta.step),
+    ttftTimeline: timeline(records, timelineWindowS(meta.durationS), meta.deadlineMs),
+    admission: admissionSummary(records, meta.deadlineMs, meta.step),
   };
 }
 

@@ -84,6 +84,21 @@ export const e2eOf = (r: Outcome): number => r.endMs! - r.sentMs;
 /** When the attempt that was served (or refused for good) arrived, on the plan's clock. */
 export const lastArrivalMs = (r: RequestRecord): number => r.firstRefusal?.retryArrivalMs ?? r.atMs;
 
+/**
+ * What the request's user waited for its first token, from the request's
+ * first arrival (a Retry-After wait included). A request that failed
+ * (refused for good, timed out, or answered with an error) never got what
+ * it asked for: it counts as waiting until the run's deadline.
+ */
+export function ttftFromArrival(r: RequestRecord, deadlineMs: number): number {
+  return r.error === undefined ? lastArrivalMs(r) - r.atMs + ttftOf(r) : deadlineMs - r.atMs;
+}
+
+/** The same for the whole answer. */
+export function e2eFromArrival(r: RequestRecord, deadlineMs: number): number {
+  return r.error === undefined ? lastArrivalMs(r) - r.atMs + e2eOf(r) : deadlineMs - r.atMs;
+}
+
 /** The error as results count it: "429", "400 context_length_exceeded", "timeout", "client <why>". */
 export function errorReason(e: RequestError): string {
   switch (e.kind) {
@@ -114,7 +129,7 @@ export interface LatencySummary {
 export interface TimelinePoint {
   /** Start of the arrival window, seconds. */
   t: number;
-  /** Requests that arrived in the window and completed or timed out. */
+  /** Requests that first arrived in the window. */
   n: number;
   p50: number;
   p95: number;
@@ -123,15 +138,23 @@ export interface TimelinePoint {
 export interface PolicyResult {
   policy: string;
   description: string;
-  /** requests = completed + timeouts + errors. */
+  /** requests = completed + timeouts + errors: every request offered. */
   requests: number;
   completed: number;
-  /** Unfinished at the drain deadline; counted in the latency figures, censored there. */
+  /** completed / requests: the goodput share. */
+  completedShare: number;
+  /** Requests whose first attempt was refused (429), over requests. */
+  firstRefusedShare: number;
+  /** Unfinished at the drain deadline. */
   timeouts: number;
-  /** Answered with an error (by the gateway or a pod), or failed in the client; not in the latency figures. */
+  /** Answered with an error (by the gateway or a pod, a final refusal included), or failed in the client. */
   errors: number;
   errorsByReason: Record<string, number>;
-  /** Over completed and timed-out requests; null when there are none. */
+  /**
+   * Over every request, from its first arrival (a Retry-After wait
+   * included); a request that failed (timeouts and errors) counts at the
+   * run's deadline. Null when there are no requests.
+   */
   ttftMs: LatencySummary | null;
   e2eMs: LatencySummary | null;
   /** Completed requests and their output tokens over the makespan (first arrival to last completion, or the drain deadline if any timed out). */
@@ -150,9 +173,9 @@ export interface PolicyResult {
   preemptions: number | null;
   adapterLoads: number | null;
   adapterLoadsPer1k: number | null;
-  /** [TTFT ms, fraction of completed and timed-out requests at or below it], ascending. */
+  /** [TTFT ms, fraction of requests at or below it], ascending, as ttftMs counts them. */
   ttftCdf: Array<[number, number]>;
-  /** TTFT by arrival time (a retried request's by its retry's). */
+  /** TTFT by first arrival, as ttftMs counts it. */
   ttftTimeline: TimelinePoint[];
   /** Refusals, retries and classes, and TTFT through a load step (bench/admission.ts). */
   admission: AdmissionSummary;
@@ -200,9 +223,9 @@ export interface ClassCounts {
 }
 
 export interface StepSummary extends LoadStep {
-  /** Admitted p95 TTFT of the requests that arrived at base load (before the step). */
+  /** p95 TTFT (from first arrival, failures at the deadline) of the requests that arrived at base load (before the step). */
   baseP95Ms: number | null;
-  /** The highest admitted p95 of a window that starts within the step, and its ratio to the base's. */
+  /** The highest p95 of a window that starts within the step, and its ratio to the base's. */
   stepPeakP95Ms: number | null;
   stepPeakRatio: number | null;
   /**
@@ -230,7 +253,9 @@ export interface AdmissionSummary {
   retryAfterS: { min: number; p50: number; max: number } | null;
   /** Retried requests that completed: TTFT from the retry, and from the first attempt (what their user waited). */
   retriedTtftMs: { fromRetry: LatencySummary; fromFirstAttempt: LatencySummary } | null;
-  /** Admitted p95 TTFT per WINDOW_S window of the admitted attempt's arrival. */
+  /** TTFT per class, as PolicyResult.ttftMs counts it. */
+  ttftByClass: Record<Priority, LatencySummary | null>;
+  /** p95 TTFT per WINDOW_S window of first arrival, as PolicyResult.ttftMs counts it. */
   windows: Array<{ t: number; n: number; p95: number }>;
   /** 429s per second (every attempt), the seconds that had any. */
   refusalsPerS: Array<{ t: number; n: number }>;

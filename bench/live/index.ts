@@ -3,9 +3,9 @@
 import { loadStep } from "../admission.js";
 import type { PodSpec } from "../../testing/fakeserver/index.js";
 import { PROFILES } from "../policies/profiles.js";
-import type { Scenario } from "../scenario.js";
+import { podEngine, type Scenario } from "../scenario.js";
 import { generateTrace } from "../sim/workload.js";
-import { effectiveScenario, resultHeader } from "../sim/simulator.js";
+import { effectiveScenario, resultHeader, runDeadlineMs } from "../sim/simulator.js";
 import { policyResult } from "../stats.js";
 import type { PolicyResult, RunOptions, ScenarioResult } from "../types.js";
 import { replay } from "./client.js";
@@ -46,7 +46,8 @@ function podSpecs(scenario: Scenario, adapters: string[][]): PodSpec[] {
       name: `${group.name}-${i}`,
       model: group.model,
       adapters: adapters[pool],
-      engineConfig: { ...scenario.engine, ...group.engine, speed: group.speed },
+      // The pod spec names its model apart.
+      engineConfig: { ...podEngine(scenario, group), model: undefined },
     }));
   });
 }
@@ -87,7 +88,7 @@ export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<Sc
         drainLimitMs: scenario.drainLimitS * 1000,
         onProgress: (f) => opts.onProgress?.(policy.name, f),
       });
-      policies.push(policyResult({ policy: policy.name, description: policy.description, podNames, durationS: scenario.durationS, step: loadStep(scenario) }, records));
+      policies.push(policyResult({ policy: policy.name, description: policy.description, podNames, durationS: scenario.durationS, deadlineMs: runDeadlineMs(scenario, trace), step: loadStep(scenario) }, records));
     } finally {
       await gateway?.stop();
       await fleet.stop();

@@ -102,7 +102,7 @@ export function admissionTable(runs: readonly ScenarioResult[]): Table {
 const AFTER_STEP_S = 60;
 
 /**
- * Admitted p95 TTFT and 429s per 5-s window, one column per policy: the
+ * p95 TTFT (from first arrival) and 429s per 5-s window, one column per policy: the
  * base load first, then the step and the time after it; one run (seed).
  */
 export function stepWindowsTable(r: ScenarioResult): Table | null {

@@ -58,15 +58,15 @@ export function admissionLines(runs: readonly ScenarioResult[], charts: ChartPat
     lines.push(
       "",
       `**Admission.** A refused (429) request is sent again once, after its Retry-After; "retried OK" counts the retries admitted and completed. ` +
-        "Refused shares are of each class's requests (Critical, Standard, Sheddable). Latencies are of admitted requests, from the attempt that was admitted; " +
-        "a window's p95 is over the requests admitted in it. Recovery: how long after the step's end the first 5-s window starts whose p95 is back within 1.25× the base's (0 s: the first one after the step)." +
+        "Refused shares are of each class's requests (Critical, Standard, Sheddable). Latencies are, as everywhere here, of every request from its first arrival, a failed one counted at the run's deadline; " +
+        "a window's p95 is over the requests that first arrived in it. Recovery: how long after the step's end the first 5-s window starts whose p95 is back within 1.25× the base's (0 s: the first one after the step)." +
         seeds,
       "",
       markdownTable(admissionTable(runs)),
     );
     const windows = stepWindowsTable(first);
-    if (windows) lines.push("", `Admitted p95 TTFT per 5-s window through the step, and its 429s (seed ${first.seed}):`, "", markdownTable(windows));
-    if (charts.admission) lines.push("", `![${first.scenario}: admitted p95 TTFT and 429s over time](${charts.admission})`);
+    if (windows) lines.push("", `p95 TTFT (from first arrival) per 5-s window of first arrival through the step, and its 429s (seed ${first.seed}):`, "", markdownTable(windows));
+    if (charts.admission) lines.push("", `![${first.scenario}: p95 TTFT from first arrival and 429s over time](${charts.admission})`);
   }
   const rows = onOffRows(runs);
   if (rows.length > 0) {

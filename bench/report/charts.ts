@@ -86,7 +86,7 @@ export function ttftTimelineChart(r: ScenarioResult): Promise<string> {
 const ADMISSION_CHART_POLICIES = (name: string) => name.startsWith("ours:") || name === "round-robin" || name === "oracle";
 
 /**
- * Two panels on one time axis: admitted requests' p95 TTFT per 5-s window
+ * Two panels on one time axis: p95 TTFT from first arrival per 5-s window
  * (log y), and 429s per second; the load step shaded. One line per policy.
  */
 export function admissionTimelineChart(r: ScenarioResult): Promise<string> {
@@ -105,7 +105,7 @@ export function admissionTimelineChart(r: ScenarioResult): Promise<string> {
   const x = { field: "t", type: "quantitative" as const, title: "arrival time (s)", scale: { domain: [0, seconds] } };
   return render({
     $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-    title: { text: `${r.scenario}: admitted p95 TTFT and 429s over time`, subtitle: `${subtitle(r)}; the load step shaded` },
+    title: { text: `${r.scenario}: p95 TTFT from first arrival and 429s over time`, subtitle: `${subtitle(r)}; the load step shaded` },
     background: "white",
     vconcat: [
       {
@@ -118,7 +118,7 @@ export function admissionTimelineChart(r: ScenarioResult): Promise<string> {
             mark: { type: "line", strokeWidth: 1.4 },
             encoding: {
               x,
-              y: { field: "p95", type: "quantitative", scale: { type: "log" }, title: `admitted p95 TTFT per ${WINDOW_S} s (ms, log)` },
+              y: { field: "p95", type: "quantitative", scale: { type: "log" }, title: `p95 TTFT from first arrival per ${WINDOW_S} s (ms, log)` },
               color: policyColor(chartResult),
             },
           },

@@ -4,7 +4,7 @@
 import { BASELINE } from "../policies/index.js";
 import { formatChange } from "../stats.js";
 import type { PolicySeeds, SeedsSummary, Spread } from "../seeds.js";
-import { formatMs, percent, podShareCell, tableOf, type Column, type Table } from "./table.js";
+import { formatMs, percent, percentOf, podShareCell, tableOf, type Column, type Table } from "./table.js";
 
 /** "1.40 s (1.31 s–1.52 s)". */
 function spreadCell(s: Spread | null | undefined, format: (x: number) => string): string {
@@ -26,6 +26,8 @@ const perSeed = (counts: readonly number[]) => (counts.every((n) => n === 0) ? "
 export function seedsTable(s: SeedsSummary): Table {
   const columns: Column<PolicySeeds>[] = [
     ["policy", false, (p) => p.policy],
+    ["completed", true, (p) => spreadCell(p.completedShare, percentOf)],
+    ["1st try refused", true, (p) => spreadCell(p.firstRefusedShare, percentOf)],
     ["TTFT p50", true, (p) => spreadCell(p.ttftMs?.p50, formatMs)],
     ["TTFT p95", true, (p) => spreadCell(p.ttftMs?.p95, formatMs)],
     ["TTFT p99", true, (p) => spreadCell(p.ttftMs?.p99, formatMs)],

@@ -21,6 +21,14 @@ export function formatMs(ms: number | undefined): string {
 
 export const percent = (x: number) => `${(x * 100).toFixed(0)}%`;
 
+/** A share where a whole percent would hide what matters near 0 and 100: "99.6%", "0.4%", "0", "100%". */
+export function percentOf(x: number): string {
+  if (x === 0) return "0";
+  if (x === 1) return "100%";
+  const pct = x * 100;
+  return `${pct < 1 || pct > 99 ? pct.toFixed(1) : pct.toFixed(0)}%`;
+}
+
 export function errorsCell(p: Pick<PolicyResult, "errors" | "errorsByReason">): string {
   if (p.errors === 0) return "0";
   const reasons = Object.entries(p.errorsByReason).map(([r, n]) => `${n} ${r}`);
@@ -53,6 +61,8 @@ export function resultsTable(result: ScenarioResult): Table {
     base === undefined || p === base ? "-" : formatChange(relativeChange(f(p), f(base)));
   const columns: Column<PolicyResult>[] = [
     ["policy", false, (p) => p.policy],
+    ["completed", true, (p) => `${p.completed}/${p.requests} (${percentOf(p.completedShare)})`],
+    ["1st try refused", true, (p) => percentOf(p.firstRefusedShare)],
     ["TTFT p50", true, (p) => formatMs(p.ttftMs?.p50)],
     ["TTFT p95", true, (p) => formatMs(p.ttftMs?.p95)],
     ["TTFT p99", true, (p) => formatMs(p.ttftMs?.p99)],

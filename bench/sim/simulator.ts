@@ -50,10 +50,15 @@ export async function replayPolicy(
     queue.pop()!.fn(t);
     if (onProgress && ++processed % PROGRESS_EVERY === 0) onProgress(Math.min(1, t / windowMs));
   }
-  const lastArrival = requests.length > 0 ? requests[requests.length - 1].arrivalMs : 0;
-  fleet.timeOutRemaining(lastArrival + scenario.drainLimitS * 1000);
+  fleet.timeOutRemaining(runDeadlineMs(scenario, trace));
   onProgress?.(1);
   return fleet;
+}
+
+/** When a run stops waiting: its last arrival plus the scenario's drain limit; a failed request counts as waiting until then. */
+export function runDeadlineMs(scenario: Pick<Scenario, "drainLimitS">, trace: Trace): number {
+  const requests = trace.requests;
+  return (requests.length > 0 ? requests[requests.length - 1].arrivalMs : 0) + scenario.drainLimitS * 1000;
 }
 
 export async function simulatePolicy(
@@ -70,6 +75,7 @@ export async function simulatePolicy(
       description: spec.description,
       podNames: fleet.pods.map((p) => p.name),
       durationS: scenario.durationS,
+      deadlineMs: runDeadlineMs(scenario, trace),
       engines: fleet.engineTotals(),
       step: loadStep(scenario),
     },

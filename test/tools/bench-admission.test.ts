@@ -2,12 +2,12 @@
 // a 429 with Retry-After (against a fake policy that refuses), and the
 // report's figures on hand-built records. Cheap: no native router.
 import { describe, expect, it } from "vitest";
-import { admissionSummary, criticalWhileSheddable, stepSummary, admittedWindows } from "../../bench/admission.js";
+import { admissionSummary, criticalWhileSheddable, stepSummary, ttftWindows } from "../../bench/admission.js";
 import type { PolicySpec } from "../../bench/policies/index.js";
 import { roundRobin } from "../../bench/policies/round-robin.js";
 import { admissionTable, onOffRows, onOffTable, stepWindowsTable } from "../../bench/report/admission-table.js";
 import { parseScenario } from "../../bench/scenario.js";
-import { replayPolicy, runSim } from "../../bench/sim/simulator.js";
+import { replayPolicy, runDeadlineMs, runSim } from "../../bench/sim/simulator.js";
 import { generateTrace } from "../../bench/sim/workload.js";
 import { policyResult } from "../../bench/stats.js";
 import { e2eOf, ttftOf, type Priority, type RunRecord, type ScenarioResult } from "../../bench/types.js";
@@ -103,7 +103,8 @@ describe("simulated client", () => {
     expect(retried).toBeGreaterThan(10);
 
     // The summary counts the same.
-    const a = policyResult({ policy: "refuser", description: "", podNames: ["gpu-0", "gpu-1"], durationS: 10 }, fleet.records).admission;
+    const meta = { policy: "refuser", description: "", podNames: ["gpu-0", "gpu-1"], durationS: 10, deadlineMs: runDeadlineMs(SCENARIO, trace) };
+    const a = policyResult(meta, fleet.records).admission;
     const shed = trace.requests.filter((r) => r.priority === "sheddable");
     const fifths = trace.requests.filter((r) => r.index % 5 === 0);
     const shedOk = shed.filter((r) => r.index % 5 !== 0);
@@ -126,6 +127,9 @@ describe("simulated client", () => {
     expect(r.policies[0].admission).toMatchObject({ total: { refused: 0, retried: 0 }, retrySuccess: null, criticalWhileSheddable: 0, refusalsPerS: [] });
   });
 });
+
+/** The hand-built runs' deadline: where a failed request counts. */
+const DEADLINE_MS = 100_000;
 
 /** A hand-built record: admitted unless `finalError` ("429", "404 model_not_found"), TTFT `ttft` from the admitted attempt. */
 function rec(atS: number, priority: Priority, o: { ttft?: number; refusedFirst?: number | null; retryAtS?: number; finalError?: string } = {}): RunRecord {
@@ -160,7 +164,7 @@ describe("admission figures", () => {
       rec(9.6, "sheddable"),
     ];
     expect(criticalWhileSheddable(records)).toBe(2);
-    const a = admissionSummary(records);
+    const a = admissionSummary(records, DEADLINE_MS);
     expect(a.criticalWhileSheddable).toBe(2);
     expect(a.byClass.critical).toEqual({ requests: 4, refused: 3, retried: 3, retriedCompleted: 2, finalRefused: 1 });
     expect(a.byClass.sheddable).toEqual({ requests: 5, refused: 2, retried: 2, retriedCompleted: 1, finalRefused: 1 });
@@ -184,18 +188,22 @@ describe("admission figures", () => {
     const ttftAt = (t: number) => (t < 20 ? 100 : t < 40 ? 180 : t < 50 ? 400 : t < 55 ? 124 : 110);
     const records: RunRecord[] = [];
     for (let t = 0; t < 70; t += 0.25) records.push(rec(t, "standard", { ttft: ttftAt(t) }));
-    // A request refused in the base and retried in the step counts in the step, where its retry was admitted.
+    // A request counts where it first arrived, its wait for the retry included: this one, in the base, at 1.18 s.
     records.push(rec(19.5, "standard", { refusedFirst: 1, retryAtS: 20.5, ttft: 180 }));
+    // Refused for good: it counts at the deadline, in the window it arrived in (one value of 21 there: not the p95).
     records.push(rec(41, "sheddable", { refusedFirst: 3, retryAtS: 44, finalError: "429" }));
-    const windows = admittedWindows(records);
-    expect(windows.find((w) => w.t === 20)!.n).toBe(21);
-    const s = stepSummary(records, windows, step);
+    const windows = ttftWindows(records, DEADLINE_MS);
+    expect(windows.find((w) => w.t === 15)).toMatchObject({ n: 21, p95: 100 });
+    expect(windows.find((w) => w.t === 20)!.n).toBe(20);
+    expect(windows.find((w) => w.t === 40)).toMatchObject({ n: 21, p95: 400 });
+    expect(Math.max(...ttftWindows([rec(41, "sheddable", { finalError: "429" })], DEADLINE_MS).map((w) => w.p95))).toBe(DEADLINE_MS - 41_000);
+    const s = stepSummary(records, DEADLINE_MS, windows, step);
     expect(s).toMatchObject({ baseP95Ms: 100, stepPeakP95Ms: 180, stepPeakRatio: 1.8, refusalsBefore: 1, refusalsDuring: 0, refusalsAfter: 2, refusalsAfterFirstAttempts: 1 });
     // 40-45 and 45-50 at 400 ms; 50-55 at 124 ms is within 125: back 10 s after the step's end.
     expect(s.recoveryS).toBe(10);
     // Never back: no recovery.
     const stuck = records.map((r) => (r.atMs >= 40_000 && r.firstTokenMs !== undefined ? { ...r, firstTokenMs: r.sentMs + 400 } : r));
-    expect(stepSummary(stuck, admittedWindows(stuck), step)).toMatchObject({ baseP95Ms: 100, recoveryS: null });
+    expect(stepSummary(stuck, DEADLINE_MS, ttftWindows(stuck, DEADLINE_MS), step)).toMatchObject({ baseP95Ms: 100, recoveryS: null });
   });
 
   it("tables the figures per policy and seed, and ours with admission against without", () => {
@@ -216,9 +224,9 @@ describe("admission figures", () => {
       offered: { requests: 240, ratePerS: 4, meanPromptTokens: 10, meanOutputTokens: 5 },
       fleet: [{ pod: "gpu-0", model: "m", speed: 1 }],
       policies: [
-        policyResult({ policy: "round-robin", description: "", podNames: ["gpu-0"], durationS: 60, step }, records(slow * 10, false)),
-        policyResult({ policy: "ours:default", description: "", podNames: ["gpu-0"], durationS: 60, step }, records(slow, true)),
-        policyResult({ policy: "ours:default:no-admission", description: "", podNames: ["gpu-0"], durationS: 60, step }, records(slow * 5, false)),
+        policyResult({ policy: "round-robin", description: "", podNames: ["gpu-0"], durationS: 60, deadlineMs: DEADLINE_MS, step }, records(slow * 10, false)),
+        policyResult({ policy: "ours:default", description: "", podNames: ["gpu-0"], durationS: 60, deadlineMs: DEADLINE_MS, step }, records(slow, true)),
+        policyResult({ policy: "ours:default:no-admission", description: "", podNames: ["gpu-0"], durationS: 60, deadlineMs: DEADLINE_MS, step }, records(slow * 5, false)),
       ],
     });
     const runs = [result(1, 150), result(2, 160)];
@@ -229,13 +237,14 @@ describe("admission figures", () => {
       "retried OK": "100% (22/22)",
       "Critical refused while Sheddable admitted": "0",
       "base p95 TTFT": "100 ms",
-      "step peak p95 (× base)": "150 ms (1.50×) / 160 ms (1.60×)",
+      // Timed from first arrival: the Sheddable ones waited their 1-s Retry-After, 6 of each window's 20.
+      "step peak p95 (× base)": "1.12 s (11.20×)",
       "recovery (p95 ≤ 1.25× base)": "0 s",
     });
     expect(row("round-robin")["429s (first attempts)"]).toBe("0");
     const windows = stepWindowsTable(runs[0])!;
     expect(windows.rows[0]).toEqual(["base (0–20 s)", "100 ms", "100 ms", "100 ms"]);
-    expect(windows.rows[1][2]).toBe("150 ms · 6×429");
+    expect(windows.rows[1][2]).toBe("1.12 s · 6×429");
     const onOff = onOffTable(onOffRows(runs));
     expect(onOff.rows).toHaveLength(1);
     expect(onOff.rows[0].slice(0, 4)).toEqual(["s", "ours:default", "22", "0"]);
