@@ -4,7 +4,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import { basename, extname, join, relative } from "node:path";
 import * as z from "zod";
 import { msg, validateYaml } from "../host/validation.js";
-import { resolveEngineConfig } from "../testing/engine/index.js";
+import { resolveEngineConfig, type EngineConfigInput } from "../testing/engine/index.js";
+import { GPU_NAMES, GPUS, SIMULATED_ENGINE } from "./gpus.js";
 import { projectRoot } from "../host/paths.js";
 
 export const SCENARIO_DIR = join(projectRoot, "bench", "scenarios");
@@ -24,6 +25,7 @@ const engineOverrides = z
     decodeMsPerSeq: nonNegative(),
     decodeMsPerKTokens: nonNegative(),
     prefillMsPerToken: nonNegative(),
+    prefillMsPerKTokens: nonNegative(),
     maxNumBatchedTokens: positiveInt(),
     maxNumSeqs: positiveInt(),
     blockSize: positiveInt(),
@@ -95,6 +97,8 @@ const podGroup = z.strictObject({
   name,
   model: name,
   count: positiveInt(),
+  /** The GPU class (bench/gpus.ts): its scheduler limits and KV capacity. */
+  gpu: z.enum(GPU_NAMES, { error: `expected one of ${GPU_NAMES.join(", ")}` }).default("h100"),
   /** Relative GPU speed (1.0 = the engine model's H100-class profile). */
   speed: positive().default(1),
   engine: engineOverrides.default({}),
@@ -165,6 +169,11 @@ const scenarioSchema = z.strictObject({
 export type LengthDist = z.output<typeof lengthDist>;
 export type Arrivals = z.output<typeof arrivals>;
 export type EngineOverrides = z.output<typeof engineOverrides>;
+
+/** A pod group's engine: what every simulated pod shares, its GPU's profile, then the scenario's and the group's overrides. */
+export function podEngine(s: Pick<Scenario, "engine">, g: Scenario["fleet"][number]): EngineConfigInput {
+  return { ...SIMULATED_ENGINE, ...GPUS[g.gpu], ...s.engine, ...g.engine, model: g.model, speed: g.speed };
+}
 export type GatewayModel = z.output<typeof gatewayModel>;
 export type ModelSpec = z.output<typeof model>;
 export type PodGroup = z.output<typeof podGroup>;
@@ -229,7 +238,7 @@ function crossCheck(s: z.output<typeof scenarioSchema>): string[] {
   // A request no pod can hold would only measure the 400 path: refuse the file instead.
   const longest = (s.sharedPrefix?.tokens ?? 0) + distMax(s.prompt) + distMax(s.output) + TEMPLATE_TOKENS;
   s.fleet.forEach((g, i) => {
-    const cfg = resolveEngineConfig({ model: g.model, ...s.engine, ...g.engine });
+    const cfg = resolveEngineConfig(podEngine(s, g));
     const limit = Math.min(cfg.maxModelLen, cfg.numGpuBlocks * cfg.blockSize);
     if (longest > limit) {
       issues.push(`fleet[${i}].engine.maxModelLen: the longest request (${longest} tokens incl. prefix, output and chat template) exceeds this group's limit of ${limit}`);

@@ -2,7 +2,7 @@
 // (what each pod has queued, its prefix cache, its LoRA slots) and sends each
 // request where its predicted time to first token is lowest. Greedy: it does
 // not plan for requests still to come.
-import { blockHashes } from "../../testing/engine/index.js";
+import { blockHashes, countTokens } from "../../testing/engine/index.js";
 import type { Outstanding, SimPod } from "../sim/fleet.js";
 import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 import type { PolicySpec } from "./types.js";
@@ -26,15 +26,23 @@ function predictTtftMs(pod: SimPod, outstanding: Outstanding[], cachedAt: Map<nu
   let blocks = Math.ceil(c.promptTokens / cfg.blockSize);
   // Decode reads every sequence's context each step (engine: decodeMsPerKTokens).
   let contextTokens = c.promptTokens;
+  // Prefill's attention term (engine: prefillMsPerKTokens), per prefilled token by the context ahead of it.
+  const attentionK = (cached: number, total: number) => ((total - cached) * (cached + (total - cached) / 2)) / 1000;
+  let prefillContextK = attentionK(c.hitTokens, c.promptTokens);
   for (const o of outstanding) {
-    if (o.firstTokenMs === undefined) prefillAhead += o.promptTokens - (cachedAt.get(o.request.index) ?? 0);
+    if (o.firstTokenMs === undefined) {
+      const cached = cachedAt.get(o.request.index) ?? 0;
+      prefillAhead += o.promptTokens - cached;
+      prefillContextK += attentionK(cached, o.promptTokens);
+    }
     blocks += Math.ceil((o.promptTokens + o.request.maxTokens) / cfg.blockSize);
     contextTokens += o.promptTokens + o.tokensOut;
   }
   const work = prefillAhead + c.promptTokens - c.hitTokens;
   const stepMs =
     cfg.stepOverheadMs + Math.min(outstanding.length + 1, cfg.maxNumSeqs) * cfg.decodeMsPerSeq + (contextTokens / 1000) * cfg.decodeMsPerKTokens;
-  const computeMs = (Math.max(1, Math.ceil(work / cfg.maxNumBatchedTokens)) * stepMs + work * cfg.prefillMsPerToken) / cfg.speed;
+  const prefillMs = work * cfg.prefillMsPerToken + prefillContextK * cfg.prefillMsPerKTokens;
+  const computeMs = (Math.max(1, Math.ceil(work / cfg.maxNumBatchedTokens)) * stepMs + prefillMs) / cfg.speed;
   const busyUntil = pod.engine.nextEventTime(); // Infinity when idle
   const inFlightMs = Number.isFinite(busyUntil) ? Math.max(0, busyUntil - now) : 0;
   const tokenMs = stepMs / cfg.speed;
@@ -88,7 +96,7 @@ export const oracle: PolicySpec = {
         const first = fleet.pods[pods[0]].engine.config;
         // Every pod of a pool hashes alike unless a scenario gives them different block sizes.
         const hashesFor = new Map<number, number[]>();
-        const promptTokens = Math.max(1, Math.ceil(req.prompt.length / first.charsPerToken));
+        const promptTokens = countTokens(req.prompt, first.charsPerToken, first.tokenizer);
         let best = -1;
         let bestMs = Infinity;
         let bestHit = 0;
@@ -97,7 +105,7 @@ export const oracle: PolicySpec = {
           const pod = fleet.pods[p];
           const cfg = pod.engine.config;
           let hashes = hashesFor.get(cfg.blockSize);
-          if (!hashes) hashesFor.set(cfg.blockSize, (hashes = blockHashes(req.prompt, r.adapter ?? cfg.model, cfg.blockSize, cfg.charsPerToken)));
+          if (!hashes) hashesFor.set(cfg.blockSize, (hashes = blockHashes(req.prompt, r.adapter ?? cfg.model, cfg.blockSize, cfg.charsPerToken, cfg.tokenizer)));
           const hitTokens = pod.engine.cachedTokens(hashes, promptTokens);
           const ms = predictTtftMs(pod, [...fleet.outstanding(p)], cachedAt, { promptTokens, hitTokens, adapter: r.adapter }, now);
           if (ms < bestMs - 1e-9) {

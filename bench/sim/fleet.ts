@@ -4,7 +4,7 @@
  * and each request's outcome.
  */
 import { Engine, RequestRejectedError, type EngineEvent } from "../../testing/engine/index.js";
-import type { Scenario } from "../scenario.js";
+import { podEngine, type Scenario } from "../scenario.js";
 import type { EngineTotals, RequestError, RunRecord } from "../types.js";
 import type { TraceRequest } from "./workload.js";
 
@@ -64,7 +64,7 @@ export class SimFleet {
           name: `${group.name}-${i}`,
           address: podAddress(index),
           pool,
-          engine: new Engine({ ...scenario.engine, ...group.engine, model: group.model, speed: group.speed }, 0),
+          engine: new Engine(podEngine(scenario, group), 0),
           loraEnabled: scenario.models[pool].adapters !== undefined,
         });
         this.pools[pool].push(index);

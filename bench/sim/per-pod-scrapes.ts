@@ -15,14 +15,18 @@ import { scrapePod } from "./scrape.js";
 export class PerPodScrapes {
   /** Latest landed metrics per pod (index = fleet pod index). */
   readonly latest: EndpointMetrics[];
+  /** When each pod's latest metrics landed. */
+  readonly landedMs: number[];
 
   constructor(fleet: SimFleet, queue: EventQueue, model: GatewayModel, phaseRng: Rng) {
     this.latest = fleet.pods.map((p) => scrapePod(p));
+    this.landedMs = fleet.pods.map(() => 0);
     for (const pod of fleet.pods) {
       const latency = model.scrapeLatencyMs * phaseRng.uniform(0.5, 1.5);
       queue.every(phaseRng.uniform(0, model.scrapeIntervalMs), model.scrapeIntervalMs, (t) => {
-        queue.at(t + latency, () => {
+        queue.at(t + latency, (landed) => {
           this.latest[pod.index] = scrapePod(pod);
+          this.landedMs[pod.index] = landed;
         });
       });
     }

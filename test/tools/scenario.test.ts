@@ -5,7 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadStep } from "../../bench/admission.js";
-import { listScenarios, loadScenario, parseScenario, ScenarioError } from "../../bench/scenario.js";
+import { listScenarios, loadScenario, parseScenario, podEngine, ScenarioError } from "../../bench/scenario.js";
+import { resolveEngineConfig } from "../../testing/engine/index.js";
 import { generateTrace } from "../../bench/sim/workload.js";
 
 const VALID = `
@@ -36,6 +37,16 @@ describe("scenario files", () => {
       expect(s.name).toBe(name);
       expect(s.description).not.toBe("");
     }
+  });
+
+  it("gives each pod its GPU's scheduler limits and KV, word-piece tokens and attention in prefill; its own engine fields win", () => {
+    const s = loadScenario("heterogeneous");
+    const [h100, a10g] = s.fleet.map((g) => resolveEngineConfig(podEngine(s, g)));
+    expect(h100).toMatchObject({ maxNumBatchedTokens: 8192, maxNumSeqs: 1024, numGpuBlocks: 28_000, tokenizer: "words", prefillMsPerKTokens: 0.008, speed: 1 });
+    expect(a10g).toMatchObject({ maxNumBatchedTokens: 2048, maxNumSeqs: 256, numGpuBlocks: 2_800, speed: 0.35 });
+    const own = parseScenario(VALID.replace("count: 2 }", "count: 2, gpu: l4, engine: { numGpuBlocks: 100 } }"), "own", "own");
+    expect(resolveEngineConfig(podEngine(own, own.fleet[0]))).toMatchObject({ numGpuBlocks: 100, maxNumSeqs: 256 });
+    expect(issues(VALID.replace("count: 2 }", "count: 2, gpu: tpu }"))[0]).toBe("bench/scenarios/x.yaml: fleet[0].gpu: expected one of h100, a100, l4, a10g");
   });
 
   it("loads any file by path, named after the file", () => {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
+  blockHashes,
+  countTokens,
   Engine,
   type EngineConfigInput,
   type EngineEvent,
@@ -330,5 +332,44 @@ describe("abort and metrics", () => {
     const e = engine();
     e.advanceTo(10);
     expect(() => e.advanceTo(5)).toThrowError(RangeError);
+  });
+});
+
+describe("word-piece tokens and attention in prefill (the simulator's pods)", () => {
+  it("cuts text at spaces and every 5 other characters, so a token's bytes vary with the words", () => {
+    expect(countTokens("hello world", 4, "words")).toBe(2);
+    expect(countTokens("internationalisation of it", 4, "words")).toBe(6);
+    expect(countTokens("internationalisation of it", 4, "fixed")).toBe(7);
+    // Two texts of as many bytes, and as many tokens in the fixed count, cut differently into 16-token blocks.
+    const short = "ab ".repeat(64).trimEnd();
+    const long = "abcdefghij ".repeat(64).slice(0, short.length);
+    expect(countTokens(short, 4, "words")).toBe(64);
+    expect(countTokens(long, 4, "words")).toBe(35);
+    expect(blockHashes(short, MODEL, 16, 4, "words")).toHaveLength(4);
+    // A block covers the same tokens, not the same bytes: two texts sharing 16 word tokens share a block.
+    const a = blockHashes(`${"one ".repeat(16)}two`, MODEL, 16, 4, "words");
+    const b = blockHashes(`${"one ".repeat(16)}three four`, MODEL, 16, 4, "words");
+    expect(a[0]).toBe(b[0]);
+  });
+
+  it("an engine counts the prompt it is given in word pieces", () => {
+    const e = engine({ tokenizer: "words" });
+    expect(e.submit({ id: "r", prompt: "hello world, internationalisation", maxTokens: 1 }, 0)).toBe(countTokens("hello world, internationalisation", 4, "words"));
+  });
+
+  it("prices prefill by the context ahead of each token: at 32k tokens of context, twice the short-prompt cost per token", () => {
+    const cost = (tokens: number) => {
+      const e = engine({ prefillMsPerKTokens: 0.008, maxModelLen: 40_000, numGpuBlocks: 4_000, maxNumBatchedTokens: 64_000 });
+      e.submit({ id: "r", prompt: text("p", tokens), maxTokens: 1 }, 0);
+      return finished(drain(e)).get("r")!.ttftMs! - 10;
+    };
+    // 0.25 ms a token, plus 0.008 x (tokens / 2) / 1000 per token on average.
+    expect(cost(1_000)).toBeCloseTo(1_000 * (0.25 + 0.008 * 0.5), 6);
+    expect(cost(32_000) / 32_000).toBeCloseTo(0.25 + 0.008 * 16, 6);
+    // A prompt chunked over steps pays each chunk's attention by the context already computed.
+    const e = engine({ prefillMsPerKTokens: 0.008, maxModelLen: 40_000, numGpuBlocks: 4_000, maxNumBatchedTokens: 8_000 });
+    e.submit({ id: "r", prompt: text("p", 16_000), maxTokens: 1 }, 0);
+    const chunked = finished(drain(e)).get("r")!.ttftMs!;
+    expect(chunked).toBeCloseTo(2 * 10 + 16_000 * 0.25 + (0.008 * (8_000 * 4_000 + 8_000 * 12_000)) / 1000, 6);
   });
 });

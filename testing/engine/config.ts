@@ -1,3 +1,5 @@
+import type { Tokenizer } from "./prompt.js";
+
 /**
  * Engine configuration. Costs are expressed for an H100-class GPU serving an
  * 8B model (speed 1.0) and divided by `speed` at step time, so one profile
@@ -16,6 +18,12 @@ export interface EngineConfig {
   decodeMsPerKTokens: number;
   /** Prefill cost per uncached prompt token scheduled in a step. */
   prefillMsPerToken: number;
+  /**
+   * Attention's share of prefill, which grows with the context before the
+   * token: per prefilled token, per 1000 tokens ahead of it. A chunk of n
+   * tokens starting at position p costs n * (p + n/2) / 1000 of these.
+   */
+  prefillMsPerKTokens: number;
   /** Token budget of one step; prefill beyond it is chunked over later steps. */
   maxNumBatchedTokens: number;
   /** Maximum number of running sequences. */
@@ -30,8 +38,10 @@ export interface EngineConfig {
   maxLoras: number;
   /** Time to load an adapter into a slot; stalls the step that needs it. Not scaled by speed (I/O bound). */
   loraLoadMs: number;
-  /** Characters per token when a prompt is given as text. */
+  /** Characters per token when a prompt is given as text, with the `fixed` tokenizer. */
   charsPerToken: number;
+  /** How prompt text becomes tokens (prompt.ts): `fixed` (charsPerToken each) or `words` (word pieces). */
+  tokenizer: Tokenizer;
 }
 
 /**
@@ -45,10 +55,14 @@ export interface EngineConfig {
  * at H100 bandwidth). Calibration: a typical chat request (700-token prompt,
  * 180 output) has ~790 tokens of context on average while decoding, so it
  * still costs 0.06 + 0.05 * 0.79 = ~0.1 ms per step and its ITL at batch 20
- * stays ~12 ms; a 16k-token document costs 0.86 ms per step. Scheduler
- * limits are vLLM's defaults. KV capacity (8192 blocks = 131k tokens) is deliberately
- * below a real H100's ~29k blocks for 8B so that KV pressure is reachable in
- * benchmarks; override per pod.
+ * stays ~12 ms; a 16k-token document costs 0.86 ms per step.
+ *
+ * These defaults are the fake pods' for the tests: text is exactly 4
+ * characters a token, prefill cost is linear, the scheduler limits are
+ * vLLM's defaults below 70 GB of GPU memory, and KV capacity (8192 blocks =
+ * 131k tokens) is a third of a real H100's for 8B, so that KV pressure is
+ * reachable. The simulator's pods get the GPU profiles of bench/gpus.ts
+ * instead (word-piece tokens, attention in prefill, each GPU's limits and KV).
  */
 export const DEFAULT_ENGINE_CONFIG: Omit<EngineConfig, "model"> = {
   speed: 1,
@@ -56,6 +70,7 @@ export const DEFAULT_ENGINE_CONFIG: Omit<EngineConfig, "model"> = {
   decodeMsPerSeq: 0.06,
   decodeMsPerKTokens: 0.05,
   prefillMsPerToken: 0.25,
+  prefillMsPerKTokens: 0,
   maxNumBatchedTokens: 2048,
   maxNumSeqs: 256,
   blockSize: 16,
@@ -64,6 +79,7 @@ export const DEFAULT_ENGINE_CONFIG: Omit<EngineConfig, "model"> = {
   maxLoras: 4,
   loraLoadMs: 200,
   charsPerToken: 4,
+  tokenizer: "fixed",
 };
 
 export type EngineConfigInput = Partial<EngineConfig> & { model: string };
@@ -78,7 +94,8 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
     const v = cfg[key];
     if (typeof v !== "number" || !(v > 0)) throw new RangeError(`engine config ${key} must be > 0, got ${String(v)}`);
   }
-  for (const key of ["decodeMsPerSeq", "decodeMsPerKTokens", "prefillMsPerToken", "maxLoras", "loraLoadMs"] as const) {
+  if (cfg.tokenizer !== "fixed" && cfg.tokenizer !== "words") throw new RangeError(`engine config tokenizer must be fixed or words, got ${String(cfg.tokenizer)}`);
+  for (const key of ["decodeMsPerSeq", "decodeMsPerKTokens", "prefillMsPerToken", "prefillMsPerKTokens", "maxLoras", "loraLoadMs"] as const) {
     if (!(cfg[key] >= 0)) throw new RangeError(`engine config ${key} must be >= 0, got ${String(cfg[key])}`);
   }
   return cfg;

@@ -197,7 +197,7 @@ export class Engine {
     if (input.adapter !== undefined && cfg.maxLoras < 1) {
       throw new RequestRejectedError("LoRA is not enabled on this engine", "lora_disabled");
     }
-    const promptTokens = countTokens(input.prompt, cfg.charsPerToken);
+    const promptTokens = countTokens(input.prompt, cfg.charsPerToken, cfg.tokenizer);
     if (promptTokens + input.maxTokens > this.maxRequestTokens) {
       throw new RequestRejectedError(
         `This model's maximum context length is ${this.maxRequestTokens} tokens; the request needs ` +
@@ -212,7 +212,7 @@ export class Engine {
       promptTokens,
       maxTokens: input.maxTokens,
       // Adapters seed their own hash chain: vLLM never shares KV across LoRAs.
-      hashes: blockHashes(input.prompt, input.adapter ?? cfg.model, cfg.blockSize, cfg.charsPerToken),
+      hashes: blockHashes(input.prompt, input.adapter ?? cfg.model, cfg.blockSize, cfg.charsPerToken, cfg.tokenizer),
       numTokens: promptTokens,
       numComputed: 0,
       output: 0,
@@ -340,6 +340,8 @@ export class Engine {
     let decodeSeqs = 0;
     let decodeContextTokens = 0;
     let prefillTokens = 0;
+    /** Sum over prefilled tokens of the context ahead of each, in thousands (the attention term). */
+    let prefillContextK = 0;
     let loads = 0;
     let preempted = false;
 
@@ -366,6 +368,7 @@ export class Engine {
         decodeContextTokens += req.numTokens;
       } else {
         prefillTokens += n;
+        prefillContextK += (n * (req.numComputed + n / 2)) / 1000;
       }
     }
 
@@ -406,6 +409,7 @@ export class Engine {
         tokens.push(n);
         budget -= n;
         prefillTokens += n;
+        prefillContextK += (n * (computed + n / 2)) / 1000;
       }
       for (let i = skipped.length - 1; i >= 0; i--) this.waiting.pushFront(skipped[i]);
     }
@@ -413,7 +417,8 @@ export class Engine {
     if (reqs.length === 0) return;
     this.counters.loraLoads += loads;
     const decodeMs = decodeSeqs * cfg.decodeMsPerSeq + (decodeContextTokens / 1000) * cfg.decodeMsPerKTokens;
-    const computeMs = (cfg.stepOverheadMs + decodeMs + prefillTokens * cfg.prefillMsPerToken) / cfg.speed;
+    const prefillMs = prefillTokens * cfg.prefillMsPerToken + prefillContextK * cfg.prefillMsPerKTokens;
+    const computeMs = (cfg.stepOverheadMs + decodeMs + prefillMs) / cfg.speed;
     // Adapter loads happen synchronously inside the step, stalling the whole batch.
     this.inFlight = { end: t + computeMs + loads * cfg.loraLoadMs, reqs, tokens };
   }

@@ -10,4 +10,4 @@ export {
   type RequestStats,
 } from "./engine.js";
 export { E2E_BUCKETS_S, ITL_BUCKETS_S, TTFT_BUCKETS_S, type HistogramSnapshot } from "./histogram.js";
-export { blockHashes, chainHash, countTokens } from "./prompt.js";
+export { blockHashes, chainHash, countTokens, type Tokenizer } from "./prompt.js";

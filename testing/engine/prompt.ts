@@ -1,10 +1,21 @@
 /**
- * Cheap tokenisation: a prompt is text, ~charsPerToken characters per token.
+ * Cheap tokenisation, two ways: `fixed`, exactly charsPerToken characters per
+ * token (the fake pods, so tests size prompts exactly), or `words`, word
+ * pieces as a BPE tokenizer cuts English: a space starts a token, and a run
+ * of other characters is cut every WORD_PIECE of them (about 4.5 characters
+ * per token on the simulator's corpus, varying with the words), so a block
+ * of tokens covers a different number of bytes from one text to the next,
+ * as in a real engine, and a router's byte-based estimate is only that.
  * Block hashes are chained (block i covers block i-1's hash plus its own text)
  * and seeded by the model name, so two prompts share cached blocks exactly as
- * long as they share a block-aligned text prefix, and different models or
+ * long as they share a block-aligned token prefix, and different models or
  * adapters never share blocks.
  */
+
+export type Tokenizer = "fixed" | "words";
+
+/** The longest run of non-space characters one `words` token covers. */
+export const WORD_PIECE = 5;
 
 const TWO_32 = 4294967296;
 const TWO_21 = 2097152;
@@ -25,19 +36,57 @@ export function chainHash(prev: number, text: string, start = 0, end = text.leng
   return ((h2 >>> 0) % TWO_21) * TWO_32 + (h1 >>> 0);
 }
 
-export function countTokens(text: string, charsPerToken: number): number {
+const SPACE = 32;
+
+/**
+ * Calls `onToken(end)` with the character offset where each `words` token
+ * ends, in order; returns the token count.
+ */
+function wordPieces(text: string, onToken?: (end: number) => void): number {
+  let tokens = 0;
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    const space = text.charCodeAt(i) === SPACE;
+    // A space, or a run that has reached WORD_PIECE characters, begins a new token.
+    if (i > 0 && (space || run === WORD_PIECE)) {
+      tokens++;
+      onToken?.(i);
+      run = 0;
+    }
+    if (!space) run++;
+  }
+  if (text.length > 0) {
+    tokens++;
+    onToken?.(text.length);
+  }
+  return tokens;
+}
+
+export function countTokens(text: string, charsPerToken: number, tokenizer: Tokenizer = "fixed"): number {
+  if (tokenizer === "words") return Math.max(1, wordPieces(text));
   return Math.max(1, Math.ceil(text.length / charsPerToken));
 }
 
 /** Hashes of the prompt's full blocks only (a partial tail block is never cached). */
-export function blockHashes(text: string, seed: string, blockSize: number, charsPerToken: number): number[] {
+export function blockHashes(text: string, seed: string, blockSize: number, charsPerToken: number, tokenizer: Tokenizer = "fixed"): number[] {
+  const hashes: number[] = [];
+  let h = chainHash(0, seed);
+  if (tokenizer === "words") {
+    let start = 0;
+    let n = 0;
+    wordPieces(text, (end) => {
+      if (++n % blockSize !== 0) return;
+      h = chainHash(h, text, start, end);
+      hashes.push(h);
+      start = end;
+    });
+    return hashes;
+  }
   const blockChars = blockSize * charsPerToken;
   const full = Math.floor(text.length / blockChars);
-  const hashes = new Array<number>(full);
-  let h = chainHash(0, seed);
   for (let i = 0; i < full; i++) {
     h = chainHash(h, text, i * blockChars, (i + 1) * blockChars);
-    hashes[i] = h;
+    hashes.push(h);
   }
   return hashes;
 }

@@ -23,6 +23,7 @@ const engineOverrides = z
     decodeMsPerSeq: nonNegative,
     decodeMsPerKTokens: nonNegative,
     prefillMsPerToken: nonNegative,
+    prefillMsPerKTokens: nonNegative,
     maxNumBatchedTokens: z.number().int().positive(),
     maxNumSeqs: z.number().int().positive(),
     blockSize: z.number().int().positive(),
@@ -31,6 +32,7 @@ const engineOverrides = z
     maxLoras: z.number().int().nonnegative(),
     loraLoadMs: nonNegative,
     charsPerToken: positive,
+    tokenizer: z.enum(["fixed", "words"]),
   })
   .partial()
   .strict();
