@@ -81,8 +81,9 @@ describe("bench simulator", () => {
   it("with scrapes that never come, ours still balances on its own in-flight counts, which follow completions", async () => {
     const base = heterogeneous(40);
     const fresh = await runSim(base, { policies: ["round-robin", "ours:default"] });
-    // Without admission: on a view this old, its limits refuse first attempts the fleet could serve, and their
-    // Retry-After wait counts from first arrival (BENCHMARKS.md names that miss). Balancing is what this checks.
+    // Without admission: a view this old that still counts as fresh (no real one does past staleAfterMs) shows
+    // every request sent since its scrape as still starting, so admission refuses what the fleet could serve,
+    // and the wait counts from first arrival. Balancing is what this checks.
     const blind = await runSim({ ...base, gateway: { ...base.gateway, scrapeIntervalMs: 1e9, staleAfterMs: 2e9 } }, { policies: ["ours:default:no-admission"] });
     const rr = policy(fresh, "round-robin").ttftMs!.p95;
     const good = policy(fresh, "ours:default").ttftMs!.p95;

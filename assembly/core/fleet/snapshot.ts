@@ -129,13 +129,6 @@ export class Endpoint {
   }
 
   /**
-   * Queued requests now: what exceeds the sequences the pod can run (its
-   * batch slots, or fewer when its KV cache fills first). A pod with room
-   * starts what it is sent at its next step, and what it reported waiting
-   * too (a request that arrived between two steps); with a nearly full KV
-   * cache there is no room, and everything not running waits.
-   */
-  /**
    * Requests ahead of a new one whose prompt is `share` of a prefill step
    * (prefillShare): those beyond the pod's room in full, the rest of what it
    * reported waiting or was sent since (about to be admitted, or being
@@ -148,6 +141,13 @@ export class Endpoint {
     return queued + starting * share;
   }
 
+  /**
+   * Queued requests now: what exceeds the sequences the pod can run (its
+   * batch slots, or fewer when its KV cache fills first). A pod with room
+   * starts what it is sent at its next step, and what it reported waiting
+   * too (a request that arrived between two steps); with a nearly full KV
+   * cache there is no room, and everything not running waits.
+   */
   get estimatedWaiting(): f64 {
     const slots = this.kvCacheUsage >= KV_FULL ? <f64>this.running : this.effectiveSlots;
     const w = this.estimatedTotal - slots;
