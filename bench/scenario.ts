@@ -170,9 +170,14 @@ export type LengthDist = z.output<typeof lengthDist>;
 export type Arrivals = z.output<typeof arrivals>;
 export type EngineOverrides = z.output<typeof engineOverrides>;
 
-/** A pod group's engine: what every simulated pod shares, its GPU's profile, then the scenario's and the group's overrides. */
+/** A pod group's engine settings: what every simulated pod shares, its GPU's profile, then the scenario's and the group's overrides. */
+export function podEngineSettings(s: Pick<Scenario, "engine">, g: Scenario["fleet"][number]): Omit<EngineConfigInput, "model"> {
+  return { ...SIMULATED_ENGINE, ...GPUS[g.gpu], ...s.engine, ...g.engine, speed: g.speed };
+}
+
+/** The same, for its model. */
 export function podEngine(s: Pick<Scenario, "engine">, g: Scenario["fleet"][number]): EngineConfigInput {
-  return { ...SIMULATED_ENGINE, ...GPUS[g.gpu], ...s.engine, ...g.engine, model: g.model, speed: g.speed };
+  return { ...podEngineSettings(s, g), model: g.model };
 }
 export type GatewayModel = z.output<typeof gatewayModel>;
 export type ModelSpec = z.output<typeof model>;

@@ -3,7 +3,7 @@
 import { loadStep } from "../admission.js";
 import type { PodSpec } from "../../testing/fakeserver/index.js";
 import { PROFILES } from "../policies/profiles.js";
-import { podEngine, type Scenario } from "../scenario.js";
+import { podEngineSettings, type Scenario } from "../scenario.js";
 import { generateTrace } from "../sim/workload.js";
 import { effectiveScenario, resultHeader, runDeadlineMs } from "../sim/simulator.js";
 import { policyResult } from "../stats.js";
@@ -46,8 +46,7 @@ function podSpecs(scenario: Scenario, adapters: string[][]): PodSpec[] {
       name: `${group.name}-${i}`,
       model: group.model,
       adapters: adapters[pool],
-      // The pod spec names its model apart.
-      engineConfig: { ...podEngine(scenario, group), model: undefined },
+      engineConfig: podEngineSettings(scenario, group),
     }));
   });
 }

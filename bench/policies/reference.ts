@@ -15,7 +15,7 @@ import type { PolicySpec } from "./types.js";
 
 const WEIGHTS = { queue: 2, kvCache: 2, prefix: 3, lora: 1 };
 /** The saturation detector's thresholds and staleness bound. */
-export const SATURATION = { queueDepth: 5, kvCache: 0.8, staleMs: 200 };
+const SATURATION = { queueDepth: 5, kvCache: 0.8, staleMs: 200 };
 const clamp01 = (x: number) => (x < 0 ? 0 : x > 1 ? 1 : x);
 
 /** The LoRA affinity score: 1 adapter running, 0.8 a free slot, 0.6 adapter waiting, else 0. */

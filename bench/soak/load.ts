@@ -11,7 +11,7 @@ export type SoakRecord = RequestRecord<PlannedRequest>;
 /** After the last arrival, requests still running this long are abandoned (timeouts). */
 const DRAIN_LIMIT_MS = 30_000;
 /** A request still running this long is given up as a timeout. */
-export const REQUEST_TIMEOUT_MS = 60_000;
+const REQUEST_TIMEOUT_MS = 60_000;
 // The user turns differ per request; the openings are shared, several blocks long.
 const OPENINGS = Array.from({ length: 6 }, (_, k) => `You are assistant number ${k}. `.repeat(24));
 

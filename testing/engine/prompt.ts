@@ -15,7 +15,7 @@
 export type Tokenizer = "fixed" | "words";
 
 /** The longest run of non-space characters one `words` token covers. */
-export const WORD_PIECE = 5;
+const WORD_PIECE = 5;
 
 const TWO_32 = 4294967296;
 const TWO_21 = 2097152;
