@@ -104,9 +104,26 @@ async function stopProcess(child: ChildProcess, graceMs = 5000): Promise<void> {
   clearTimeout(timer);
 }
 
+/** Thrown when another process took a port between our probe and etcd's or kube-apiserver's bind. */
+class PortRaceError extends Error {}
+
+const START_ATTEMPTS = 3;
+
 export async function startLocalApiServer(opts: LocalApiServerOptions = {}): Promise<LocalApiServer> {
   const bins = apiServerBinaries();
   if (!bins) throw new Error("kube-apiserver is not built: run scripts/kube/build-apiserver.sh (about 10 minutes cold)");
+  // A probed free port is only free until someone else binds it; new ports on a lost race.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(bins, opts);
+    } catch (err) {
+      if (!(err instanceof PortRaceError) || attempt === START_ATTEMPTS) throw err;
+      opts.log?.(`local kube-apiserver: ${err.message.split("\n").at(-1)}; retrying on new ports`);
+    }
+  }
+}
+
+async function startOnce(bins: ApiServerBinaries, opts: LocalApiServerOptions): Promise<LocalApiServer> {
   const log = opts.log ?? (() => {});
   const dir = mkdtempSync(join(tmpdir(), "localkube-"));
   const [etcdClient, etcdPeer, securePort] = [await freePort(), await freePort(), await freePort()];
@@ -175,7 +192,8 @@ export async function startLocalApiServer(opts: LocalApiServerOptions = {}): Pro
       if (dead || Date.now() > deadline) {
         const why = dead ? `exited early:\n${dead.tail()}` : `not ready after ${opts.readyTimeoutMs ?? 60_000} ms:\n${apiserver.tail()}`;
         await stopAll();
-        throw new Error(`local kube-apiserver ${why}`);
+        const raced = dead !== undefined && /address already in use/i.test(dead.tail());
+        throw new (raced ? PortRaceError : Error)(`local kube-apiserver ${why.trimEnd()}`);
       }
       await new Promise((r) => setTimeout(r, 250));
     }
