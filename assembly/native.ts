@@ -5,8 +5,9 @@
 // prefix log) is handed in and out as bytes, so a caller running several
 // instances (one per simulated Envoy worker) shares them as Envoy would.
 import { ApiKind } from "./core/openai/request";
-import { RequestMeta, Router } from "./core/scheduling/router";
-import { priorityName } from "./core/fleet/priority";
+import { HoldSink, RequestMeta, Router, Verdict } from "./core/scheduling/router";
+import { HeldRequest } from "./core/queueing/held-request";
+import { Priority, priorityName } from "./core/fleet/priority";
 import { decodeSnapshot, Deadlines, Endpoint, ModelRoute, Pool, Profile, Weights } from "./core/fleet/snapshot";
 import { Admission } from "./core/fleet/admission-limits";
 import { jsonString } from "./core/openai/errors";
@@ -54,6 +55,7 @@ export function reset(seed: u64): void {
   routedIn = new Map<u64, PoolLoad>();
   // Distinct seeds give distinct writer ids, so instances tell their records apart.
   writer = <u32>mix64(seed) | 1;
+  router.writer = writer;
 }
 
 /** Sets the clock and when the aggregator was last heard from (0 = never). */
@@ -182,7 +184,8 @@ function weightsJson(w: Weights): string {
 function admissionJson(a: Admission): string {
   return "{" + flag("enabled", a.enabled) + "," + num("maxWaiting", a.maxWaiting) + "," + num("maxKvCache", a.maxKvCache) + "," +
     num("sheddableFactor", a.sheddableFactor) + "," + num("criticalFactor", a.criticalFactor) + "," +
-    num("maxRetryAfterS", <f64>a.maxRetryAfterS) + "}";
+    num("maxRetryAfterS", <f64>a.maxRetryAfterS) + "," + num("waitCriticalMs", <f64>a.waitBudgetMs[Priority.Critical]) + "," +
+    num("waitStandardMs", <f64>a.waitBudgetMs[Priority.Standard]) + "," + num("waitSheddableMs", <f64>a.waitBudgetMs[Priority.Sheddable]) + "}";
 }
 
 function deadlinesJson(d: Deadlines): string {
@@ -258,35 +261,32 @@ export function exchangePrefixLog(log: Uint8Array): Uint8Array {
 /**
  * Routes one request body exactly as the filter does. `kind`: 0 chat,
  * 1 completions, 2 other /v1/ paths; `priority`: what the x-llm-priority
- * header asked for (-1 none, -2 not a class, else core/fleet/priority.ts).
- * Returns a JSON object:
+ * header asked for (-1 none, -2 not a class, else core/fleet/priority.ts);
+ * `holdId`: the caller's handle should the request be held (0: refuse
+ * instead), `tenant` its tenant ("" none), `maxWaitMs` the client's own wait
+ * bound (-1 none). Returns a JSON object:
  * {"endpoint": "ip:port" | null, "fallbacks": [...], "pool", "model", "target",
  * "class", "downgraded", "retried", "stream", "includeUsage", "prompt": [start, end], "deadlineMs", "explanation"?}
  * (endpoint null when there is no pod to name and Envoy's balancer picks; target is the model served
- * after a canary split) or {"status": N, "error": {message, type, param, code},
+ * after a canary split), {"held": holdId, ...the same fields without endpoint} (pump() will dispatch or refuse it)
+ * or {"status": N, "error": {message, type, param, code},
  * "retryAfterS"?, "explanation"?} (the OpenAI error body; retryAfterS with a 429).
  */
-export function route(body: Uint8Array, kind: i32, priority: i32, mayClaimCritical: bool, explain: bool): string {
+export function route(
+  body: Uint8Array, kind: i32, priority: i32, mayClaimCritical: bool, explain: bool, holdId: u32, tenant: string, maxWaitMs: i64,
+): string {
   const meta = new RequestMeta();
   meta.priority = priority;
   meta.mayClaimCritical = mayClaimCritical;
   meta.explain = explain;
-  const explained = explain ? ',"explanation":' : "";
-  if (!router.route(body.dataStart, body.byteLength, <ApiKind>kind, view, inflight, refusals, nowMs, meta)) {
-    const e = router.error!;
-    // toJson() is {"error":{...}}: splice the status in front of its member.
-    const extra = (router.retryAfterS > 0 ? ',"retryAfterS":' + router.retryAfterS.toString() : "") +
-      (explain ? explained + jsonString(router.explanation) : "");
-    return '{"status":' + e.status.toString() + extra + "," + e.toJson().substring(1);
-  }
-  const ranked = router.ranked;
-  if (ranked.length > 0) routedIn.set(ranked[0].addressHash, router.pool!.load!);
-  let fallbacks = "";
-  for (let i = 1; i < ranked.length; i++) fallbacks += (i > 1 ? "," : "") + jsonString(ranked[i].address);
+  meta.holdId = holdId;
+  meta.tenant = tenant.length > 0 ? hashBuffer(String.UTF8.encode(tenant)) : 0;
+  meta.maxWaitMs = maxWaitMs;
+  meta.bytes = body.byteLength;
+  const verdict = router.route(body.dataStart, body.byteLength, <ApiKind>kind, view, inflight, refusals, nowMs, meta);
+  if (verdict == Verdict.Refused) return refusalJson(explain);
   const req = router.body;
-  return '{"endpoint":' + (ranked.length > 0 ? jsonString(ranked[0].address) : "null") +
-    ',"fallbacks":[' + fallbacks + "]" +
-    ',"pool":' + jsonString(router.pool!.name) +
+  const fields = ',"pool":' + jsonString(router.pool!.name) +
     ',"model":' + jsonString(req.model) +
     ',"target":' + jsonString(router.target!.name) +
     ',"class":"' + priorityName(router.priority) + '"' +
@@ -296,8 +296,85 @@ export function route(body: Uint8Array, kind: i32, priority: i32, mayClaimCritic
     ',"includeUsage":' + (req.includeUsage ? "true" : "false") +
     ',"prompt":[' + req.promptStart.toString() + "," + req.promptEnd.toString() + "]" +
     ',"blind":' + (router.blind ? "true" : "false") +
-    ',"deadlineMs":' + router.deadlineMs.toString() +
-    (explain ? explained + jsonString(router.explanation) : "") + "}";
+    ',"deadlineMs":' + router.deadlineMs.toString();
+  if (verdict == Verdict.Held) return '{"held":' + holdId.toString() + fields + "}";
+  return "{" + pickJson() + fields + (explain ? ',"explanation":' + jsonString(router.explanation) : "") + "}";
+}
+
+/** The router's error as {"status", "retryAfterS"?, "explanation"?, "error"}. */
+function refusalJson(explain: bool): string {
+  const e = router.error!;
+  // toJson() is {"error":{...}}: splice the status in front of its member.
+  const extra = (router.retryAfterS > 0 ? ',"retryAfterS":' + router.retryAfterS.toString() : "") +
+    (explain ? ',"explanation":' + jsonString(router.explanation) : "");
+  return '{"status":' + e.status.toString() + extra + "," + e.toJson().substring(1);
+}
+
+/** "endpoint" and "fallbacks" of the pick just made, which is counted in its pool's drain when it ends. */
+function pickJson(): string {
+  const ranked = router.ranked;
+  if (ranked.length > 0) routedIn.set(ranked[0].addressHash, router.pool!.load!);
+  let fallbacks = "";
+  for (let i = 1; i < ranked.length; i++) fallbacks += (i > 1 ? "," : "") + jsonString(ranked[i].address);
+  return '"endpoint":' + (ranked.length > 0 ? jsonString(ranked[0].address) : "null") + ',"fallbacks":[' + fallbacks + "]";
+}
+
+/** Collects what pump() decided, as the filter resumes or answers each held stream. */
+class PumpEvents extends HoldSink {
+  out: string = "";
+
+  dispatched(h: HeldRequest): void {
+    this.add('{"id":' + h.id.toString() + "," + pickJson() + ',"class":"' + priorityName(router.priority) + '"' +
+      (h.explain ? ',"explanation":' + jsonString(router.explanation) : "") + "}");
+  }
+
+  refused(h: HeldRequest): void {
+    this.add('{"id":' + h.id.toString() + "," + refusalJson(h.explain).substring(1));
+  }
+
+  private add(event: string): void {
+    this.out += (this.out.length > 0 ? "," : "") + event;
+  }
+}
+
+/**
+ * A refresh tick's dispatch: the held requests released or refused now, as
+ * a JSON array of {"id", "endpoint", "fallbacks", "class", "explanation"?}
+ * and {"id", "status", "retryAfterS"?, "error"}.
+ */
+export function pump(): string {
+  const events = new PumpEvents();
+  router.pump(view, inflight, events, nowMs);
+  return "[" + events.out + "]";
+}
+
+/** A held request's client went away; false if it was not held. */
+export function cancel(holdId: u32): bool {
+  return router.cancel(holdId);
+}
+
+/** Requests this instance holds. */
+export function heldCount(): i32 {
+  return router.holds.count;
+}
+
+/** Bounds the held requests (the filter's max_queued_bytes, max_queued_requests). */
+export function setHoldLimits(maxBytes: i64, maxRequests: i32): void {
+  router.holds.maxBytes = maxBytes;
+  router.holds.maxRequests = maxRequests;
+}
+
+/** Loads the shared queue board (the filter's llm_gateway.queues key); false if the bytes are not one. */
+export function setBoard(bytes: Uint8Array): bool {
+  return router.board.decode(bytes.dataStart, bytes.byteLength) || bytes.byteLength == 0;
+}
+
+/** The board with this instance's summaries brought up to date, to share with the others. */
+export function boardBytes(): Uint8Array {
+  router.publish(router.board, nowMs);
+  const out = new Uint8Array(router.board.encodedLength());
+  router.board.encodeInto(out.dataStart);
+  return out;
 }
 
 /** Whether an answer whose chunks went through usageTailPush ended with a stream's terminal event. */

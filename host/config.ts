@@ -125,6 +125,10 @@ export interface AdmissionConfig {
   criticalFactor: number;
   /** The computed Retry-After is capped here. */
   maxRetryAfterS: number;
+  /** How long the gateway may hold a request of each class while its pool has no room (0: refuse at once). */
+  waitCriticalMs: number;
+  waitStandardMs: number;
+  waitSheddableMs: number;
 }
 
 /**
@@ -190,6 +194,13 @@ export interface TrafficConfig {
   critical: ClaimGate<"any", "none">;
   /** Debug output on every response ("all"), never ("off"), or for requests that ask and may. */
   debug: ClaimGate<"all", "off">;
+  /**
+   * Whose fair share of a hold queue a request draws on: nobody's (one
+   * share for all), the client's x-llm-tenant header, or a verified JWT claim.
+   */
+  tenant: "none" | "header" | { claim: string };
+  /** What each Envoy worker may hold while pools have no room (the bodies wait in Envoy's buffers). */
+  queue: { maxBytesPerWorker: number; maxRequestsPerWorker: number };
 }
 
 export interface GatewayConfig {
@@ -337,6 +348,14 @@ export const BUILTIN_PROFILES = {
       // The OpenAI SDKs honour a Retry-After of up to 60 s and fall back to
       // their own short backoff above it, so a higher cap brings them back sooner.
       maxRetryAfterS: 60,
+      // Held in the gateway while no pod has room, at most: a person waiting
+      // on a chat answer gives up within tens of seconds, so past these a
+      // request is better told when to come back. Critical waits longest
+      // (it is what the operator promised); Sheddable rides out a momentary
+      // burst and is refused first when the pool stays full.
+      waitCriticalMs: 30_000,
+      waitStandardMs: 15_000,
+      waitSheddableMs: 2_000,
     },
     deadlines: {
       // Queueing and scheduling on a busy pod, well past a healthy one's first token.
@@ -369,6 +388,11 @@ export const BUILTIN_PROFILES = {
       criticalFactor: 2,
       // As for latency: the OpenAI SDKs ignore a Retry-After above 60 s.
       maxRetryAfterS: 60,
+      // A batch job waits minutes (firstByteMs below allows five), and held
+      // here it loses no place; the OpenAI SDKs' own timeout is 10 minutes.
+      waitCriticalMs: 300_000,
+      waitStandardMs: 120_000,
+      waitSheddableMs: 30_000,
     },
     deadlines: {
       // Deep queues (maxWaiting 32) mean minutes before a request is scheduled.
@@ -392,6 +416,12 @@ const partialWeightsSchema = z.strictObject(
 /** A number in a range; `text` is the whole message. */
 const bounded = (text: string, ok: (v: number) => boolean) => z.number({ error: msg(text) }).refine(ok, { error: text });
 
+/** A wait budget: 0 (never hold) up to an hour, the filter's bound. */
+function waitBudget() {
+  const text = "expected an integer 0..3600000 (ms; 0 refuses at once)";
+  return bounded(text, (v) => Number.isInteger(v) && v >= 0 && v <= 3_600_000).optional();
+}
+
 const admissionSchema = z.strictObject({
   enabled: z.boolean({ error: msg("expected true or false") }).optional(),
   maxWaiting: bounded("expected a number > 0", (v) => v > 0 && Number.isFinite(v)).optional(),
@@ -400,6 +430,9 @@ const admissionSchema = z.strictObject({
   criticalFactor: bounded("expected a number >= 1", (v) => v >= 1 && Number.isFinite(v)).optional(),
   // Up to an hour for clients that honour long waits; the OpenAI SDKs ignore a Retry-After above 60 s.
   maxRetryAfterS: bounded("expected an integer 1..3600", (v) => Number.isInteger(v) && v >= 1 && v <= 3600).optional(),
+  waitCriticalMs: waitBudget(),
+  waitStandardMs: waitBudget(),
+  waitSheddableMs: waitBudget(),
 });
 
 /** An integer in 1..max; `text` names the range. */
@@ -585,6 +618,19 @@ export const configSchema = z.strictObject({
     .strictObject({
       critical: gateSchema(["any", "none"] as const).default("none"),
       debug: gateSchema(["all", "off"] as const).default("off"),
+      tenant: z
+        .union([z.enum(["none", "header"]), z.strictObject({ claim: claimGateSchema.shape.claim })], {
+          error: msg("expected none, header or { claim }"),
+        })
+        .default("none"),
+      queue: z
+        .strictObject({
+          // 64 MiB: 16,000 chat bodies of 4 KiB, or 64 long-context prompts of 1 MiB.
+          maxBytesPerWorker: z.number().int().min(0).max(2 ** 40).default(64 * 1024 * 1024),
+          // The filter keeps ~1 KiB per held request in its VM.
+          maxRequestsPerWorker: z.number().int().min(0).max(1_000_000).default(4096),
+        })
+        .prefault({}),
     })
     .prefault({}),
 });
@@ -697,7 +743,7 @@ function checkTraffic(raw: RawConfig): string[] {
     }
   });
 
-  for (const gate of ["critical", "debug"] as const) {
+  for (const gate of ["critical", "debug", "tenant"] as const) {
     if (typeof raw.traffic[gate] === "object" && !raw.gateway.jwt) {
       issues.push(`traffic.${gate}: a claim gate needs gateway.jwt (claims are only trusted from verified tokens)`);
     }

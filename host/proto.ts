@@ -68,6 +68,7 @@ export const MESSAGE_FIELDS: Readonly<Record<string, readonly string[]>> = {
   Deadlines: fieldsOf<DeadlinesMsg>({ firstByteMs: true, promptMsPerKtoken: true, outputMsPerToken: true, assumedOutputTokens: true }),
   Admission: fieldsOf<AdmissionMsg>({
     enabled: true, maxWaiting: true, maxKvCache: true, sheddableFactor: true, criticalFactor: true, maxRetryAfterS: true,
+    waitCriticalMs: true, waitStandardMs: true, waitSheddableMs: true,
   }),
   Pool: fieldsOf<PoolMsg>({ name: true, baseModel: true, weights: true, endpoints: true }),
   Endpoint: fieldsOf<EndpointMsg>({

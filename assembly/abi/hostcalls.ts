@@ -179,3 +179,13 @@ export function incrementMetric(id: u32, delta: i64): void {
 export function recordMetric(id: u32, value: u64): void {
   if (id != u32.MAX_VALUE) host.proxy_record_metric(id, value);
 }
+
+/** Makes later host calls act on stream `contextId` (a held stream resumed or answered from the tick). */
+export function setEffectiveContext(contextId: u32): bool {
+  return host.proxy_set_effective_context(contextId) == Status.Ok;
+}
+
+/** Resumes the effective stream's request, paused by a callback that returned StopIteration. */
+export function continueRequest(): bool {
+  return host.proxy_continue_stream(0) == Status.Ok;
+}

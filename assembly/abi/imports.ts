@@ -83,3 +83,9 @@ export declare function proxy_increment_metric(metricId: u32, offset: i64): u32;
 
 @external("env", "proxy_record_metric")
 export declare function proxy_record_metric(metricId: u32, value: u64): u32;
+
+@external("env", "proxy_set_effective_context")
+export declare function proxy_set_effective_context(contextId: u32): u32;
+
+@external("env", "proxy_continue_stream")
+export declare function proxy_continue_stream(streamType: u32): u32;

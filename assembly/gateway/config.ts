@@ -3,7 +3,7 @@
 import { MAX_BODY_BYTES } from "../core/wire/contract.generated";
 import { JsonScanner, JsonType } from "../core/openai/json";
 import { HealthRules } from "../core/fleet/health";
-import { Gate } from "../core/openai/trust";
+import { Gate, TenantFrom } from "../core/openai/trust";
 import { StaleViewPolicy, ViewPolicy } from "../core/fleet/view";
 
 /**
@@ -60,7 +60,15 @@ export class FilterConfig {
   /** Nobody: no decision header; Anyone: on every response; Claim: when asked by a client whose claim allows it. */
   debug: Gate = Gate.Nobody;
   debugClaims: string[] = [];
-  /** How often each worker checks shared data for a newer snapshot. */
+  tenantFrom: TenantFrom = TenantFrom.Nobody;
+  /**
+   * What one worker may hold while pools have no room: bodies stay in
+   * Envoy's buffers, so these bound the memory held requests take (64 MiB is
+   * 16,000 chat requests of 4 KiB, or 64 one-MiB long-context prompts).
+   */
+  maxQueuedBytes: i64 = 64 * 1024 * 1024;
+  maxQueuedRequests: i32 = 4096;
+  /** How often each worker checks shared data for a newer snapshot (and releases held requests). */
   refreshMs: u32 = 20;
   view: ViewPolicy = new ViewPolicy();
   health: HealthRules = new HealthRules();
@@ -84,8 +92,12 @@ export class FilterConfig {
       c.criticalClaims = claimValues(s.stringOr("critical_claim_values", ""));
       c.debug = <Gate>s.choiceOr("debug", ["off", "all", "claim"], c.debug);
       c.debugClaims = claimValues(s.stringOr("debug_claim_values", ""));
+      c.tenantFrom = <TenantFrom>s.choiceOr("tenant_from", ["none", "header", "claim"], c.tenantFrom);
+      c.maxQueuedBytes = <i64>s.numberOr("max_queued_bytes", <f64>c.maxQueuedBytes, 0, 1099511627776);
+      c.maxQueuedRequests = <i32>s.numberOr("max_queued_requests", <f64>c.maxQueuedRequests, 0, 1_000_000);
       s.onlyKeys(["max_body_bytes", "refresh_ms", "max_view_age_ms", "stale_view_policy", "retry_after_s",
-        "eject_after_failures", "eject_ms", "critical_from", "critical_claim_values", "debug", "debug_claim_values"]);
+        "eject_after_failures", "eject_ms", "critical_from", "critical_claim_values", "debug", "debug_claim_values",
+        "tenant_from", "max_queued_bytes", "max_queued_requests"]);
       // A claim gate with no value to match would silently admit nobody: say so instead.
       if (s.error.length == 0 && c.criticalFrom == Gate.Claim && c.criticalClaims.length == 0) s.error = "critical_claim_values must list the claim values that may claim Critical";
       if (s.error.length == 0 && c.debug == Gate.Claim && c.debugClaims.length == 0) s.error = "debug_claim_values must list the claim values that may ask for decisions";

@@ -24,35 +24,39 @@
 // answer that is not a stream, and streams that asked for
 // stream_options.include_usage) costs one read per chunk of at most its last
 // 2 KiB, kept in a bounded tail (core/openai/usage.ts); nothing is buffered.
-import { DataAction, HeaderAction, HttpContext, RootContext } from "../abi/context";
+import { DataAction, HeaderAction, HttpContext, RootContext, streamOf } from "../abi/context";
 import {
   BufferType, getBufferBytes, getBufferSize, getHeaderPairs, getPropertyBytes, HostBytes, log, LogLevel, MapType,
-  nowMillis, nowNanos, propertyPath, removeHeaderRaw, replaceHeader, replaceHeaderRaw, sendLocalResponse, setBufferBytes,
-  setTickPeriod, utf8,
+  continueRequest, nowMillis, nowNanos, propertyPath, removeHeaderRaw, replaceHeader, replaceHeaderRaw, sendLocalResponse,
+  setBufferBytes, setEffectiveContext, setTickPeriod, utf8,
 } from "../abi/hostcalls";
 import { encodePairs, PairsReader } from "../abi/pairs";
-import { ApiError, bodyTooLarge, jsonString, modelNotFound } from "../core/openai/errors";
+import { ApiError, badRequest, bodyTooLarge, jsonString, modelNotFound } from "../core/openai/errors";
 import { NO_RESPONSE, RequestEnd } from "../core/lifecycle";
 import { PoolLoad } from "../core/fleet/pool-load";
 import { NO_PRIORITY, parsePriority } from "../core/fleet/priority";
 import { ApiRoute, equalsAscii, RouteOfPath, startsWithAscii } from "../core/openai/routes";
-import { RequestMeta, Router } from "../core/scheduling/router";
+import { HoldSink, RequestMeta, Router, Verdict } from "../core/scheduling/router";
+import { HeldRequest } from "../core/queueing/held-request";
+import { hashBytes } from "../core/wire/hash";
 import { Endpoint, ModelRoute, Pool, Snapshot } from "../core/fleet/snapshot";
 import { Usage, UsageTail } from "../core/openai/usage";
 import { FleetView } from "../core/scheduling/fleet-view";
 import { viewHealth, ViewHealth, viewIsStale } from "../core/fleet/view";
 import {
-  GATEWAY_HEADER_PREFIX, HEADER_BASE_MODEL, HEADER_CLAIM_CRITICAL, HEADER_CLAIM_DEBUG, HEADER_DEBUG, HEADER_DECISION,
-  HEADER_DESTINATION_ENDPOINT, HEADER_MODEL_NAME, HEADER_POOL, HEADER_PRIORITY, HEADER_REPLY, HEADER_STREAM,
+  GATEWAY_HEADER_PREFIX, HEADER_BASE_MODEL, HEADER_CLAIM_CRITICAL, HEADER_CLAIM_DEBUG, HEADER_CLAIM_TENANT, HEADER_DEBUG,
+  HEADER_DECISION, HEADER_DESTINATION_ENDPOINT, HEADER_MAX_WAIT, HEADER_MODEL_NAME, HEADER_POOL, HEADER_PRIORITY, HEADER_REPLY,
+  HEADER_STREAM, HEADER_TENANT,
 } from "../core/wire/contract.generated";
 import { FilterConfig } from "./config";
-import { claimAllows, explainsDecision, Gate, mayClaimCritical } from "../core/openai/trust";
+import { claimAllows, explainsDecision, Gate, mayClaimCritical, TenantFrom } from "../core/openai/trust";
 import { FilterMetrics } from "./metrics";
 import { reportMemoryGrowth } from "./memory-gauge";
 import { SharedHealth } from "./shared-health";
 import { SharedInflight } from "./shared-inflight";
 import { SharedLedgers } from "./shared-ledgers";
 import { SharedPrefixLog } from "./shared-prefix-log";
+import { SharedQueueBoard } from "./shared-queue-board";
 import { SharedRefusals } from "./shared-refusals";
 import { SnapshotReader } from "./shared-snapshot";
 import { TrafficStats } from "./traffic-stats";
@@ -88,6 +92,8 @@ export class GatewayRoot extends RootContext {
   inflight: SharedInflight = new SharedInflight();
   prefixLog: SharedPrefixLog = new SharedPrefixLog();
   refusals: SharedRefusals = new SharedRefusals();
+  queues: SharedQueueBoard = new SharedQueueBoard();
+  private release: StreamRelease = new StreamRelease(this);
   /** Some pool of the current snapshot scores prefixes or adapters: only then is the prefix log worth its copy per tick. */
   prefixOn: bool = false;
   router: Router = new Router(0);
@@ -122,6 +128,9 @@ export class GatewayRoot extends RootContext {
     }
     const worker = takeWorkerId();
     this.router = new Router(nowMillis() ^ (<u64>worker << 32));
+    this.router.writer = worker;
+    this.router.holds.maxBytes = this.config.maxQueuedBytes;
+    this.router.holds.maxRequests = this.config.maxQueuedRequests;
     this.prefixLog.writer = worker;
     this.router.policy = this.config.view;
     this.health.rules = this.config.health;
@@ -137,6 +146,7 @@ export class GatewayRoot extends RootContext {
 
   onTick(): void {
     this.refresh();
+    this.releaseHeld();
     this.metrics!.tick(this.view.current, this.nowMs, this.view.heardMs);
     this.stats!.flush();
     reportMemoryGrowth();
@@ -144,6 +154,35 @@ export class GatewayRoot extends RootContext {
 
   createHttpContext(id: u32): HttpContext | null {
     return new GatewayStream(id, this);
+  }
+
+  /**
+   * The tick's part in holding, while this worker holds requests or the
+   * board last showed others holding (an idle tick costs nothing): learns
+   * what the other workers hold, dispatches or refuses this worker's held
+   * requests as room frees, and renews its summary on the board. A worker
+   * that holds nothing routes on the shared in-flight table like the others,
+   * so it sees the same room; it learns of others' queues when it first
+   * holds a request itself.
+   */
+  private releaseHeld(): void {
+    const router = this.router;
+    if (router.holds.count == 0 && !router.board.busy) return;
+    this.queues.read(router);
+    if (router.holds.count == 0 && !router.board.busy) return;
+    if (router.holds.count > 0) {
+      this.inflight.read();
+      router.pump(this.view, this.inflight.table, this.release, this.nowMs);
+      // Later host calls act on the root again.
+      setEffectiveContext(this.id);
+    }
+    this.queues.commit(router, this.nowMs);
+    this.metrics!.held(router.writer, router.holds.count, router.holds.bytes);
+  }
+
+  /** A held stream's place changed outside the tick (it was queued, or its client left): the board follows at once. */
+  queueChanged(): void {
+    this.queues.commit(this.router, this.nowMs);
   }
 
   /** The current snapshot, loading one now if none has arrived yet. */
@@ -216,6 +255,30 @@ export class GatewayRoot extends RootContext {
   }
 }
 
+/** Resumes or answers the held streams the router's pump releases or refuses. */
+class StreamRelease extends HoldSink {
+  constructor(private root: GatewayRoot) {
+    super();
+  }
+
+  dispatched(h: HeldRequest): void {
+    const stream = this.stream(h.id);
+    if (stream != null) stream.resume(this.root.router);
+  }
+
+  refused(h: HeldRequest): void {
+    const stream = this.stream(h.id);
+    if (stream != null) stream.refuseHeld(this.root.router);
+  }
+
+  /** The held stream, now the effective context for the host calls that follow; null if it is gone. */
+  private stream(id: u32): GatewayStream | null {
+    const s = streamOf(id);
+    if (s == null || !(s instanceof GatewayStream) || !setEffectiveContext(id)) return null;
+    return changetype<GatewayStream>(s);
+  }
+}
+
 class GatewayStream extends HttpContext {
   private path: RouteOfPath = new RouteOfPath();
   /** Waiting for the end of the body (its last data frame or trailers). */
@@ -239,6 +302,13 @@ class GatewayStream extends HttpContext {
   private readsUsage: bool = false;
   /** The request asked for a stream: its answer must end with the terminal event. */
   private stream: bool = false;
+  /** Paused in a hold queue until the tick dispatches or refuses it. */
+  private queued: bool = false;
+  private heldPriority: i32 = 0;
+  private tenant: u64 = 0;
+  private maxWaitMs: i64 = -1;
+  /** The per-try deadline computed when the body was read, set when the request is sent. */
+  private deadlineMs: u32 = 0;
 
   constructor(id: u32, private root: GatewayRoot) {
     super(id);
@@ -257,6 +327,7 @@ class GatewayStream extends HttpContext {
     let criticalClaim = false;
     let debugClaim = false;
     let debugAsked = false;
+    let badMaxWait = false;
     if (getHeaderPairs(MapType.RequestHeaders, raw) && pairs.reset(raw.ptr, raw.len)) {
       while (pairs.next()) {
         const k = pairs.keyPtr;
@@ -266,12 +337,19 @@ class GatewayStream extends HttpContext {
             criticalClaim = claimAllows(pairs.valuePtr, pairs.valueLen, config.criticalClaims);
           } else if (config.debug == Gate.Claim && equalsAscii(k, kl, DEBUG_CLAIM)) {
             debugClaim = claimAllows(pairs.valuePtr, pairs.valueLen, config.debugClaims);
+          } else if (config.tenantFrom == TenantFrom.Claim && equalsAscii(k, kl, HEADER_CLAIM_TENANT)) {
+            this.tenant = hashBytes(pairs.valuePtr, pairs.valueLen);
           } else {
             root.stats!.spoofedHeader();
           }
           removeHeaderRaw(MapType.RequestHeaders, k, kl);
         } else if (equalsAscii(k, kl, HEADER_PRIORITY)) {
           this.priority = parsePriority(pairs.valuePtr, pairs.valueLen);
+        } else if (config.tenantFrom == TenantFrom.Header && equalsAscii(k, kl, HEADER_TENANT)) {
+          this.tenant = hashBytes(pairs.valuePtr, pairs.valueLen);
+        } else if (equalsAscii(k, kl, HEADER_MAX_WAIT)) {
+          this.maxWaitMs = parseDecimal(pairs.valuePtr, pairs.valueLen);
+          if (this.maxWaitMs < 0) badMaxWait = true;
         } else if (equalsAscii(k, kl, HEADER_DEBUG)) {
           debugAsked = equalsAscii(pairs.valuePtr, pairs.valueLen, "1") || equalsAscii(pairs.valuePtr, pairs.valueLen, "true");
         } else if (equalsAscii(k, kl, ":path")) {
@@ -297,6 +375,7 @@ class GatewayStream extends HttpContext {
     if (path.route == ApiRoute.GetModel) return this.answerModel(path.modelId);
     if (path.route == ApiRoute.Health) return this.answerHealth();
     if (contentLength > root.config.maxBodyBytes) return this.fail(bodyTooLarge(root.config.maxBodyBytes));
+    if (badMaxWait) return this.fail(badRequest("The " + HEADER_MAX_WAIT + " header must be a whole number of milliseconds", HEADER_MAX_WAIT));
     // No body at all: the router answers it, in the same words as for any body it cannot read.
     if (endOfStream) return this.decide(0) ? HeaderAction.Continue : HeaderAction.StopIteration;
     this.holding = true;
@@ -341,6 +420,16 @@ class GatewayStream extends HttpContext {
   }
 
   onDone(): void {
+    if (this.queued) {
+      // The client left while held: its place goes at once.
+      this.queued = false;
+      const root = this.root;
+      if (root.router.cancel(this.id)) {
+        root.stats!.abandon(this.heldPriority);
+        root.queueChanged();
+      }
+      return;
+    }
     this.countTokens();
     const primary = this.primary;
     if (primary == null) return;
@@ -389,6 +478,10 @@ class GatewayStream extends HttpContext {
     meta.priority = this.priority;
     meta.mayClaimCritical = this.mayClaimCritical;
     meta.explain = this.explain;
+    meta.holdId = this.id;
+    meta.tenant = this.tenant;
+    meta.maxWaitMs = this.maxWaitMs;
+    meta.bytes = bodySize;
     // On failure `body` stays empty, which the router answers with a 400.
     const body = root.scratch;
     if (bodySize > 0) getBufferBytes(BufferType.RequestBody, 0, bodySize, body);
@@ -405,25 +498,42 @@ class GatewayStream extends HttpContext {
     replaceHeader(MapType.RequestHeaders, BASE_MODEL_HEADER, pool.baseModelBytes);
     if (router.split != null) this.rewriteModel(router.target!.name, body.len);
     if (router.downgraded) stats.downgrade();
+    if (router.split != null) stats.split(requested, router.split!);
     this.pool = pool;
     this.served = router.target;
     // Streams carry usage only when asked to; every other answer ends with it.
     this.stream = router.body.stream;
     this.readsUsage = !this.stream || router.body.includeUsage;
+    this.deadlineMs = router.deadlineMs;
     // The body stays readable until ranked: the prefix keys hash the prompt in place.
     root.inflight.read();
-    const admitted = router.rank(root.inflight.table, root.refusals);
+    // Others' held requests come first: the board is read while anything is held anywhere.
+    if (router.board.busy || router.holds.count > 0) root.queues.read(router);
+    const verdict = router.rank(root.inflight.table, root.refusals);
     body.release();
-    if (!admitted) {
-      this.readsUsage = false;
-      this.stream = false;
+    if (verdict == Verdict.Held) {
+      this.queued = true;
+      this.heldPriority = router.priority;
+      stats.held(router.priority);
+      root.queueChanged();
+      return false;
+    }
+    if (verdict == Verdict.Refused) {
       stats.refuseSaturated(router.priority);
       this.failSaturated(router.error!, router.retryAfterS, router.explanation);
       return false;
     }
+    this.send(router);
+    if (router.retried) stats.retryAdmitted(router.priority);
+    return true;
+  }
+
+  /** Sets where the request goes, as the router just chose (now, or on the tick that released it), and counts it. */
+  send(router: Router): void {
+    const root = this.root;
     // A stream's route bounds every silence instead (core/scheduling/deadline.ts).
     if (this.stream) replaceHeader(MapType.RequestHeaders, STREAM_HEADER, ONE);
-    if (router.deadlineMs > 0) replaceHeader(MapType.RequestHeaders, PER_TRY_TIMEOUT_HEADER, utf8(router.deadlineMs.toString()));
+    if (this.deadlineMs > 0) replaceHeader(MapType.RequestHeaders, PER_TRY_TIMEOUT_HEADER, utf8(this.deadlineMs.toString()));
     const ranked = router.ranked;
     const primary = ranked.length > 0 ? ranked[0] : null;
     if (primary != null) {
@@ -431,12 +541,34 @@ class GatewayStream extends HttpContext {
       this.setDestination(ranked);
     }
     if (router.explanation.length > 0) replaceHeader(MapType.RequestHeaders, DECISION_HEADER, utf8(router.explanation));
+    // A held request is placed on the snapshot of its release: its pool's and model's objects may be newer.
+    const pool = router.pool!;
+    this.pool = pool;
+    this.served = router.target;
     this.primary = primary;
     this.load = pool.load;
-    stats.admit(router.priority, pool, router.target!, router.blind ? null : primary);
-    if (router.retried) stats.retryAdmitted(router.priority);
-    if (router.split != null) stats.split(requested, router.split!);
-    return true;
+    root.stats!.admit(router.priority, pool, router.target!, router.blind ? null : primary);
+  }
+
+  /** Released from its hold queue by the tick: sent on now. */
+  resume(router: Router): void {
+    this.queued = false;
+    this.send(router);
+    continueRequest();
+  }
+
+  /** Refused from its hold queue by the tick (its wait ran past its budget, or its pool went away). */
+  refuseHeld(router: Router): void {
+    this.queued = false;
+    this.readsUsage = false;
+    this.stream = false;
+    const error = router.error!;
+    if (error.status == 429) {
+      this.root.stats!.refuseSaturated(router.priority);
+      this.failSaturated(error, router.retryAfterS, router.explanation);
+    } else {
+      this.fail(error);
+    }
   }
 
   /**

@@ -59,6 +59,9 @@ export class FilterMetrics {
   private snapshotAge: Gauge = new Gauge(statName("snapshot_age_ms"));
   private decisionTime: u32 = defineMetric(MetricType.Histogram, statName("decision_time_us"));
   private pools: Map<string, PoolGauges> = new Map();
+  /** Per worker (a gauge's value is the last writer's): what it holds now. */
+  private heldRequests: Gauge | null = null;
+  private heldBytes: Gauge | null = null;
   private decisions: u32 = 0;
   private dueMs: u64 = 0;
 
@@ -79,6 +82,17 @@ export class FilterMetrics {
     this.dueMs = nowMs + GAUGE_PERIOD_MS;
     if (heardMs > 0) this.snapshotAge.set(nowMs > heardMs ? nowMs - heardMs : 0);
     if (snap != null) this.poolGauges(snap, nowMs);
+  }
+
+  /** What worker `worker` holds, after a tick that held anything. */
+  held(worker: u32, requests: i32, bytes: i64): void {
+    if (this.heldRequests == null) {
+      const labels = ["worker", worker.toString()];
+      this.heldRequests = new Gauge(statName("requests_held", labels));
+      this.heldBytes = new Gauge(statName("requests_held_bytes", labels));
+    }
+    this.heldRequests!.set(<u64>requests);
+    this.heldBytes!.set(<u64>bytes);
   }
 
   /** Whether to time the decision about to be made. */

@@ -33,6 +33,8 @@ export class TrafficStats {
   private admitted: StaticArray<i32> = new StaticArray<i32>(PRIORITY_COUNT);
   private refusedSaturated: StaticArray<i32> = new StaticArray<i32>(PRIORITY_COUNT);
   private retriesAdmitted: StaticArray<i32> = new StaticArray<i32>(PRIORITY_COUNT);
+  private heldCounts: StaticArray<i32> = new StaticArray<i32>(PRIORITY_COUNT);
+  private abandoned: StaticArray<i32> = new StaticArray<i32>(PRIORITY_COUNT);
   private downgraded: i32;
   private endpointFailures: i32;
   private spoofedHeaders: i32;
@@ -49,6 +51,8 @@ export class TrafficStats {
       unchecked(this.admitted[p] = c.index(statName("class_admitted", labels)));
       unchecked(this.refusedSaturated[p] = c.index(statName("class_refused", labels)));
       unchecked(this.retriesAdmitted[p] = c.index(statName("class_retry_admitted", labels)));
+      unchecked(this.heldCounts[p] = c.index(statName("class_held", labels)));
+      unchecked(this.abandoned[p] = c.index(statName("class_held_abandoned", labels)));
     }
     this.downgraded = c.index(statName("critical_downgraded"));
     this.endpointFailures = c.index(statName("endpoint_failures"));
@@ -83,6 +87,16 @@ export class TrafficStats {
   /** Refused because the pool is saturated for class `p`. */
   refuseSaturated(p: i32): void {
     this.counters.add(unchecked(this.refusedSaturated[p]), 1);
+  }
+
+  /** Held in the gateway for want of room (it is admitted or refused later). */
+  held(p: i32): void {
+    this.counters.add(unchecked(this.heldCounts[p]), 1);
+  }
+
+  /** Its client left while it was held. */
+  abandon(p: i32): void {
+    this.counters.add(unchecked(this.abandoned[p]), 1);
   }
 
   /** A retry of a refused request got in on the next class's limit. */

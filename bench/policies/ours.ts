@@ -6,12 +6,13 @@
 // data (the snapshot, the in-flight table, the prefix log) is kept here once
 // and handed to every instance, as Envoy's shared data is to every worker.
 import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
-import { NativeRouter, type RouteResult } from "../../testing/native/router.js";
+import { NativeRouter } from "../../testing/native/router.js";
 import { NativeSharedData } from "../../testing/native/shared-data.js";
 import { AggregatorModel, gatewayConfig } from "../sim/aggregator.js";
 import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 import type { Profile } from "./profiles.js";
-import type { Decision, PolicySpec } from "./types.js";
+import type { Decision, PolicySpec, ReleaseHandler } from "./types.js";
+import type { TraceRequest } from "../sim/workload.js";
 
 export interface OursOptions {
   /** Admission (429 when a pool is saturated) as the gateway config's default has it (on), or off. */
@@ -25,7 +26,7 @@ function setClock(router: NativeRouter, t: number): void {
 }
 
 /** The gateway's own answer, with a 429's Retry-After when the core gave one. */
-function refusal(result: Extract<RouteResult, { status: number }>): Decision {
+function refusal(result: { status: number; error: { message: string }; retryAfterS?: number }): Decision {
   const { retryAfterS } = result;
   return { status: result.status, message: result.error.message, ...(retryAfterS === undefined ? {} : { retryAfterS }) };
 }
@@ -62,14 +63,33 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
           return router;
         }),
       );
+      // Held requests by hold id (the request's index + 1), released by their worker's tick as the filter's are.
+      const held = new Map<number, TraceRequest>();
+      let release: ReleaseHandler = () => {
+        throw new Error("a held request with no client to release it to");
+      };
       const tickRng = new Rng(deriveSeed(seed, "phases:filter"));
       for (const router of workers) {
         let seen = aggregator.current.version;
-        queue.every(tickRng.uniform(0, model.refreshMs), model.refreshMs, () => {
+        queue.every(tickRng.uniform(0, model.refreshMs), model.refreshMs, (t) => {
           shared.exchangePrefixLog(router);
-          if (published === undefined || published.version === seen) return;
-          shared.install(router, published.bytes);
-          seen = published.version;
+          if (published !== undefined && published.version !== seen) {
+            shared.install(router, published.bytes);
+            seen = published.version;
+          }
+          if (held.size === 0) return;
+          setClock(router, t);
+          for (const event of shared.pump(router)) {
+            const request = held.get(event.id)!;
+            held.delete(event.id);
+            if ("status" in event) {
+              release(request, refusal(event), t);
+              continue;
+            }
+            if (event.endpoint === null) throw new Error("blind routing in the simulator");
+            routedTo.set(request.index, event.endpoint);
+            release(request, { pod: byAddress.get(event.endpoint)! }, t);
+          }
         });
       }
 
@@ -77,6 +97,7 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
       // The core reads the time on every call: its drain-rate meter and Retry-After run on the simulated clock,
       // and the view is never older than the simulated aggregator makes it.
       const routedTo = new Map<number, string>();
+      const byAddress = new Map(fleet.pods.map((p) => [p.address, p.index]));
       fleet.onFinished((request, _pod, t) => {
         const address = routedTo.get(request.index);
         if (address === undefined) return;
@@ -90,16 +111,23 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
         shared.endRequest(router, { address, status });
       });
 
-      const byAddress = new Map(fleet.pods.map((p) => [p.address, p.index]));
       // The simulated clients may all claim Critical, as the live config's `traffic: { critical: any }` lets them.
       const classOf = (priority: string) => ({ priority, mayClaimCritical: true });
       return {
         // In-process in Envoy: ~0.1 ms added p50 at 4 KiB (npm run bench -- --overhead).
         decisionDelayMs: 0.1,
+        onRelease(handler) {
+          release = handler;
+        },
         route(req, now) {
           const router = workers[req.request.worker];
           setClock(router, now);
-          const result = shared.route(router, req.body, "chat", classOf(req.request.priority));
+          const options = { ...classOf(req.request.priority), holdId: req.request.index + 1 };
+          const result = shared.routeOrHold(router, req.body, "chat", options);
+          if ("held" in result) {
+            held.set(result.held, req.request);
+            return { held: true };
+          }
           if ("status" in result) return refusal(result);
           // The simulated clock never lets the filter's view age past its bound.
           if (result.endpoint === null) throw new Error("blind routing in the simulator");

@@ -20,6 +20,12 @@ export interface RouteRequest {
  */
 export type Decision = { pod: number } | { status: number; message: string; retryAfterS?: number };
 
+/** What route() may answer: a decision now, or `held` (the policy calls its release handler with one later). */
+export type RouteOutcome = Decision | { held: true };
+
+/** Called by a policy with the decision for a request it held. */
+export type ReleaseHandler = (request: TraceRequest, decision: Decision, t: number) => void;
+
 /** What a policy can see and use. Metric feeds schedule themselves on `queue`. */
 export interface PolicyEnv {
   scenario: Scenario;
@@ -33,7 +39,9 @@ export interface PolicyEnv {
 export interface Policy {
   /** Time the decision adds between the request's arrival and its reaching the pod. */
   readonly decisionDelayMs: number;
-  route(req: RouteRequest, now: number): Decision;
+  route(req: RouteRequest, now: number): RouteOutcome;
+  /** Policies that hold requests (ours) take the handler for their later decisions. */
+  onRelease?(handler: ReleaseHandler): void;
 }
 
 export interface PolicySpec {

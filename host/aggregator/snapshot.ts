@@ -110,6 +110,9 @@ function effectiveProfile(config: GatewayConfig, name: string, pool: PoolConfig)
       sheddableFactor: a.sheddableFactor,
       criticalFactor: a.criticalFactor,
       maxRetryAfterS: a.maxRetryAfterS,
+      waitCriticalMs: a.waitCriticalMs,
+      waitStandardMs: a.waitStandardMs,
+      waitSheddableMs: a.waitSheddableMs,
     },
     // streamIdleMs is Envoy's (the stream routes), not the filter's.
     deadlines: {

@@ -28,7 +28,11 @@ export const MODEL_NAME_HEADER = CONTRACT.headers.modelName;
 /** Set by the filter to "1" on a streamed request (`"stream": true`): it takes a pool's or model's stream route. */
 export const STREAM_HEADER = CONTRACT.headers.stream;
 /** Set by jwt_authn from a verified token's claim, for the traffic gates that name a claim. */
-export const CLAIM_HEADERS = { critical: CONTRACT.headers.claimCritical, debug: CONTRACT.headers.claimDebug } as const;
+export const CLAIM_HEADERS = {
+  critical: CONTRACT.headers.claimCritical,
+  debug: CONTRACT.headers.claimDebug,
+  tenant: CONTRACT.headers.claimTenant,
+} as const;
 
 /** Route settings for one model name, repeated on each pool its requests can land in. */
 export interface ModelRouteParams {
@@ -305,6 +309,12 @@ function filterSettings(p: EnvoyConfigParams): Record<string, number | string> {
     out.debug = typeof debug === "string" ? debug : "claim";
     if (typeof debug === "object") out.debug_claim_values = claimValues(debug.values);
   }
+  const tenant = p.traffic?.tenant ?? "none";
+  if (tenant !== "none") out.tenant_from = typeof tenant === "string" ? tenant : "claim";
+  if (p.traffic?.queue) {
+    out.max_queued_bytes = p.traffic.queue.maxBytesPerWorker;
+    out.max_queued_requests = p.traffic.queue.maxRequestsPerWorker;
+  }
   return out;
 }
 
@@ -318,7 +328,7 @@ function claimValues(values: string[]): string {
 /** jwt_authn's claim_to_headers entries for the gates that name a claim. */
 function claimHeaders(traffic: TrafficConfig | undefined): Array<{ header_name: string; claim_name: string }> {
   const out: Array<{ header_name: string; claim_name: string }> = [];
-  for (const gate of ["critical", "debug"] as const) {
+  for (const gate of ["critical", "debug", "tenant"] as const) {
     const g = traffic?.[gate];
     if (typeof g === "object") out.push({ header_name: CLAIM_HEADERS[gate], claim_name: checkString(`traffic.${gate}.claim`, g.claim) });
   }

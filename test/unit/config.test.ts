@@ -241,6 +241,9 @@ pools: [{ name: p, baseModel: m, endpoints: ["localhost:18001"] }]
   });
 });
 
+/** What each worker may hold by default. */
+const DEFAULT_QUEUE = { maxBytesPerWorker: 64 * 1024 * 1024, maxRequestsPerWorker: 4096 };
+
 describe("traffic config: profiles, models, classes", () => {
   const TWO_POOLS = `
 pools:
@@ -259,15 +262,22 @@ pools:
     expect(c.profiles).toEqual({ latency: BUILTIN_PROFILES.latency, throughput: BUILTIN_PROFILES.throughput });
     expect(c.profiles.latency.weights).toEqual(DEFAULT_WEIGHTS);
     // maxRetryAfterS 60: the OpenAI SDKs ignore a longer Retry-After.
-    expect(c.profiles.latency.admission).toEqual({ enabled: true, maxWaiting: 2, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60 });
+    // Wait budgets: a chat user's patience, Critical longest, Sheddable shed first.
+    expect(c.profiles.latency.admission).toEqual({
+      enabled: true, maxWaiting: 2, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60,
+      waitCriticalMs: 30_000, waitStandardMs: 15_000, waitSheddableMs: 2_000,
+    });
     expect(c.profiles.latency.deadlines).toEqual({ firstByteMs: 20_000, promptMsPerKToken: 500, outputMsPerToken: 100, assumedOutputTokens: 2048, streamIdleMs: 90_000 });
     expect(c.profiles.throughput).toEqual({
       weights: { queue: 1, kvCache: 1, running: 0, lora: 4, prefix: 6 },
-      admission: { enabled: true, maxWaiting: 32, maxKvCache: 0.98, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60 },
+      admission: {
+        enabled: true, maxWaiting: 32, maxKvCache: 0.98, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60,
+        waitCriticalMs: 300_000, waitStandardMs: 120_000, waitSheddableMs: 30_000,
+      },
       deadlines: { firstByteMs: 300_000, promptMsPerKToken: 1000, outputMsPerToken: 200, assumedOutputTokens: 4096, streamIdleMs: 300_000 },
     });
     expect(c.models).toEqual([]);
-    expect(c.traffic).toEqual({ critical: "none", debug: "off" });
+    expect(c.traffic).toEqual({ critical: "none", debug: "off", tenant: "none", queue: DEFAULT_QUEUE });
   });
 
   it("overrides a built-in field by field; a new profile starts from latency as the file leaves it", () => {
@@ -411,8 +421,10 @@ profiles:
 
   it("reads the traffic gates, and a claim gate only with gateway.jwt", () => {
     const gated = parseGatewayConfig(`${MINIMAL}${JWT}traffic: { critical: { claim: tier, values: [gold, platinum] }, debug: all }\n`);
-    expect(gated.traffic).toEqual({ critical: { claim: "tier", values: ["gold", "platinum"] }, debug: "all" });
-    expect(parseGatewayConfig(`${MINIMAL}traffic: { critical: any, debug: off }\n`).traffic).toEqual({ critical: "any", debug: "off" });
+    expect(gated.traffic).toEqual({ critical: { claim: "tier", values: ["gold", "platinum"] }, debug: "all", tenant: "none", queue: DEFAULT_QUEUE });
+    expect(parseGatewayConfig(`${MINIMAL}traffic: { critical: any, debug: off }\n`).traffic).toEqual({
+      critical: "any", debug: "off", tenant: "none", queue: DEFAULT_QUEUE,
+    });
     expect(issues(`${MINIMAL}traffic: { critical: { claim: tier, values: [gold] }, debug: { claim: roles, values: [ops] } }\n`)).toEqual([
       "traffic.critical: a claim gate needs gateway.jwt (claims are only trusted from verified tokens)",
       "traffic.debug: a claim gate needs gateway.jwt (claims are only trusted from verified tokens)",
@@ -441,7 +453,9 @@ profiles:
       ["assistant", "critical", 2, null],
       ["qwen3-32b", "standard", 0, null],
     ]);
-    expect(c.traffic).toEqual({ critical: { claim: "tier", values: ["gold", "platinum"] }, debug: { claim: "team", values: ["sre"] } });
+    expect(c.traffic).toEqual({
+      critical: { claim: "tier", values: ["gold", "platinum"] }, debug: { claim: "team", values: ["sre"] }, tenant: "none", queue: DEFAULT_QUEUE,
+    });
   });
 });
 

@@ -40,7 +40,7 @@ describe("the gateway contract", () => {
 
   it("names only headers under the gateway's prefix, besides the client's x-llm-* requests", () => {
     for (const [key, name] of Object.entries(CONTRACT.headers)) {
-      const clientSent = key === "priority" || key === "debug";
+      const clientSent = key === "priority" || key === "debug" || key === "tenant" || key === "maxWait";
       expect(name.startsWith(CONTRACT.gatewayHeaderPrefix), `${key}: ${name}`).toBe(!clientSent);
     }
   });

@@ -30,7 +30,8 @@ const EXPECTED: Record<string, Record<string, unknown>> = {
   // Weights are a map by scorer name: every registered scorer's, and one this build has no scorer for.
   Profile: { name: "batchy", weights: { queue: 0.5, kvCache: 1.25, running: 2.75, lora: 3.5, prefix: 4.125, unknownScorer: 6.5 } },
   Deadlines: { firstByteMs: 1500, promptMsPerKtoken: 250, outputMsPerToken: 35, assumedOutputTokens: 512 },
-  Admission: { enabled: true, maxWaiting: 12.5, maxKvCache: 0.875, sheddableFactor: 0.375, criticalFactor: 3.25, maxRetryAfterS: 42 },
+  Admission: { enabled: true, maxWaiting: 12.5, maxKvCache: 0.875, sheddableFactor: 0.375, criticalFactor: 3.25, maxRetryAfterS: 42,
+    waitCriticalMs: 41_000, waitStandardMs: 17_000, waitSheddableMs: 3_000 },
   Pool: { name: "pool-a", baseModel: "base-model", weights: { queue: 1.5, kvCache: 0.25, running: 0.75, lora: 5.5, prefix: 2.125 } },
   Endpoint: {
     address: "10.0.0.7:8000", waiting: 7, running: 11, kvCacheUsage: 0.625, fresh: true, maxLora: 5,

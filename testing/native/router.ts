@@ -27,7 +27,29 @@ export interface RouteOptions {
   mayClaimCritical?: boolean;
   /** Explain the decision, as the x-gateway-decision header does. */
   explain?: boolean;
+  /** A handle (> 0) under which the request may be held when its pool has no room; without one it is refused instead. */
+  holdId?: number;
+  /** The request's tenant (fair shares of a hold queue); absent: the tenant-less share. */
+  tenant?: string;
+  /** The client's x-llm-max-wait-ms: a tighter wait budget than its class's. */
+  maxWaitMs?: number;
 }
+
+/** Held: pump() dispatches it later (a PumpEvent with its id), or refuses it. */
+export interface HeldResult {
+  held: number;
+  pool: string;
+  model: string;
+  target: string;
+  class: PriorityClass;
+  stream: boolean;
+  deadlineMs: number;
+}
+
+/** What a refresh tick decided for one held request: sent to `endpoint`, or answered with `status`. */
+export type PumpEvent =
+  | { id: number; endpoint: string | null; fallbacks: string[]; class: PriorityClass; explanation?: string }
+  | { id: number; status: number; retryAfterS?: number; error: OpenAIErrorBody["error"]; explanation?: string };
 
 export type RouteResult =
   | {
@@ -87,7 +109,15 @@ function priorityCode(header: string | undefined): number {
 interface Bindings {
   reset(seed: bigint): void;
   setSnapshot(bytes: Uint8Array): boolean;
-  route(body: Uint8Array, kind: number, priority: number, mayClaimCritical: boolean, explain: boolean): string;
+  route(
+    body: Uint8Array, kind: number, priority: number, mayClaimCritical: boolean, explain: boolean, holdId: number, tenant: string, maxWaitMs: bigint,
+  ): string;
+  pump(): string;
+  cancel(holdId: number): boolean;
+  heldCount(): number;
+  setHoldLimits(maxBytes: bigint, maxRequests: number): void;
+  setBoard(bytes: Uint8Array): boolean;
+  boardBytes(): Uint8Array;
   setClock(nowMs: bigint, heardMs: bigint): void;
   setViewPolicy(maxAgeMs: bigint, stalePolicy: number): void;
   setHealthRules(ejectAfter: number, ejectMs: bigint): void;
@@ -191,12 +221,50 @@ export class NativeRouter {
   }
 
   route(body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult {
-    return JSON.parse(this.routeText(body, kind, options)) as RouteResult;
+    const result = JSON.parse(this.routeText(body, kind, options)) as RouteResult | HeldResult;
+    if ("held" in result) throw new Error("the request was held: call routeOrHold() where requests may be held");
+    return result;
+  }
+
+  /** route() for a request that may be held (options.holdId set). */
+  routeOrHold(body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult | HeldResult {
+    return JSON.parse(this.routeText(body, kind, options)) as RouteResult | HeldResult;
+  }
+
+  /** A refresh tick's dispatch of held requests, at the clock's now. */
+  pump(): PumpEvent[] {
+    return JSON.parse(this.wasm.pump()) as PumpEvent[];
+  }
+
+  /** A held request's client left; false if it was not held. */
+  cancel(holdId: number): boolean {
+    return this.wasm.cancel(holdId);
+  }
+
+  heldCount(): number {
+    return this.wasm.heldCount();
+  }
+
+  setHoldLimits(limits: { maxBytes: number; maxRequests: number }): void {
+    this.wasm.setHoldLimits(BigInt(limits.maxBytes), limits.maxRequests);
+  }
+
+  /** Loads the board of what every worker holds (the filter's llm_gateway.queues key). */
+  setBoard(bytes: Uint8Array): void {
+    if (!this.wasm.setBoard(bytes)) throw new Error("native router rejected the queue board bytes");
+  }
+
+  /** The board with this instance's summaries renewed. */
+  boardBytes(): Uint8Array {
+    return this.wasm.boardBytes();
   }
 
   /** The JSON text route() parses, exactly as the module wrote it (for checks on the text itself). */
   routeText(body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): string {
     const bytes = typeof body === "string" ? Buffer.from(body) : body;
-    return this.wasm.route(bytes, KIND_CODE[kind], priorityCode(options.priority), options.mayClaimCritical ?? false, options.explain ?? false);
+    return this.wasm.route(
+      bytes, KIND_CODE[kind], priorityCode(options.priority), options.mayClaimCritical ?? false, options.explain ?? false,
+      options.holdId ?? 0, options.tenant ?? "", BigInt(options.maxWaitMs ?? -1),
+    );
   }
 }

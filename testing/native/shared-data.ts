@@ -3,13 +3,15 @@
 // play those workers: the simulator's "ours" policy, the scorer tests and the
 // filter/native parity test. Each call hands the bytes to a router before it
 // uses them and takes them back after, as a worker reads and writes the keys.
-import type { ApiKind, NativeRouter, RequestEndSpec, RouteOptions, RouteResult } from "./router.js";
+import type { ApiKind, HeldResult, NativeRouter, PumpEvent, RequestEndSpec, RouteOptions, RouteResult } from "./router.js";
 import type { SnapshotMsg } from "../../host/proto.js";
 
 export class NativeSharedData {
   inflight: Uint8Array = new Uint8Array(0);
   refusals: Uint8Array = new Uint8Array(0);
   prefixLog: Uint8Array = new Uint8Array(0);
+  /** What every worker holds (the filter's llm_gateway.queues key). */
+  board: Uint8Array = new Uint8Array(0);
 
   /** Routes on `router` against the shared in-flight table, which then counts the request. */
   route(router: NativeRouter, body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult {
@@ -20,6 +22,36 @@ export class NativeSharedData {
     // Only a request that found no room changes it.
     if ("status" in result ? result.status === 429 : result.retried) this.refusals = router.refusalTable();
     return result;
+  }
+
+  /** route() for a request that may be held (options.holdId): the board then learns what this worker holds. */
+  routeOrHold(router: NativeRouter, body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult | HeldResult {
+    router.setInflight(this.inflight);
+    router.setRefusals(this.refusals);
+    router.setBoard(this.board);
+    const result = router.routeOrHold(body, kind, options);
+    this.inflight = router.inflightTable();
+    if ("held" in result) this.board = router.boardBytes();
+    else if ("status" in result ? result.status === 429 : result.retried) this.refusals = router.refusalTable();
+    return result;
+  }
+
+  /** A worker's refresh tick for its held requests: those it releases or refuses now. */
+  pump(router: NativeRouter): PumpEvent[] {
+    router.setInflight(this.inflight);
+    router.setBoard(this.board);
+    const events = router.heldCount() > 0 ? router.pump() : [];
+    this.inflight = router.inflightTable();
+    this.board = router.boardBytes();
+    return events;
+  }
+
+  /** A held request's client left. */
+  cancel(router: NativeRouter, holdId: number): boolean {
+    router.setBoard(this.board);
+    const held = router.cancel(holdId);
+    this.board = router.boardBytes();
+    return held;
   }
 
   /** A request routed to `address` ended (NativeRouter.endRequest); returns the failures recorded against pods. */

@@ -39,6 +39,8 @@ export interface CallContext {
   responseBody(): Uint8Array;
   property(path: string): Uint8Array | undefined;
   sendLocalResponse(reply: LocalResponse): void;
+  /** proxy_continue_stream on the request: lets a paused request go on (streams only). */
+  continueRequest?(): boolean;
 }
 
 export class RootContext implements CallContext {

@@ -35,6 +35,8 @@ export interface HostCallSite {
   nowNs(): bigint;
   /** The context the running callback belongs to. */
   context(): CallContext;
+  /** Makes context `id` the one later host calls act on, until the callback returns; false if there is none. */
+  setEffectiveContext(id: number): boolean;
   log(level: number, message: string): void;
   openGrpcStream(stream: Pick<GrpcStream, "root" | "cluster" | "service" | "method">): number;
   grpcStream(token: number): GrpcStream | undefined;
@@ -152,6 +154,17 @@ export function hostCalls(site: HostCallSite): Record<string, HostFunction> {
       const value = site.context().property(path.split("\0").join("."));
       if (value === undefined) return Status.NotFound;
       return mem().copyOut(value, u(ptrPtr), u(sizePtr)) ? Status.Ok : Status.InvalidMemoryAccess;
+    },
+
+    proxy_set_effective_context(id: number): number {
+      return site.setEffectiveContext(u(id)) ? Status.Ok : Status.BadArgument;
+    },
+
+    proxy_continue_stream(streamType: number): number {
+      // Only the request path is driven (stream type 0).
+      const ctx = site.context();
+      if (u(streamType) !== 0 || ctx.continueRequest === undefined) return Status.BadArgument;
+      return ctx.continueRequest() ? Status.Ok : Status.BadArgument;
     },
 
     proxy_send_local_response(

@@ -149,6 +149,29 @@ export class HttpStream implements CallContext {
     return this.localResponses.length > 0;
   }
 
+  /** proxy_on_delete has run: the context no longer exists. */
+  get deleted(): boolean {
+    return this.phase === "finished";
+  }
+
+  /** The whole request went on upstream: nothing of it is held by the plugin any more, and it was not answered locally. */
+  get released(): boolean {
+    return this.phase === "ended" && !this.headersHeld && !this.trailersHeld && !this.buffering && !this.answered;
+  }
+
+  /** proxy_continue_stream: a paused request goes on with what Envoy buffered, as the plugin left its headers. */
+  continueRequest(): boolean {
+    if (this.phase === "finished" || this.answered) return false;
+    this.headersHeld = false;
+    this.trailersHeld = false;
+    if (this.buffering) {
+      this.forwardedBody = concat(this.forwardedBody, this.body);
+      this.body = new Uint8Array(0);
+      this.buffering = false;
+    }
+    return true;
+  }
+
   headerMap(type: number): HeaderMap | null {
     if (type === MapType.HttpRequestHeaders) return this.headersHeld ? this.requestHeaders : null;
     if (type === MapType.HttpRequestTrailers) return this.trailersHeld ? this.requestTrailers : null;

@@ -54,6 +54,8 @@ export class WasmVm implements Dispatcher {
   private nextContextId = 1;
   private nextGrpcToken = 1;
   private current: CallContext | null = null;
+  /** Streams by context id, until deleted: what proxy_set_effective_context may name. */
+  private readonly streams = new Map<number, HttpStream>();
   private failure: string | null = null;
 
   constructor(
@@ -96,6 +98,7 @@ export class WasmVm implements Dispatcher {
   /** A new HTTP stream under `root` (proxy_on_context_create with the root as parent). */
   createStream(root: RootContext): HttpStream {
     const stream = new HttpStream(this, this.nextContextId++, root);
+    this.streams.set(stream.id, stream);
     this.dispatch("proxy_on_context_create", stream, [stream.id, root.id]);
     return stream;
   }
@@ -191,6 +194,13 @@ export class WasmVm implements Dispatcher {
       nowNs: () => this.process.nowNs(),
       // Code running outside any callback (the module's start function) runs in the VM's context.
       context: () => this.current ?? this.vmContext,
+      // Envoy switches the running callback's context until it returns (Context::setEffectiveContext).
+      setEffectiveContext: (id) => {
+        const ctx = this.streams.get(id) ?? this.roots.find((r) => r.id === id);
+        if (ctx === undefined || (ctx instanceof HttpStream && ctx.deleted)) return false;
+        this.current = ctx;
+        return true;
+      },
       log: (level, message) => {
         this.logs.push({ level: LOG_LEVEL_NAMES[level], message, contextId: (this.current ?? this.vmContext).id });
       },

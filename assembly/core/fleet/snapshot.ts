@@ -1,7 +1,7 @@
 // The routing state the aggregator pushes (proto/gateway.proto), decoded into
 // plain objects the scorers read. Decoding happens once per snapshot version,
 // never per request.
-import { Admission } from "./admission-limits";
+import { Admission, MAX_WAIT_BUDGET_MS } from "./admission-limits";
 import { hashBuffer } from "../wire/hash";
 import { Priority } from "./priority";
 import { PodCache } from "./pod-cache";
@@ -181,6 +181,8 @@ export class Pool {
   /** UTF-8 of `name` and `baseModel`, for the routing headers. */
   nameBytes: ArrayBuffer = new ArrayBuffer(0);
   baseModelBytes: ArrayBuffer = new ArrayBuffer(0);
+  /** Hash of `name`: how the workers' shared queue summaries name the pool. */
+  nameHash: u64 = 0;
   weights: Weights = new Weights();
   endpoints: Endpoint[] = [];
   /** Address hash -> slot, for looking endpoints up by what shared state records. */
@@ -219,6 +221,11 @@ export class Snapshot {
   profiles: Profile[] = [];
   private byName: Map<string, ModelRoute> = new Map();
 
+  poolNamed(name: string): Pool | null {
+    for (let i = 0; i < this.pools.length; i++) if (this.pools[i].name == name) return this.pools[i];
+    return null;
+  }
+
   find(model: string): ModelRoute | null {
     return this.byName.has(model) ? this.byName.get(model) : null;
   }
@@ -232,6 +239,7 @@ export class Snapshot {
     for (let i = 0; i < this.pools.length; i++) {
       const pool = this.pools[i];
       pool.nameBytes = String.UTF8.encode(pool.name);
+      pool.nameHash = hashBuffer(pool.nameBytes);
       pool.baseModelBytes = String.UTF8.encode(pool.baseModel);
     }
     const models = this.models;
@@ -372,6 +380,8 @@ export const MAX_DEADLINE_MS: u32 = 3_600_000;
 /** Null if a limit is out of its range: a bad limit must not refuse (or admit) everything silently. */
 function decodeAdmission(r: ProtoReader): Admission | null {
   const a = new Admission();
+  // Absent budgets are 0 (proto3 drops zeros): an aggregator that names none gets immediate refusals, never holding.
+  for (let i = 0; i < 3; i++) unchecked(a.waitBudgetMs[i] = 0);
   while (r.more()) {
     const tag = <u32>r.varint();
     const field = tag >> 3;
@@ -382,9 +392,17 @@ function decodeAdmission(r: ProtoReader): Admission | null {
     else if (field == 4 && wire == 5) a.sheddableFactor = <f64>r.float();
     else if (field == 5 && wire == 5) a.criticalFactor = <f64>r.float();
     else if (field == 6 && wire == 0) a.maxRetryAfterS = <u32>r.varint();
+    else if (field == 7 && wire == 0) a.waitBudgetMs[Priority.Critical] = budget(r.varint());
+    else if (field == 8 && wire == 0) a.waitBudgetMs[Priority.Standard] = budget(r.varint());
+    else if (field == 9 && wire == 0) a.waitBudgetMs[Priority.Sheddable] = budget(r.varint());
     else r.skip(wire);
   }
   return r.ok && a.valid() ? a : null;
+}
+
+/** A wait budget off the wire; one past the bound fails Admission.valid(). */
+function budget(v: u64): u32 {
+  return v > <u64>MAX_WAIT_BUDGET_MS ? MAX_WAIT_BUDGET_MS + 1 : <u32>v;
 }
 
 /** An index or weight (uint32 on the wire) as a non-negative i32; out-of-range values fail index(). */

@@ -22,3 +22,11 @@ export function mayClaimCritical(gate: Gate, claimed: bool): bool {
 export function explainsDecision(gate: Gate, asked: bool, claimed: bool): bool {
   return gate == Gate.Anyone || (gate == Gate.Claim && asked && claimed);
 }
+
+/**
+ * Where a request's tenant (whose fair share of a held queue it draws on)
+ * comes from: nowhere (all requests share one), the client's x-llm-tenant
+ * header (fairness between cooperating clients), or a verified JWT claim
+ * (between clients who cannot pose as one another).
+ */
+export const enum TenantFrom { Nobody = 0, Header = 1, Claim = 2 }

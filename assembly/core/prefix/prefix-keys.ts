@@ -42,6 +42,15 @@ export class PrefixKeys {
     }
   }
 
+  copyFrom(o: PrefixKeys): void {
+    this.count = o.count;
+    this.promptBytes = o.promptBytes;
+    for (let k = 0; k < o.count; k++) {
+      unchecked(this.keys[k] = o.keys[k]);
+      unchecked(this.depths[k] = o.depths[k]);
+    }
+  }
+
   /** Bytes covered by the first `matched` keys. */
   coveredBytes(matched: i32): i32 {
     return matched == 0 ? 0 : unchecked(this.depths[matched - 1]) * BLOCK_BYTES;

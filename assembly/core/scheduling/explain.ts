@@ -28,6 +28,15 @@ export function explainRefusal(pool: Pool, target: ModelRoute, priority: Priorit
     "; retry_after_s=" + retryAfterS.toString();
 }
 
+export function explainQueueRefusal(
+  pool: Pool, target: ModelRoute, priority: Priority, full: bool, ahead: i32, waitMs: f64, budgetMs: u64, retryAfterS: u32,
+): string {
+  return "refused=" + (full ? "queue_full" : "wait_over_budget") + "; pool=" + pool.name + "; model=" + target.name +
+    "; class=" + priorityName(priority) + "; profile=" + target.profile.name + "; held_ahead=" + ahead.toString() +
+    "; predicted_wait_ms=" + (<i64>Math.round(waitMs)).toString() + "; budget_ms=" + budgetMs.toString() +
+    "; retry_after_s=" + retryAfterS.toString();
+}
+
 function modelPart(requested: ModelRoute, target: ModelRoute): string {
   return requested == target ? "model=" + target.name : "model=" + requested.name + "->" + target.name;
 }

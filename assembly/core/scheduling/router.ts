@@ -8,7 +8,10 @@ import { PoolLoad } from "../fleet/pool-load";
 import { chooseSplit } from "./canary";
 import { firstByteDeadlineMs } from "./deadline";
 import { ApiError, badRequest, modelNotFound, saturated, unavailable } from "../openai/errors";
-import { explainPick, explainRefusal } from "./explain";
+import { explainPick, explainQueueRefusal, explainRefusal } from "./explain";
+import { HeldRequest } from "../queueing/held-request";
+import { HoldQueues, PoolQueue, serviceRank } from "../queueing/pool-queue";
+import { QueueBoard } from "../queueing/queue-board";
 import { FleetView } from "./fleet-view";
 import { InflightTable } from "../fleet/inflight";
 import { Picker } from "./picker";
@@ -29,6 +32,23 @@ export class RequestMeta {
   mayClaimCritical: bool = false;
   /** Explain the decision in `Router.explanation`. */
   explain: bool = false;
+  /** The caller's handle for the request should it be held (0: it cannot be, refuse instead). */
+  holdId: u32 = 0;
+  /** Hash of the tenant the request is from (0: no tenant known; all such share one turn). */
+  tenant: u64 = 0;
+  /** The client's own bound on its wait in the gateway, ms (-1: none); only ever tightens its class's budget. */
+  maxWaitMs: i64 = -1;
+  /** The body's size, counted against the held-bytes bound while it is held. */
+  bytes: i32 = 0;
+}
+
+/** What rank() made of a request. */
+export const enum Verdict { Routed = 0, Held = 1, Refused = 2 }
+
+/** Told of each held request pump() dispatches or refuses. */
+export abstract class HoldSink {
+  abstract dispatched(h: HeldRequest): void;
+  abstract refused(h: HeldRequest): void;
 }
 
 export class Router {
@@ -73,6 +93,14 @@ export class Router {
   private meta: RequestMeta = new RequestMeta();
   /** Per pool name, kept across snapshots: rates and booked retries outlive a snapshot. */
   private loads: Map<string, PoolLoad> = new Map();
+  /** This worker's held requests, per pool and class. */
+  readonly holds: HoldQueues = new HoldQueues();
+  /** What every worker holds, as the caller last read it from shared data. */
+  board: QueueBoard = new QueueBoard();
+  /** This worker's id on the board. */
+  writer: u32 = 1;
+  /** When held requests are next checked for passed deadlines. */
+  private sweepMs: u64 = 0;
 
   constructor(seed: u64) {
     const prefixes = new PrefixIndex();
@@ -92,8 +120,8 @@ export class Router {
    */
   route(
     ptr: usize, len: i32, kind: ApiKind, view: FleetView, inflight: InflightTable, refusals: RefusalLedger, nowMs: u64, meta: RequestMeta,
-  ): bool {
-    return this.resolve(ptr, len, kind, view, nowMs, meta) && this.rank(inflight, refusals);
+  ): Verdict {
+    return this.resolve(ptr, len, kind, view, nowMs, meta) ? this.rank(inflight, refusals) : Verdict.Refused;
   }
 
   /**
@@ -159,12 +187,13 @@ export class Router {
   }
 
   /**
-   * Second half of route(): admits the request (false with a 429 `error` when
-   * every eligible pod is saturated for its class), ranks the pool's
-   * endpoints and accounts for the choice. `refusals` is consulted only when
-   * the request finds no room.
+   * Second half of route(): admits the request, holds it (Verdict.Held: the
+   * caller pauses it until pump() dispatches or refuses it) or refuses it
+   * (a 429 `error`), ranks the pool's endpoints and accounts for the choice.
+   * `refusals` is consulted only when the request finds no room and its class
+   * is never held.
    */
-  rank(inflight: InflightTable, refusals: RefusalLedger): bool {
+  rank(inflight: InflightTable, refusals: RefusalLedger): Verdict {
     const request = this.request;
     const pool = request.pool;
     const model = request.model;
@@ -173,17 +202,131 @@ export class Router {
     if (this.blind) {
       this.picker.chooseBlind(pool, request.nowMs);
       if (this.picker.ranked.length > 0) this.count(inflight, this.picker.ranked[0]);
-      return true;
+      return Verdict.Routed;
     }
     const n = this.picker.prepare(pool, request);
-    // Only fresh metrics can justify a refusal; without them the pool fails open.
-    if (n > 0 && this.picker.trusted && model.profile.admission.enabled && !this.admit(n, refusals)) return false;
     request.adapterHash = model.adapter.length > 0 ? model.nameHash : 0;
-    const weights = request.weights;
-    const usePrefix = body.promptStart >= 0 && this.picker.weighs(weights, true);
-    if (usePrefix) request.prefix.compute(body.promptPtr(), body.promptEnd - body.promptStart, model.nameHash);
-    else request.prefix.count = 0;
-    const explain = this.meta.explain;
+    // Computed before admission: a held request keeps its keys (the body is not readable when it is dispatched).
+    if (body.promptStart >= 0 && this.picker.weighs(request.weights, true)) {
+      request.prefix.compute(body.promptPtr(), body.promptEnd - body.promptStart, model.nameHash);
+    } else {
+      request.prefix.count = 0;
+    }
+    // Only fresh metrics can justify holding or refusing; without them the pool fails open.
+    if (n > 0 && this.picker.trusted && model.profile.admission.enabled) {
+      const verdict = this.admit(n, refusals);
+      if (verdict != Verdict.Routed) return verdict;
+    }
+    this.pick(request, inflight, this.meta.explain);
+    return Verdict.Routed;
+  }
+
+  /**
+   * Dispatches held requests whose pool has room again, in class order and
+   * fairly between tenants, choosing each one's pod now (late binding), and
+   * refuses those past their deadline. For each, `sink` is told while this
+   * router's results (ranked, pool, target, explanation; error and
+   * retryAfterS for a refusal) are that request's.
+   */
+  pump(view: FleetView, inflight: InflightTable, sink: HoldSink, nowMs: u64): void {
+    const holds = this.holds;
+    if (holds.count == 0) return;
+    if (nowMs >= this.sweepMs) {
+      this.sweepMs = nowMs + SWEEP_MS;
+      const expired = holds.expired(nowMs);
+      for (let i = 0; i < expired.length; i++) this.refuseHeld(expired[i], sink, nowMs);
+    }
+    const snap = view.current;
+    const queues = holds.busyPools();
+    for (let i = 0; i < queues.length; i++) {
+      const q = queues[i];
+      const found: Pool | null = snap == null ? null : snap!.poolNamed(q.name);
+      if (found == null || found.endpoints.length == 0) {
+        this.refuseAll(q, sink);
+        continue;
+      }
+      const pool = found!;
+      for (let guard = q.count; guard > 0; guard--) {
+        const h = q.next();
+        if (h == null) break;
+        if (!this.rebind(h, snap!, pool)) {
+          holds.popNext(q, h);
+          this.refuseGone(h, sink);
+          continue;
+        }
+        if (this.board.busy && this.board.othersFirst(q.nameHash, serviceRank(h.request.priority), h.tag, this.writer, nowMs)) break;
+        const r = h.request;
+        r.nowMs = nowMs;
+        observe(pool, inflight);
+        const n = this.picker.prepare(pool, r);
+        if (n == 0) break;
+        const admission = r.model.profile.admission;
+        if (this.picker.trusted && admission.enabled && !hasRoom(admission, this.picker.candidateList, n, pool.load!.typicalShare, r.priority)) {
+          q.drain = pool.load!.drainRate(nowMs, n);
+          break;
+        }
+        holds.popNext(q, h);
+        this.pool = pool;
+        this.poolIndex = r.model.pool;
+        this.requested = h.requested;
+        this.target = r.model;
+        this.split = null;
+        this.priority = r.priority;
+        this.retried = false;
+        this.explanation = "";
+        this.pick(r, inflight, h.explain);
+        sink.dispatched(h);
+      }
+    }
+  }
+
+  /** The pool a queue waits for has left the snapshot, or has no endpoint left: nothing held there can be served. */
+  private refuseAll(q: PoolQueue, sink: HoldSink): void {
+    for (let h = q.next(); h != null; h = q.next()) {
+      this.holds.popNext(q, h);
+      this.refuseGone(h, sink);
+    }
+  }
+
+  private refuseGone(h: HeldRequest, sink: HoldSink): void {
+    this.error = unavailable("No endpoint serves model '" + h.requested.name + "' any more");
+    this.retryAfterS = 0;
+    this.explanation = "";
+    sink.refused(h);
+  }
+
+  /** A held request's client is gone: it leaves its queue at once. False if it was not held. */
+  cancel(id: u32): bool {
+    return this.holds.remove(id) != null;
+  }
+
+  /** Writes this worker's summary of every pool it has held for into `board` (read fresh by the caller). */
+  publish(board: QueueBoard, nowMs: u64): void {
+    const queues = this.holds.allPools();
+    for (let i = 0; i < queues.length; i++) board.publish(this.writer, queues[i], queues[i].drain, nowMs);
+  }
+
+  /**
+   * The view a held request is placed on is the one of its dispatch: its
+   * model and pool as the current snapshot has them. False when the model
+   * left the snapshot.
+   */
+  private rebind(h: HeldRequest, snap: Snapshot, pool: Pool): bool {
+    const r = h.request;
+    if (r.pool == pool) return true;
+    const model = snap.find(r.model.name);
+    if (model == null || snap.pools[model.pool] != pool) return false;
+    const requested = snap.find(h.requested.name);
+    h.requested = requested != null ? requested : model;
+    r.model = model;
+    r.weights = model.profile.weights;
+    r.pool = pool;
+    if (pool.load == null) pool.load = this.loadFor(pool.name);
+    return true;
+  }
+
+  /** Picks among the prepared candidates and accounts for the choice. */
+  private pick(request: RouteRequest, inflight: InflightTable, explain: bool): void {
     request.serial++;
     request.cachedBytes = 0;
     this.picker.choose(request, explain);
@@ -191,44 +334,106 @@ export class Router {
     this.count(inflight, primary);
     this.picker.record(primary, request, this.log);
     // The pool's typical prefill is what its pods compute: a prompt's part already cached costs nothing.
-    pool.load!.observeShare(prefillShare(<f64>max(request.promptBytes - request.cachedBytes, 0) / 4));
-    if (explain) this.explanation = explainPick(this.picker, this.requested!, model, this.priority, this.retried);
-    return true;
+    request.pool.load!.observeShare(prefillShare(<f64>max(request.promptBytes - request.cachedBytes, 0) / 4));
+    if (explain) this.explanation = explainPick(this.picker, this.requested!, request.model, this.priority, this.retried);
   }
 
   /**
-   * True when some candidate has room for the request's class, or within its
-   * retry limit if it retries a refused request; otherwise books a retry,
-   * remembers the body and sets the 429.
+   * Routed when some candidate has room for the request's class and nothing
+   * held is served before it. Otherwise held when its class has a wait
+   * budget and its predicted wait fits in it, else refused. A class without
+   * a budget is refused at once, and its retry admitted within the retry
+   * limit (RefusalLedger).
    */
-  private admit(n: i32, refusals: RefusalLedger): bool {
+  private admit(n: i32, refusals: RefusalLedger): Verdict {
     const request = this.request;
     const admission = request.model.profile.admission;
     const candidates = this.picker.candidateList;
-    const load = request.pool.load!;
+    const pool = request.pool;
+    const load = pool.load!;
     const nowMs = request.nowMs;
     const share = load.typicalShare;
-    if (hasRoom(admission, candidates, n, share, this.priority)) {
+    const meta = this.meta;
+    const budget = meta.holdId != 0 ? admission.waitBudget(this.priority, meta.maxWaitMs) : 0;
+    let ahead = 0;
+    if (budget > 0) {
+      const rank = serviceRank(this.priority);
+      if (this.holds.count > 0) ahead += this.holds.pool(pool.name, pool.nameHash).ahead(this.priority);
+      if (this.board.busy) ahead += this.board.othersAhead(pool.nameHash, rank, this.writer, nowMs);
+    }
+    if (ahead == 0 && hasRoom(admission, candidates, n, share, this.priority)) {
       // Room even for the lowest class: the retries booked so far start draining.
       if (load.saturated && hasRoom(admission, candidates, n, share, Priority.Sheddable)) load.markRoom(nowMs, n);
-      return true;
+      return Verdict.Routed;
     }
+    if (budget > 0) return this.hold(n, ahead, budget);
     const hash = this.body.bodyHash();
     if (refusals.take(hash, nowMs) && hasRoom(admission, candidates, n, share, this.priority, true)) {
       load.retried();
       this.retried = true;
-      return true;
+      return Verdict.Routed;
     }
     this.retryAfterS = load.refuse(nowMs, n, admission.maxRetryAfterS);
     // The retries booked ahead of this one (refuse() drained the old ones and added this one).
     const booked = load.booked - 1;
     const dueMs = nowMs + <u64>this.retryAfterS * 1000;
     refusals.remember(hash, dueMs - RETRY_EARLY_MS, dueMs + RETRY_GRACE_MS, nowMs);
-    this.error = saturated(request.pool.name, priorityName(this.priority), this.retryAfterS);
-    if (this.meta.explain) {
-      this.explanation = explainRefusal(request.pool, request.model, this.priority, booked, load.spareRate(nowMs, n), this.retryAfterS);
+    this.error = saturated(pool.name, priorityName(this.priority), this.retryAfterS);
+    if (meta.explain) {
+      this.explanation = explainRefusal(pool, request.model, this.priority, booked, load.spareRate(nowMs, n), this.retryAfterS);
     }
-    return false;
+    return Verdict.Refused;
+  }
+
+  /**
+   * Queues the request behind the `ahead` held requests served before it,
+   * unless its predicted wait (those requests at the pool's drain rate, as
+   * all workers measure it) exceeds `budgetMs` or the queue is full: then a
+   * 429 whose Retry-After is when those requests will have drained.
+   */
+  private hold(n: i32, ahead: i32, budgetMs: u64): Verdict {
+    const request = this.request;
+    const pool = request.pool;
+    const meta = this.meta;
+    const nowMs = request.nowMs;
+    const q = this.holds.pool(pool.name, pool.nameHash);
+    q.drain = pool.load!.drainRate(nowMs, n);
+    const drain = q.drain + (this.board.busy ? this.board.othersDrain(pool.nameHash, this.writer, nowMs) : 0);
+    const waitMs = <f64>ahead * 1000 / drain;
+    const full = !this.holds.fits(meta.bytes);
+    if (full || waitMs > <f64>budgetMs) {
+      const admission = request.model.profile.admission;
+      this.retryAfterS = retryAfter(ahead + 1, drain, admission.maxRetryAfterS);
+      this.error = saturated(pool.name, priorityName(this.priority), this.retryAfterS);
+      if (meta.explain) {
+        this.explanation = explainQueueRefusal(pool, request.model, this.priority, full, ahead, waitMs, budgetMs, this.retryAfterS);
+      }
+      return Verdict.Refused;
+    }
+    const h = new HeldRequest();
+    h.id = meta.holdId;
+    h.tenant = meta.tenant;
+    h.bytes = meta.bytes;
+    h.arrivalMs = nowMs;
+    h.deadlineMs = nowMs + budgetMs;
+    h.requested = this.requested!;
+    h.explain = meta.explain;
+    h.request.copyFrom(request);
+    this.holds.add(q, h, <u64>Math.ceil(1000 / drain));
+    return Verdict.Held;
+  }
+
+  /** A held request past its deadline: 429, come back when what is ahead of it has drained. */
+  private refuseHeld(h: HeldRequest, sink: HoldSink, nowMs: u64): void {
+    const r = h.request;
+    const q = this.holds.pool(r.pool.name, r.pool.nameHash);
+    const ahead = q.ahead(r.priority) + (this.board.busy ? this.board.othersAhead(q.nameHash, serviceRank(r.priority), this.writer, nowMs) : 0);
+    const drain = q.drain + (this.board.busy ? this.board.othersDrain(q.nameHash, this.writer, nowMs) : 0);
+    this.retryAfterS = retryAfter(ahead, drain, r.model.profile.admission.maxRetryAfterS);
+    this.error = saturated(r.pool.name, priorityName(r.priority), this.retryAfterS);
+    this.explanation = h.explain ? "refused=wait_budget_exceeded; pool=" + r.pool.name + "; class=" + priorityName(r.priority) +
+      "; waited_ms=" + (nowMs - h.arrivalMs).toString() + "; retry_after_s=" + this.retryAfterS.toString() : "";
+    sink.refused(h);
   }
 
   /** The request is in flight on `primary` until the caller releases it. */
@@ -270,6 +475,16 @@ export class Router {
     this.error = e;
     return false;
   }
+}
+
+/** Held requests are checked for passed deadlines this often (the queue heads at every pump). */
+const SWEEP_MS: u64 = 100;
+
+/** Seconds for `requests` to drain at `perSecond`, within 1..maxS. */
+function retryAfter(requests: i32, perSecond: f64, maxS: u32): u32 {
+  const s = Math.ceil(<f64>requests / perSecond);
+  if (!(s >= 1)) return 1;
+  return s >= <f64>maxS ? maxS : <u32>s;
 }
 
 /** A retry this late after its Retry-After still counts as one (clients round, queue and reconnect). */

@@ -26,4 +26,17 @@ export class RouteRequest {
   nowMs: u64 = 0;
   /** Per candidate, its capacity relative to the fastest candidate (filled by the picker). */
   capacity: StaticArray<f64> = new StaticArray<f64>(0);
+
+  /** What a held request keeps of the request being routed (its own scratch apart). */
+  copyFrom(o: RouteRequest): void {
+    this.model = o.model;
+    this.weights = o.weights;
+    this.priority = o.priority;
+    this.pool = o.pool;
+    this.adapterHash = o.adapterHash;
+    this.prefix.copyFrom(o.prefix);
+    this.promptBytes = o.promptBytes;
+    this.prefillShare = o.prefillShare;
+    this.nowMs = o.nowMs;
+  }
 }

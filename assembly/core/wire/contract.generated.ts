@@ -14,6 +14,9 @@ export const HEADER_STREAM = "x-gateway-stream";
 export const HEADER_REPLY = "x-gateway-reply";
 export const HEADER_PRIORITY = "x-llm-priority";
 export const HEADER_DEBUG = "x-llm-debug";
+export const HEADER_CLAIM_TENANT = "x-gateway-claim-tenant";
+export const HEADER_TENANT = "x-llm-tenant";
+export const HEADER_MAX_WAIT = "x-llm-max-wait-ms";
 
 /** Flow-control classes, numbered as proto Priority and the native build's callers number them. */
 export const enum Priority { Standard = 0, Critical = 1, Sheddable = 2 }
