@@ -58,6 +58,12 @@ export function reset(seed: u64): void {
   router.writer = writer;
 }
 
+/** This instance's id on the queue board, as the filter's worker id (reset() derives one from the seed). */
+export function setWriter(id: u32): void {
+  writer = id;
+  router.writer = id;
+}
+
 /** Sets the clock and when the aggregator was last heard from (0 = never). */
 export function setClock(now: u64, heard: u64): void {
   nowMs = now;
@@ -344,7 +350,7 @@ class PumpEvents extends HoldSink {
  */
 export function pump(): string {
   const events = new PumpEvents();
-  router.pump(view, inflight, events, nowMs);
+  router.pump(view, inflight, refusals, events, nowMs);
   return "[" + events.out + "]";
 }
 
@@ -356,6 +362,11 @@ export function cancel(holdId: u32): bool {
 /** Requests this instance holds. */
 export function heldCount(): i32 {
   return router.holds.count;
+}
+
+/** The board as last loaded shows requests held somewhere. */
+export function boardBusy(): bool {
+  return router.board.busy;
 }
 
 /** Bounds the held requests (the filter's max_queued_bytes, max_queued_requests). */

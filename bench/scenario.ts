@@ -164,6 +164,13 @@ const scenarioSchema = z.strictObject({
     })
     .optional(),
   classes: classMix.optional(),
+  /**
+   * Lengths of one class's requests where they differ from `prompt` and
+   * `output` (a batch job sent as Sheddable beside chat, say).
+   */
+  classLengths: z
+    .strictObject(Object.fromEntries(["critical", "standard", "sheddable"].map((c) => [c, z.strictObject({ prompt: lengthDist, output: lengthDist }).partial().optional()])))
+    .optional(),
 });
 
 export type LengthDist = z.output<typeof lengthDist>;
@@ -240,8 +247,14 @@ function crossCheck(s: z.output<typeof scenarioSchema>): string[] {
     }
   });
   issues.push(...distIssues(s.prompt, "prompt"), ...distIssues(s.output, "output"));
+  for (const [c, lengths] of Object.entries(s.classLengths ?? {})) {
+    if (lengths?.prompt) issues.push(...distIssues(lengths.prompt, `classLengths.${c}.prompt`));
+    if (lengths?.output) issues.push(...distIssues(lengths.output, `classLengths.${c}.output`));
+  }
   // A request no pod can hold would only measure the 400 path: refuse the file instead.
-  const longest = (s.sharedPrefix?.tokens ?? 0) + distMax(s.prompt) + distMax(s.output) + TEMPLATE_TOKENS;
+  const lengths = [{ prompt: s.prompt, output: s.output }, ...Object.values(s.classLengths ?? {})];
+  const longest = (s.sharedPrefix?.tokens ?? 0) + TEMPLATE_TOKENS +
+    Math.max(...lengths.map((l) => distMax(l?.prompt ?? s.prompt) + distMax(l?.output ?? s.output)));
   s.fleet.forEach((g, i) => {
     const cfg = resolveEngineConfig(podEngine(s, g));
     const limit = Math.min(cfg.maxModelLen, cfg.numGpuBlocks * cfg.blockSize);

@@ -331,11 +331,11 @@ export const BUILTIN_PROFILES = {
     weights: DEFAULT_WEIGHTS,
     admission: {
       enabled: true,
-      // Two requests waiting per pod (at full relative speed): a new one then
-      // waits for about two running ones to finish, its time to first token
-      // stays within about twice the unloaded one, and the pod still always
-      // has work queued for the next free batch slot, so throughput is kept.
-      maxWaiting: 2,
+      // One request waiting per pod: what waits beyond it waits in the
+      // gateway, where its pod is chosen when one has room (late binding),
+      // and the one queued on the pod fills its next free batch slot before
+      // the gateway's next tick can, so throughput is kept.
+      maxWaiting: 1,
       // vLLM preempts running sequences when KV blocks run out; a pod that
       // queues at 95% would recompute work, not gain any.
       maxKvCache: 0.95,
@@ -351,11 +351,11 @@ export const BUILTIN_PROFILES = {
       // Held in the gateway while no pod has room, at most: a person waiting
       // on a chat answer gives up within tens of seconds, so past these a
       // request is better told when to come back. Critical waits longest
-      // (it is what the operator promised); Sheddable rides out a momentary
-      // burst and is refused first when the pool stays full.
-      waitCriticalMs: 30_000,
-      waitStandardMs: 15_000,
-      waitSheddableMs: 2_000,
+      // (it is what the operator promised); Sheddable rides out a burst and
+      // is refused first when the pool stays full.
+      waitCriticalMs: 60_000,
+      waitStandardMs: 30_000,
+      waitSheddableMs: 10_000,
     },
     deadlines: {
       // Queueing and scheduling on a busy pod, well past a healthy one's first token.
@@ -388,11 +388,11 @@ export const BUILTIN_PROFILES = {
       criticalFactor: 2,
       // As for latency: the OpenAI SDKs ignore a Retry-After above 60 s.
       maxRetryAfterS: 60,
-      // A batch job waits minutes (firstByteMs below allows five), and held
-      // here it loses no place; the OpenAI SDKs' own timeout is 10 minutes.
-      waitCriticalMs: 300_000,
-      waitStandardMs: 120_000,
-      waitSheddableMs: 30_000,
+      // A batch job waits minutes (firstByteMs below allows five); the
+      // OpenAI SDKs' own timeout, 10 minutes, bounds Critical's.
+      waitCriticalMs: 600_000,
+      waitStandardMs: 300_000,
+      waitSheddableMs: 60_000,
     },
     deadlines: {
       // Deep queues (maxWaiting 32) mean minutes before a request is scheduled.

@@ -172,7 +172,7 @@ export class GatewayRoot extends RootContext {
     if (router.holds.count == 0 && !router.board.busy) return;
     if (router.holds.count > 0) {
       this.inflight.read();
-      router.pump(this.view, this.inflight.table, this.release, this.nowMs);
+      router.pump(this.view, this.inflight.table, this.refusals, this.release, this.nowMs);
       // Later host calls act on the root again.
       setEffectiveContext(this.id);
     }

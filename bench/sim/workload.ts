@@ -145,7 +145,9 @@ export function generateTrace(scenario: Scenario, seed: number): Trace {
   const arrivals = arrivalTimes(scenario.arrivals, scenario.durationS, new Rng(deriveSeed(seed, "arrivals")));
   const rng = new Rng(deriveSeed(seed, "requests"));
   const prefix = scenario.sharedPrefix;
-  const longestUser = distMax(scenario.prompt) * CHARS_PER_TOKEN;
+  const promptOf = (c: Priority) => scenario.classLengths?.[c]?.prompt ?? scenario.prompt;
+  const outputOf = (c: Priority) => scenario.classLengths?.[c]?.output ?? scenario.output;
+  const longestUser = Math.max(...PRIORITIES.map((c) => distMax(promptOf(c)))) * CHARS_PER_TOKEN;
   const corpus = makeCorpus(new Rng(deriveSeed(seed, "corpus")), Math.max(2 * longestUser, (prefix?.tokens ?? 0) * CHARS_PER_TOKEN + 1024, 65536));
   const prefixes = Array.from({ length: prefix?.groups ?? 0 }, (_, g) => {
     // A distinct head makes every group's block hashes differ from the first block.
@@ -167,7 +169,7 @@ export function generateTrace(scenario: Scenario, seed: number): Trace {
     const pool = rng.weighted(modelShares);
     const a = rng.weighted(adapterWeight[pool]);
     const adapter = a < adapters[pool].length ? adapters[pool][a] : undefined;
-    const userTokens = drawLength(scenario.prompt, rng);
+    const userTokens = drawLength(promptOf(classes[index]), rng);
     return {
       index,
       arrivalMs,
@@ -177,7 +179,7 @@ export function generateTrace(scenario: Scenario, seed: number): Trace {
       adapter,
       prefixGroup: prefix && rng.next() < prefix.fraction ? drawGroup(prefix.groups) : -1,
       userTokens,
-      maxTokens: drawLength(scenario.output, rng),
+      maxTokens: drawLength(outputOf(classes[index]), rng),
       fillerOffset: rng.int(corpus.length - userTokens * CHARS_PER_TOKEN),
       priority: classes[index],
     };

@@ -47,8 +47,13 @@ afterEach(async () => {
   jwt = null;
 });
 
-/** The cases count queues against limits of 2 / 4 / 8 (Sheddable / Standard / Critical): the latency profile with maxWaiting 4. */
-const LIMITS = { latency: { admission: { maxWaiting: 4 } } };
+/**
+ * The cases count queues against limits of 2 / 4 / 8 (Sheddable / Standard /
+ * Critical): the latency profile with maxWaiting 4. No class is held (wait
+ * budgets 0): what finds no room is refused at once, as these cases check;
+ * holding is e2e-queueing.test.ts's.
+ */
+const LIMITS = { latency: { admission: { maxWaiting: 4, waitCriticalMs: 0, waitStandardMs: 0, waitSheddableMs: 0 } } };
 
 async function start(pools: FleetPool[], opts: TrafficOptions = {}): Promise<TrafficStack> {
   stack = await startTrafficStack(pools, { profiles: LIMITS, ...opts });

@@ -148,6 +148,25 @@ describe("the filter decides as the native build does", () => {
     });
   }
 
+  for (const seed of [1, 2, 3]) {
+    it(`holding: requests held, released on later ticks, refused past their budgets, left by their clients, on two workers, scenario seed ${seed}`, async () => {
+      const events = randomScenario(seed, { ...SCENARIO, requests: 1_200, workers: 2, failures: false, traffic: true, queueing: true });
+      const { pairs, gateway } = await runParity(events, SETUPS["default settings"], () => ({ holds: true }), 2);
+      expect(firstMismatch(pairs)).toBeUndefined();
+      // Requests were held, and held ones were later released to a pod and refused past their budget (clients leaving
+      // while held is rarer here; the unit and end-to-end tests have it).
+      const requestEvents = new Set(events.flatMap((e, i) => (e.type === "request" ? [i] : [])));
+      const held = pairs.filter((p) => "held" in p.filter && requestEvents.has(p.event));
+      const later = pairs.filter((p) => !requestEvents.has(p.event) || events[p.event].type !== "request" || (events[p.event] as { id: string }).id !== p.request);
+      expect(held.length).toBeGreaterThan(30);
+      expect(later.filter((p) => "routed" in p.filter && p.filter.routed).length).toBeGreaterThan(5);
+      expect(later.filter((p) => "status" in p.filter && p.filter.status === 429).length).toBeGreaterThan(10);
+      // The filter's own count of what it held agrees.
+      gateway.host.tick();
+      expect(gateway.host.metricTotal("llm_gateway.class_held")).toBe(held.length);
+    });
+  }
+
   for (const seed of [1, 2]) {
     it(`two workers sharing the in-flight table and the prefix log, scenario seed ${seed}`, async () => {
       const events = randomScenario(seed, { ...SCENARIO, workers: 2, failures: false, prefixes: true });

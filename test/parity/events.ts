@@ -46,11 +46,15 @@ export type Decision =
    */
   | { routed: true; pool: string; destination: string[] | null; served: string }
   /** Answered by the gateway itself: the status, the parsed OpenAI error body, and a 429's Retry-After. */
-  | { routed: false; status: number; body: unknown; retryAfter?: string };
+  | { routed: false; status: number; body: unknown; retryAfter?: string }
+  /** Held in a hold queue: a later event (a tick) releases or refuses it. */
+  | { held: true };
 
 export interface Side {
   /** Applies one event; a request returns its decision. */
   apply(event: ParityEvent): Decision | undefined;
+  /** The held requests this event released or refused, by request id. */
+  released(): Map<string, Decision>;
 }
 
 export interface DecisionPair {
@@ -60,14 +64,22 @@ export interface DecisionPair {
   native: Decision;
 }
 
+/** Every decision, requests' at their event and held requests' at the event that released them (in id order). */
 export function runBoth(events: readonly ParityEvent[], filter: Side, native: Side): DecisionPair[] {
   const out: DecisionPair[] = [];
   events.forEach((event, i) => {
     const f = filter.apply(event);
     const n = native.apply(event);
-    if (event.type !== "request") return;
-    if (f === undefined || n === undefined) throw new Error(`event ${i}: a side gave no decision for request ${event.id}`);
-    out.push({ event: i, request: event.id, filter: f, native: n });
+    if (event.type === "request") {
+      if (f === undefined || n === undefined) throw new Error(`event ${i}: a side gave no decision for request ${event.id}`);
+      out.push({ event: i, request: event.id, filter: f, native: n });
+    }
+    const fr = filter.released();
+    const nr = native.released();
+    const none: Decision = { held: true };
+    for (const id of [...new Set([...fr.keys(), ...nr.keys()])].sort()) {
+      out.push({ event: i, request: id, filter: fr.get(id) ?? none, native: nr.get(id) ?? none });
+    }
   });
   return out;
 }

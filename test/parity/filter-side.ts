@@ -8,8 +8,21 @@ import type { Decision, ParityEvent, Side } from "./events.js";
 
 export class FilterSide implements Side {
   private readonly streams = new Map<string, HttpStream>();
+  /** Streams the filter paused in a hold queue and has not yet let go or answered. */
+  private readonly held = new Map<string, HttpStream>();
 
   constructor(private readonly gateway: EmulatedGateway) {}
+
+  released(): Map<string, Decision> {
+    const out = new Map<string, Decision>();
+    for (const [id, stream] of this.held) {
+      const d = decisionOf(stream);
+      if ("held" in d) continue;
+      out.set(id, d);
+      this.held.delete(id);
+    }
+    return out;
+  }
 
   apply(event: ParityEvent): Decision | undefined {
     const gw = this.gateway;
@@ -34,12 +47,19 @@ export class FilterSide implements Side {
         if (event.priority !== undefined) headers.push(["x-llm-priority", event.priority]);
         const stream = gw.request({ headers, body, chunks: event.chunks, trailers: event.trailers ? { "x-trailer": "1" } : undefined }, event.worker ?? 0);
         this.streams.set(event.id, stream);
-        return decisionOf(stream);
+        const decision = decisionOf(stream);
+        if ("held" in decision) this.held.set(event.id, stream);
+        return decision;
       }
       case "done": {
         const stream = this.streams.get(event.id);
         if (!stream) throw new Error(`no open stream ${event.id}`);
         this.streams.delete(event.id);
+        // A held stream's client leaving: only the stream's end (its place in the queue goes).
+        if (this.held.delete(event.id)) {
+          stream.finish({});
+          return undefined;
+        }
         // Envoy knows the upstream of every request a pod answered: the chosen one unless another answered.
         const chosen = stream.requestHeaders.get("x-gateway-destination-endpoint")?.split(",")[0];
         const upstream = event.upstream ?? (event.status !== undefined ? chosen : undefined);
@@ -58,6 +78,8 @@ function decisionOf(stream: HttpStream): Decision {
     const retryAfter = reply.headers.find(([k]) => k === "retry-after")?.[1];
     return { routed: false, status: reply.status, body: JSON.parse(reply.body), ...(reply.status === 429 ? { retryAfter } : {}) };
   }
+  // Neither answered nor let go: paused in a hold queue.
+  if (!stream.released) return { held: true };
   const pool = stream.requestHeaders.get("x-gateway-pool");
   if (pool === undefined) throw new Error(`stream ${stream.id}: the filter neither routed nor answered the request`);
   const destination = stream.requestHeaders.get("x-gateway-destination-endpoint");

@@ -25,6 +25,8 @@ import { encodeSnapshot } from "../../host/proto.js";
 import { KIND_OF_PATH, type Decision, type ParityEvent, type Side } from "./events.js";
 
 export interface NativeSideOptions {
+  /** Requests may be held (each gets a hold id, as each filter stream has its context id). */
+  holds?: boolean;
   /** The clock (ms) when the filter was configured. */
   startMs: number;
   /** Each worker's Router seed (GatewayRoot.onConfigure), in worker order. */
@@ -56,11 +58,17 @@ export class NativeSide implements Side {
   /** The requests routed on a view too old to score on. */
   readonly blind = new Set<string>();
   private readonly primaries = new Map<string, { address: string; worker: number; stream: boolean }>();
+  /** Held requests by hold id: their request id, worker, and what their decision will name besides the pod. */
+  private readonly held = new Map<number, { id: string; worker: number; pool: string; served: string; stream: boolean }>();
+  private nextHoldId = 1;
+  private releases = new Map<string, Decision>();
 
   constructor(routers: NativeRouter[], private readonly options: NativeSideOptions) {
     this.nowMs = options.startMs;
     this.workers = routers.map((router, i) => {
       router.reset(options.seeds[i]);
+      // The board orders equal tags by writer: the filter's writer is its worker id.
+      router.setWriter(i + 1);
       router.setViewPolicy(options.viewPolicy.maxAgeMs, options.viewPolicy.policy);
       router.setHealthRules(options.health);
       return { router, seenVersion: 0, loaded: false, prefixOn: false };
@@ -82,13 +90,37 @@ export class NativeSide implements Side {
         this.nowMs += event.ms;
         return undefined;
       case "tick":
-        for (const w of this.workers) this.refresh(w);
+        for (const w of this.workers) {
+          this.refresh(w);
+          this.pump(w);
+        }
         return undefined;
       case "request":
         return this.route(event.worker ?? 0, event.id, event.body, KIND_OF_PATH[event.path], event.priority);
       case "done":
         this.done(event.id, event.status, event.upstream, event.broken ?? false);
         return undefined;
+    }
+  }
+
+  released(): Map<string, Decision> {
+    const out = this.releases;
+    this.releases = new Map();
+    return out;
+  }
+
+  /** The tick's part in holding (GatewayRoot.releaseHeld): releases and refusals of this worker's held requests. */
+  private pump(w: Worker): void {
+    for (const e of this.shared.pump(w.router)) {
+      const h = this.held.get(e.id)!;
+      this.held.delete(e.id);
+      if ("status" in e) {
+        const retryAfter = e.status === 429 ? { retryAfter: e.retryAfterS?.toString() } : {};
+        this.releases.set(h.id, { routed: false, status: e.status, body: { error: e.error }, ...retryAfter });
+        continue;
+      }
+      if (e.endpoint !== null) this.primaries.set(h.id, { address: e.endpoint, worker: h.worker, stream: h.stream });
+      this.releases.set(h.id, { routed: true, pool: h.pool, destination: e.endpoint === null ? null : [e.endpoint, ...e.fallbacks], served: h.served });
     }
   }
 
@@ -114,7 +146,12 @@ export class NativeSide implements Side {
     const w = this.workers[worker];
     if (!w.loaded) this.refresh(w);
     // The filter's default config lets nobody claim Critical.
-    const r = this.shared.route(w.router, body, kind, { priority });
+    const holdId = this.options.holds ? this.nextHoldId++ : 0;
+    const r = this.shared.routeOrHold(w.router, body, kind, { priority, holdId });
+    if ("held" in r) {
+      this.held.set(holdId, { id, worker, pool: r.pool, served: r.target, stream: r.stream });
+      return { held: true };
+    }
     if ("status" in r) {
       const retryAfter = r.status === 429 ? { retryAfter: r.retryAfterS?.toString() } : {};
       return { routed: false, status: r.status, body: { error: r.error }, ...retryAfter };
@@ -125,6 +162,12 @@ export class NativeSide implements Side {
   }
 
   private done(id: string, status: number | undefined, upstream: string | undefined, broken: boolean): void {
+    for (const [holdId, h] of this.held) {
+      if (h.id !== id) continue;
+      this.held.delete(holdId);
+      this.shared.cancel(this.workers[h.worker].router, holdId);
+      return;
+    }
     const routed = this.primaries.get(id);
     this.primaries.delete(id);
     if (routed === undefined) return;

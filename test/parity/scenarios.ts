@@ -38,11 +38,11 @@ function randomPool(rng: Rng, index: number, size: number, prefixes: boolean): P
 }
 
 /** 1-3 pools, one of 1 pod, one of 64 when there are three; adapters served by pool 0. */
-export function randomSnapshot(rng: Rng, version: number, prefixes = false, traffic = false): SnapshotMsg {
+export function randomSnapshot(rng: Rng, version: number, prefixes = false, traffic = false, queueing = false): SnapshotMsg {
   const sizes = [rng.pick([1, 2, 3, 8]), 64, rng.range(1, 64)].slice(0, rng.range(1, 3));
   const pools = sizes.map((size, i) => randomPool(rng, i, size, prefixes));
   const snap = snapshot(pools, ADAPTERS.filter(() => rng.chance(0.7)), version);
-  return traffic ? withTraffic(rng, snap) : snap;
+  return traffic ? withTraffic(rng, snap, queueing) : snap;
 }
 
 /**
@@ -50,7 +50,7 @@ export function randomSnapshot(rng: Rng, version: number, prefixes = false, traf
  * enough that the scenario's queues reach them), a random default class per
  * model, and CANARY split over the served models.
  */
-function withTraffic(rng: Rng, snap: SnapshotMsg): SnapshotMsg {
+function withTraffic(rng: Rng, snap: SnapshotMsg, queueing: boolean): SnapshotMsg {
   const profiles = snap.pools.map((p) => ({
     name: `profile-${p.name}`,
     weights: p.weights,
@@ -61,6 +61,10 @@ function withTraffic(rng: Rng, snap: SnapshotMsg): SnapshotMsg {
       sheddableFactor: rng.pick([0.5, 1]),
       criticalFactor: rng.pick([1, 2]),
       maxRetryAfterS: rng.pick([5, 60]),
+      // Wait budgets (a class may have none: refused at once), some shorter than the clock's steps.
+      ...(queueing
+        ? { waitCriticalMs: rng.pick([0, 4_000, 60_000]), waitStandardMs: rng.pick([0, 1_000, 3_000]), waitSheddableMs: rng.pick([0, 500, 2_000]) }
+        : { waitCriticalMs: 0, waitStandardMs: 0, waitSheddableMs: 0 }),
     },
   }));
   const priorities = ["STANDARD", "CRITICAL", "SHEDDABLE"];
@@ -108,6 +112,8 @@ export interface ScenarioOptions {
   failures?: boolean;
   /** Profiles with admission, default classes, a canary split, and priority headers (default false). */
   traffic?: boolean;
+  /** With traffic: profiles hold requests (wait budgets), so requests are held and released (default false). */
+  queueing?: boolean;
 }
 
 /** A request before any snapshot, the first snapshot and tick, then a random mix of everything, with one long silence. */
@@ -119,7 +125,7 @@ export function randomScenario(seed: number, options: ScenarioOptions): ParityEv
   let version = 0;
   let requests = 0;
   const publish = () => {
-    const snap = randomSnapshot(rng, ++version, options.prefixes ?? false, options.traffic ?? false);
+    const snap = randomSnapshot(rng, ++version, options.prefixes ?? false, options.traffic ?? false, options.queueing ?? false);
     addresses.splice(0, addresses.length, ...snap.pools.flatMap((p) => p.endpoints.map((e) => e.address)));
     events.push({ type: "snapshot", snapshot: snap });
   };

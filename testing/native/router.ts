@@ -113,8 +113,10 @@ interface Bindings {
     body: Uint8Array, kind: number, priority: number, mayClaimCritical: boolean, explain: boolean, holdId: number, tenant: string, maxWaitMs: bigint,
   ): string;
   pump(): string;
+  setWriter(id: number): void;
   cancel(holdId: number): boolean;
   heldCount(): number;
+  boardBusy(): boolean;
   setHoldLimits(maxBytes: bigint, maxRequests: number): void;
   setBoard(bytes: Uint8Array): boolean;
   boardBytes(): Uint8Array;
@@ -236,6 +238,11 @@ export class NativeRouter {
     return JSON.parse(this.wasm.pump()) as PumpEvent[];
   }
 
+  /** This instance's id among the workers on the queue board. */
+  setWriter(id: number): void {
+    this.wasm.setWriter(id);
+  }
+
   /** A held request's client left; false if it was not held. */
   cancel(holdId: number): boolean {
     return this.wasm.cancel(holdId);
@@ -243,6 +250,11 @@ export class NativeRouter {
 
   heldCount(): number {
     return this.wasm.heldCount();
+  }
+
+  /** The board as last loaded shows requests held somewhere. */
+  boardBusy(): boolean {
+    return this.wasm.boardBusy();
   }
 
   setHoldLimits(limits: { maxBytes: number; maxRequests: number }): void {

@@ -24,33 +24,49 @@ export class NativeSharedData {
     return result;
   }
 
-  /** route() for a request that may be held (options.holdId): the board then learns what this worker holds. */
+  /**
+   * route() for a request that may be held (options.holdId): the board then
+   * learns what this worker holds. As the filter, a worker reads the board
+   * only while it holds requests or last saw others hold some.
+   */
   routeOrHold(router: NativeRouter, body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult | HeldResult {
     router.setInflight(this.inflight);
     router.setRefusals(this.refusals);
-    router.setBoard(this.board);
+    if (router.boardBusy() || router.heldCount() > 0) router.setBoard(this.board);
     const result = router.routeOrHold(body, kind, options);
     this.inflight = router.inflightTable();
-    if ("held" in result) this.board = router.boardBytes();
-    else if ("status" in result ? result.status === 429 : result.retried) this.refusals = router.refusalTable();
+    if ("held" in result) {
+      // Its summary joins the others' as they stand now (the filter's compare-and-swap write).
+      router.setBoard(this.board);
+      this.board = router.boardBytes();
+    }
+    // A refusal remembers the body; a held or admitted retry used its memory.
+    if ("held" in result || ("status" in result ? result.status === 429 : result.retried)) this.refusals = router.refusalTable();
     return result;
   }
 
-  /** A worker's refresh tick for its held requests: those it releases or refuses now. */
+  /** A worker's refresh tick for its held requests (GatewayRoot.releaseHeld): those it releases or refuses now. */
   pump(router: NativeRouter): PumpEvent[] {
-    router.setInflight(this.inflight);
+    if (router.heldCount() === 0 && !router.boardBusy()) return [];
     router.setBoard(this.board);
+    if (router.heldCount() === 0 && !router.boardBusy()) return [];
+    router.setInflight(this.inflight);
+    router.setRefusals(this.refusals);
     const events = router.heldCount() > 0 ? router.pump() : [];
     this.inflight = router.inflightTable();
+    // A request refused past its budget is remembered, so its retry is known.
+    if (events.some((e) => "status" in e && e.status === 429)) this.refusals = router.refusalTable();
     this.board = router.boardBytes();
     return events;
   }
 
   /** A held request's client left. */
   cancel(router: NativeRouter, holdId: number): boolean {
-    router.setBoard(this.board);
     const held = router.cancel(holdId);
-    this.board = router.boardBytes();
+    if (held) {
+      router.setBoard(this.board);
+      this.board = router.boardBytes();
+    }
     return held;
   }
 

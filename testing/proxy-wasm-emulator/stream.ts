@@ -59,6 +59,8 @@ export class HttpStream implements CallContext {
   private buffering = false;
   private responseChunk: Uint8Array = new Uint8Array(0);
   private phase: Phase = "new";
+  /** The plugin let the whole request go: its last callback answered Continue, or it continued the stream later. */
+  private letGo = false;
 
   constructor(
     private readonly vm: Dispatcher,
@@ -92,6 +94,7 @@ export class HttpStream implements CallContext {
     this.headersHeld = true;
     const action = this.run("proxy_on_request_headers", [this.requestHeaders.size, endOfStream ? 1 : 0]) ?? HeaderAction.Continue;
     if (action === HeaderAction.Continue) this.headersHeld = false;
+    if (endOfStream && action === HeaderAction.Continue) this.letGo = true;
     this.phase = endOfStream ? "ended" : "open";
     return action;
   }
@@ -106,6 +109,7 @@ export class HttpStream implements CallContext {
       this.body = new Uint8Array(0);
     }
     if (endOfStream) this.phase = "ended";
+    if (endOfStream && action === DataAction.Continue) this.letGo = true;
     return action;
   }
 
@@ -117,6 +121,7 @@ export class HttpStream implements CallContext {
     if (action === HeaderAction.Continue) {
       this.trailersHeld = false;
       this.forwardedBody = concat(this.forwardedBody, this.body);
+      this.letGo = true;
     }
     this.phase = "ended";
     return action;
@@ -156,12 +161,13 @@ export class HttpStream implements CallContext {
 
   /** The whole request went on upstream: nothing of it is held by the plugin any more, and it was not answered locally. */
   get released(): boolean {
-    return this.phase === "ended" && !this.headersHeld && !this.trailersHeld && !this.buffering && !this.answered;
+    return this.letGo && !this.answered;
   }
 
   /** proxy_continue_stream: a paused request goes on with what Envoy buffered, as the plugin left its headers. */
   continueRequest(): boolean {
     if (this.phase === "finished" || this.answered) return false;
+    this.letGo = true;
     this.headersHeld = false;
     this.trailersHeld = false;
     if (this.buffering) {

@@ -18,7 +18,7 @@ export class Admission {
    * How long the gateway may hold a request of each class (by Priority
    * value) while its pool has no room; 0 refuses at once instead.
    */
-  readonly waitBudgetMs: StaticArray<u32> = [15_000, 30_000, 2_000];
+  readonly waitBudgetMs: StaticArray<u32> = [30_000, 60_000, 10_000];
 
   valid(): bool {
     return this.maxWaiting > 0 && this.maxWaiting <= 1e6 &&

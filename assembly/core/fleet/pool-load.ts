@@ -104,14 +104,18 @@ export class PoolLoad {
     this.booked = this.booked > 1 ? this.booked - 1 : 0;
   }
 
-  /** Books a refused request's retry and returns its Retry-After in seconds, 1..maxS. */
-  refuse(nowMs: u64, pods: i32, maxS: u32): u32 {
+  /**
+   * Books a refused request's retry and returns its Retry-After in seconds,
+   * 1..maxS: when the `held` requests the gateway holds ahead of it and the
+   * retries booked before it will have drained at the spare rate.
+   */
+  refuse(nowMs: u64, pods: i32, maxS: u32, held: i32 = 0): u32 {
     this.settle(nowMs, pods);
     if (!this.saturated) {
       this.baseline = this.usual.perSecond(nowMs);
       this.saturated = true;
     }
-    const seconds = Math.ceil((this.booked + 1) / this.spareRate(nowMs, pods));
+    const seconds = Math.ceil((<f64>held + this.booked + 1) / this.spareRate(nowMs, pods));
     this.booked += 1;
     if (!(seconds >= 1)) return 1;
     return seconds >= <f64>maxS ? maxS : <u32>seconds;

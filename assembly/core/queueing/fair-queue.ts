@@ -24,16 +24,38 @@ export class FairQueue {
   private lanes: Lane[] = [];
   count: i32 = 0;
 
-  /** Queues `h` behind its tenant's earlier requests; `spacingMs` is the pool's time per release now. */
-  push(h: HeldRequest, spacingMs: u64): void {
+  /**
+   * Queues `h` behind its tenant's earlier requests; `spacingMs` is the
+   * pool's time per release now. A retry (`retry`) keeps the tag of its
+   * arrival as the router dated it, and goes before its tenant's requests
+   * tagged later.
+   */
+  push(h: HeldRequest, spacingMs: u64, retry: bool = false): void {
     h.next = null;
     const lane = this.laneOf(h.tenant);
-    h.tag = lane.finish > h.arrivalMs ? lane.finish : h.arrivalMs;
-    lane.finish = h.tag + spacingMs;
-    if (lane.tail == null) lane.head = h;
-    else lane.tail!.next = h;
-    lane.tail = h;
+    h.tag = retry || lane.finish <= h.arrivalMs ? h.arrivalMs : lane.finish;
+    if (h.tag + spacingMs > lane.finish) lane.finish = h.tag + spacingMs;
     this.count++;
+    if (lane.tail == null) {
+      lane.head = h;
+      lane.tail = h;
+      return;
+    }
+    if (lane.tail!.tag <= h.tag) {
+      lane.tail!.next = h;
+      lane.tail = h;
+      return;
+    }
+    // Only a retry is tagged before the lane's last request.
+    if (lane.head!.tag > h.tag) {
+      h.next = lane.head;
+      lane.head = h;
+      return;
+    }
+    let prev = lane.head!;
+    while (prev.next != null && prev.next!.tag <= h.tag) prev = prev.next!;
+    h.next = prev.next;
+    prev.next = h;
   }
 
   /** The request served next (smallest tag, then earliest arrival), or null. */

@@ -20,6 +20,8 @@ export class HeldRequest {
   requested: ModelRoute = new ModelRoute();
   /** Its own copy: the router's is reused for the next request. */
   readonly request: RouteRequest = new RouteRequest();
+  /** Hash of its body: a refusal remembers it, so its retry is known (core/fleet/refusals.ts). */
+  body: u64 = 0;
   /** The explanation was asked for. */
   explain: bool = false;
   /** The next request of the same tenant and class. */

@@ -90,8 +90,8 @@ export class HoldQueues {
   }
 
   /** Queues `h` in `q`; the pool releases about one request per `spacingMs` (its tenant's fair spacing). */
-  add(q: PoolQueue, h: HeldRequest, spacingMs: u64): void {
-    unchecked(q.classes[serviceRank(h.request.priority)]).push(h, spacingMs);
+  add(q: PoolQueue, h: HeldRequest, spacingMs: u64, retry: bool): void {
+    unchecked(q.classes[serviceRank(h.request.priority)]).push(h, spacingMs, retry);
     q.count++;
     this.byId.set(h.id, h);
     this.poolOf.set(h.id, q);

@@ -228,13 +228,13 @@ export class Router {
    * router's results (ranked, pool, target, explanation; error and
    * retryAfterS for a refusal) are that request's.
    */
-  pump(view: FleetView, inflight: InflightTable, sink: HoldSink, nowMs: u64): void {
+  pump(view: FleetView, inflight: InflightTable, refusals: RefusalLedger, sink: HoldSink, nowMs: u64): void {
     const holds = this.holds;
     if (holds.count == 0) return;
     if (nowMs >= this.sweepMs) {
       this.sweepMs = nowMs + SWEEP_MS;
       const expired = holds.expired(nowMs);
-      for (let i = 0; i < expired.length; i++) this.refuseHeld(expired[i], sink, nowMs);
+      for (let i = 0; i < expired.length; i++) this.refuseHeld(expired[i], refusals, sink, nowMs);
     }
     const snap = view.current;
     const queues = holds.busyPools();
@@ -341,9 +341,9 @@ export class Router {
   /**
    * Routed when some candidate has room for the request's class and nothing
    * held is served before it. Otherwise held when its class has a wait
-   * budget and its predicted wait fits in it, else refused. A class without
-   * a budget is refused at once, and its retry admitted within the retry
-   * limit (RefusalLedger).
+   * budget and its predicted wait fits in it (or it is a retry that came
+   * back as told), else refused. A class without a budget is refused at once,
+   * and its retry admitted within the retry limit.
    */
   private admit(n: i32, refusals: RefusalLedger): Verdict {
     const request = this.request;
@@ -355,81 +355,98 @@ export class Router {
     const share = load.typicalShare;
     const meta = this.meta;
     const budget = meta.holdId != 0 ? admission.waitBudget(this.priority, meta.maxWaitMs) : 0;
-    let ahead = 0;
-    if (budget > 0) {
-      const rank = serviceRank(this.priority);
-      if (this.holds.count > 0) ahead += this.holds.pool(pool.name, pool.nameHash).ahead(this.priority);
-      if (this.board.busy) ahead += this.board.othersAhead(pool.nameHash, rank, this.writer, nowMs);
-    }
+    const ahead = budget > 0 ? this.heldAhead(pool.name, pool.nameHash, this.priority, nowMs) : 0;
     if (ahead == 0 && hasRoom(admission, candidates, n, share, this.priority)) {
       // Room even for the lowest class: the retries booked so far start draining.
       if (load.saturated && hasRoom(admission, candidates, n, share, Priority.Sheddable)) load.markRoom(nowMs, n);
       return Verdict.Routed;
     }
-    if (budget > 0) return this.hold(n, ahead, budget);
     const hash = this.body.bodyHash();
-    if (refusals.take(hash, nowMs) && hasRoom(admission, candidates, n, share, this.priority, true)) {
+    const retry = refusals.take(hash, nowMs);
+    if (budget > 0) {
+      const q = this.holds.pool(pool.name, pool.nameHash);
+      q.drain = load.drainRate(nowMs, n);
+      const drain = q.drain + (this.board.busy ? this.board.othersDrain(pool.nameHash, this.writer, nowMs) : 0);
+      const waitMs = <f64>ahead * 1000 / drain;
+      const full = !this.holds.fits(meta.bytes);
+      if (!full && (retry || waitMs <= <f64>budget)) {
+        this.hold(q, budget, drain, retry);
+        if (retry) load.retried();
+        return Verdict.Held;
+      }
+      this.refuse(refusals, hash, n, ahead);
+      if (meta.explain) {
+        this.explanation = explainQueueRefusal(pool, request.model, this.priority, full, ahead, waitMs, budget, this.retryAfterS);
+      }
+      return Verdict.Refused;
+    }
+    if (retry && hasRoom(admission, candidates, n, share, this.priority, true)) {
       load.retried();
       this.retried = true;
       return Verdict.Routed;
     }
-    this.retryAfterS = load.refuse(nowMs, n, admission.maxRetryAfterS);
-    // The retries booked ahead of this one (refuse() drained the old ones and added this one).
-    const booked = load.booked - 1;
-    const dueMs = nowMs + <u64>this.retryAfterS * 1000;
-    refusals.remember(hash, dueMs - RETRY_EARLY_MS, dueMs + RETRY_GRACE_MS, nowMs);
-    this.error = saturated(pool.name, priorityName(this.priority), this.retryAfterS);
+    this.refuse(refusals, hash, n, 0);
     if (meta.explain) {
-      this.explanation = explainRefusal(pool, request.model, this.priority, booked, load.spareRate(nowMs, n), this.retryAfterS);
+      // The retries booked ahead of this one (refuse() drained the old ones and added this one).
+      this.explanation = explainRefusal(pool, request.model, this.priority, load.booked - 1, load.spareRate(nowMs, n), this.retryAfterS);
     }
     return Verdict.Refused;
   }
 
   /**
-   * Queues the request behind the `ahead` held requests served before it,
-   * unless its predicted wait (those requests at the pool's drain rate, as
-   * all workers measure it) exceeds `budgetMs` or the queue is full: then a
-   * 429 whose Retry-After is when those requests will have drained.
+   * Books the request's retry (its Retry-After: when the `ahead` held
+   * requests and the retries booked before it have drained at the pool's
+   * spare rate), remembers its body so the retry is known, and sets the 429.
    */
-  private hold(n: i32, ahead: i32, budgetMs: u64): Verdict {
+  private refuse(refusals: RefusalLedger, hash: u64, n: i32, ahead: i32): void {
     const request = this.request;
-    const pool = request.pool;
+    const load = request.pool.load!;
+    const nowMs = request.nowMs;
+    this.retryAfterS = load.refuse(nowMs, n, request.model.profile.admission.maxRetryAfterS, ahead);
+    const dueMs = nowMs + <u64>this.retryAfterS * 1000;
+    refusals.remember(hash, dueMs - RETRY_EARLY_MS, dueMs + RETRY_GRACE_MS, nowMs);
+    this.error = saturated(request.pool.name, priorityName(this.priority), this.retryAfterS);
+  }
+
+  /** Requests held for the pool, by this worker and the others, that are served before a new one of class `p`. */
+  private heldAhead(name: string, nameHash: u64, p: Priority, nowMs: u64): i32 {
+    let ahead = 0;
+    if (this.holds.count > 0) ahead += this.holds.pool(name, nameHash).ahead(p);
+    if (this.board.busy) ahead += this.board.othersAhead(nameHash, serviceRank(p), this.writer, nowMs);
+    return ahead;
+  }
+
+  /**
+   * Queues the request in `q` until `budgetMs` from now; the pool releases
+   * about `drain` requests a second. A retry that came back as told is
+   * placed as if it had waited its budget already: ahead of what arrived
+   * since it was refused.
+   */
+  private hold(q: PoolQueue, budgetMs: u64, drain: f64, retry: bool): void {
+    const request = this.request;
     const meta = this.meta;
     const nowMs = request.nowMs;
-    const q = this.holds.pool(pool.name, pool.nameHash);
-    q.drain = pool.load!.drainRate(nowMs, n);
-    const drain = q.drain + (this.board.busy ? this.board.othersDrain(pool.nameHash, this.writer, nowMs) : 0);
-    const waitMs = <f64>ahead * 1000 / drain;
-    const full = !this.holds.fits(meta.bytes);
-    if (full || waitMs > <f64>budgetMs) {
-      const admission = request.model.profile.admission;
-      this.retryAfterS = retryAfter(ahead + 1, drain, admission.maxRetryAfterS);
-      this.error = saturated(pool.name, priorityName(this.priority), this.retryAfterS);
-      if (meta.explain) {
-        this.explanation = explainQueueRefusal(pool, request.model, this.priority, full, ahead, waitMs, budgetMs, this.retryAfterS);
-      }
-      return Verdict.Refused;
-    }
     const h = new HeldRequest();
     h.id = meta.holdId;
     h.tenant = meta.tenant;
     h.bytes = meta.bytes;
-    h.arrivalMs = nowMs;
+    h.arrivalMs = retry && nowMs > budgetMs ? nowMs - budgetMs : nowMs;
     h.deadlineMs = nowMs + budgetMs;
     h.requested = this.requested!;
     h.explain = meta.explain;
+    h.body = this.body.bodyHash();
     h.request.copyFrom(request);
-    this.holds.add(q, h, <u64>Math.ceil(1000 / drain));
-    return Verdict.Held;
+    this.holds.add(q, h, <u64>Math.ceil(1000 / drain), retry);
   }
 
-  /** A held request past its deadline: 429, come back when what is ahead of it has drained. */
-  private refuseHeld(h: HeldRequest, sink: HoldSink, nowMs: u64): void {
+  /** A held request past its deadline: 429, its retry booked behind what is still held ahead of it. */
+  private refuseHeld(h: HeldRequest, refusals: RefusalLedger, sink: HoldSink, nowMs: u64): void {
     const r = h.request;
-    const q = this.holds.pool(r.pool.name, r.pool.nameHash);
-    const ahead = q.ahead(r.priority) + (this.board.busy ? this.board.othersAhead(q.nameHash, serviceRank(r.priority), this.writer, nowMs) : 0);
-    const drain = q.drain + (this.board.busy ? this.board.othersDrain(q.nameHash, this.writer, nowMs) : 0);
-    this.retryAfterS = retryAfter(ahead, drain, r.model.profile.admission.maxRetryAfterS);
+    const load = r.pool.load!;
+    const ahead = this.heldAhead(r.pool.name, r.pool.nameHash, r.priority, nowMs);
+    this.retryAfterS = load.refuse(nowMs, r.pool.endpoints.length, r.model.profile.admission.maxRetryAfterS, ahead);
+    const dueMs = nowMs + <u64>this.retryAfterS * 1000;
+    refusals.remember(h.body, dueMs - RETRY_EARLY_MS, dueMs + RETRY_GRACE_MS, nowMs);
     this.error = saturated(r.pool.name, priorityName(r.priority), this.retryAfterS);
     this.explanation = h.explain ? "refused=wait_budget_exceeded; pool=" + r.pool.name + "; class=" + priorityName(r.priority) +
       "; waited_ms=" + (nowMs - h.arrivalMs).toString() + "; retry_after_s=" + this.retryAfterS.toString() : "";
