@@ -285,6 +285,9 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   return { doc, poolClusters };
 }
 
+/** What each worker may hold when the plugin configuration says nothing (assembly/gateway/config.ts). */
+const FILTER_QUEUE_DEFAULTS = { maxBytesPerWorker: 64 * 1024 * 1024, maxRequestsPerWorker: 4096 };
+
 /** The Wasm filter's plugin configuration (assembly/gateway/config.ts reads it; unknown keys are refused there). */
 function filterSettings(p: EnvoyConfigParams): Record<string, number | string> {
   const out: Record<string, number | string> = { max_body_bytes: p.maxBodyBytes };
@@ -311,10 +314,9 @@ function filterSettings(p: EnvoyConfigParams): Record<string, number | string> {
   }
   const tenant = p.traffic?.tenant ?? "none";
   if (tenant !== "none") out.tenant_from = typeof tenant === "string" ? tenant : "claim";
-  if (p.traffic?.queue) {
-    out.max_queued_bytes = p.traffic.queue.maxBytesPerWorker;
-    out.max_queued_requests = p.traffic.queue.maxRequestsPerWorker;
-  }
+  const queue = p.traffic?.queue;
+  if (queue && queue.maxBytesPerWorker !== FILTER_QUEUE_DEFAULTS.maxBytesPerWorker) out.max_queued_bytes = queue.maxBytesPerWorker;
+  if (queue && queue.maxRequestsPerWorker !== FILTER_QUEUE_DEFAULTS.maxRequestsPerWorker) out.max_queued_requests = queue.maxRequestsPerWorker;
   return out;
 }
 

@@ -349,14 +349,17 @@ describe("a saturated pool", () => {
 
   /**
    * A fresh stack whose pods each run a full batch with exactly Standard's
-   * queue limit waiting, then are frozen (a step lasts minutes): nothing
+   * queue limit waiting (no class held), then are frozen (a step lasts minutes): nothing
    * finishes or starts while the test runs. A new Standard request is
    * refused, while a retry's limit (halfway to Critical's) and Critical's
    * still have room, so a refused retry is the gateway's choice, not a pool
    * beyond every limit.
    */
   async function startSaturated(perWorker: number, opts: TrafficOptions = {}): Promise<{ ps: TrafficStack; list: Conn[]; queued: number }> {
-    const ps = await startIdleFleet(opts);
+    // No class is held (wait budgets 0): these cases are about refusals at once and their retries
+    // (holding is e2e-queueing.test.ts's).
+    const noHold = { latency: { admission: { waitCriticalMs: 0, waitStandardMs: 0, waitSheddableMs: 0 } } };
+    const ps = await startIdleFleet({ profiles: noHold, ...opts });
     const list = await connect(ps, perWorker, "x", conns);
     await expectIdleFleet(ps, list);
     const queued = Math.ceil(ps.config.profiles.latency.admission.maxWaiting);

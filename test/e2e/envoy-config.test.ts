@@ -424,13 +424,15 @@ models: [{ name: sql-lora, profile: throughput }]
     expect(envoyParamsFromGatewayConfig(own, { wasmPath: "/x/filter.wasm" }).modelRoutes).toEqual([
       { model: "sql-lora", pools: ["llama"], streamIdleMs: BUILTIN_PROFILES.throughput.deadlines.streamIdleMs },
     ]);
-    expect(p.traffic).toEqual({ critical: "none", debug: "off" });
+    expect(p.traffic).toEqual({
+      critical: "none", debug: "off", tenant: "none", queue: { maxBytesPerWorker: 64 * 1024 * 1024, maxRequestsPerWorker: 4096 },
+    });
   });
 
   it("copies a gate's claim into x-gateway-claim-* with jwt_authn, which runs after early_header_mutation stripped the client's copies", () => {
     const gated = render({ jwt, traffic: { critical: { claim: "tier", values: ["gold", "platinum"] }, debug: { claim: "org.role", values: ["sre"] } } });
     expect(gated.early_header_mutation_extensions[0].typed_config.mutations).toEqual(STRIPPED);
-    expect(CLAIM_HEADERS).toEqual({ critical: "x-gateway-claim-critical", debug: "x-gateway-claim-debug" });
+    expect(CLAIM_HEADERS).toEqual({ critical: "x-gateway-claim-critical", debug: "x-gateway-claim-debug", tenant: "x-gateway-claim-tenant" });
     const [authn] = gated.http_filters;
     expect(authn.name).toBe("envoy.filters.http.jwt_authn");
     expect(authn.typed_config.providers.gateway.claim_to_headers).toEqual([
@@ -444,6 +446,12 @@ models: [{ name: sql-lora, profile: throughput }]
       debug: "claim",
       debug_claim_values: "sre",
     });
+    // A tenant from a claim: copied the same way, and the filter told to read it.
+    const tenants = render({ jwt, traffic: { critical: "none", debug: "off", tenant: { claim: "sub" } } });
+    expect(tenants.http_filters[0].typed_config.providers.gateway.claim_to_headers).toEqual([
+      { header_name: "x-gateway-claim-tenant", claim_name: "sub" },
+    ]);
+    expect(filterSettings(tenants)).toEqual({ max_body_bytes: params.maxBodyBytes, tenant_from: "claim" });
     // Without claim gates, jwt_authn copies nothing.
     expect(render({ jwt, traffic: { critical: "any", debug: "all" } }).http_filters[0].typed_config.providers.gateway).not.toHaveProperty("claim_to_headers");
   });
@@ -452,6 +460,9 @@ models: [{ name: sql-lora, profile: throughput }]
     expect(filterSettings(render({ traffic: { critical: "none", debug: "off" } }))).toEqual({ max_body_bytes: params.maxBodyBytes });
     expect(filterSettings(render({ traffic: { critical: "any", debug: "off" } }))).toEqual({ max_body_bytes: params.maxBodyBytes, critical_from: "any" });
     expect(filterSettings(render({ traffic: { critical: "none", debug: "all" } }))).toEqual({ max_body_bytes: params.maxBodyBytes, debug: "all" });
+    expect(filterSettings(render({ traffic: { critical: "none", debug: "off", tenant: "header" } }))).toEqual({ max_body_bytes: params.maxBodyBytes, tenant_from: "header" });
+    const queue = { maxBytesPerWorker: 1_000_000, maxRequestsPerWorker: 4096 };
+    expect(filterSettings(render({ traffic: { critical: "none", debug: "off", queue } }))).toEqual({ max_body_bytes: params.maxBodyBytes, max_queued_bytes: 1_000_000 });
   });
 
   it("rejects bad model routes and a claim gate without jwt", () => {

@@ -44,7 +44,7 @@ const prometheusName = (extracted: string) => extracted.replace(/^wasmcustom\./,
 describe("stats_tags in the rendered bootstrap", () => {
   it("extract every label of every stat the filter defines, leaving plain metric names", () => {
     const tags = renderedTags();
-    expect(tags.map((t) => t.tag_name).sort()).toEqual(["class", "model", "pod", "pool", "reason", "status", "target"]);
+    expect(tags.map((t) => t.tag_name).sort()).toEqual(["class", "model", "pod", "pool", "reason", "status", "target", "worker"]);
     const gw = new EmulatedGateway({ startMs: 1_700_000_000_000 });
     gw.publish({
       ...snapshot([pool("p.1", "org/m-1.5:x", [endpoint("10.0.0.1:80"), endpoint("[fd00::1]:8000")])]),
