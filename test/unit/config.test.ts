@@ -441,6 +441,24 @@ profiles:
     ]);
   });
 
+  it("reads where a tenant comes from and each worker's hold bounds; a tenant claim only with gateway.jwt", () => {
+    expect(parseGatewayConfig(`${MINIMAL}traffic: { tenant: header }\n`).traffic.tenant).toBe("header");
+    expect(parseGatewayConfig(`${MINIMAL}${JWT}traffic: { tenant: { claim: sub } }\n`).traffic.tenant).toEqual({ claim: "sub" });
+    expect(parseGatewayConfig(`${MINIMAL}traffic: { queue: { maxBytesPerWorker: 1048576 } }\n`).traffic.queue).toEqual({
+      maxBytesPerWorker: 1_048_576, maxRequestsPerWorker: 4096,
+    });
+    expect(issues(`${MINIMAL}traffic: { tenant: { claim: sub } }\n`)).toEqual([
+      "traffic.tenant: a claim gate needs gateway.jwt (claims are only trusted from verified tokens)",
+    ]);
+    expect(issues(`${MINIMAL}traffic: { tenant: everyone, queue: { maxRequestsPerWorker: -1 } }\n`)).toEqual([
+      "traffic.tenant: expected none, header or { claim }",
+      expect.stringContaining("traffic.queue.maxRequestsPerWorker"),
+    ]);
+    expect(issues(`${MINIMAL}profiles: { latency: { admission: { waitStandardMs: 1.5 } } }\n`)).toEqual([
+      "profiles.latency.admission.waitStandardMs: expected an integer 0..3600000 (ms; 0 refuses at once)",
+    ]);
+  });
+
   it("parses config/traffic-example.yaml, docs/traffic.md's complete example", () => {
     const c = loadGatewayConfig(fileURLToPath(new URL("../../config/traffic-example.yaml", import.meta.url)));
     expect(c.pools.map((p) => [p.name, p.profile])).toEqual([["llama", "latency"], ["qwen", "throughput"]]);
