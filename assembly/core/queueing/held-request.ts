@@ -11,6 +11,9 @@ export class HeldRequest {
   tenant: u64 = 0;
   /** The body's size: held in Envoy's buffer, counted against the queued-bytes bound. */
   bytes: i32 = 0;
+  /** When it was held. */
+  heldMs: u64 = 0;
+  /** When it counts as arrived, for its place in line: when it was held, or a budget earlier for a retry. */
   arrivalMs: u64 = 0;
   /** Its start tag in its class's fair queue (fair-queue.ts): the smallest is released first. */
   tag: u64 = 0;

@@ -400,12 +400,14 @@ export class Router {
    */
   private refuse(refusals: RefusalLedger, hash: u64, n: i32, ahead: i32): void {
     const request = this.request;
-    const load = request.pool.load!;
-    const nowMs = request.nowMs;
-    this.retryAfterS = load.refuse(nowMs, n, request.model.profile.admission.maxRetryAfterS, ahead);
+    this.refuseFor(request.pool, request.model, this.priority, refusals, hash, n, ahead, request.nowMs);
+  }
+
+  private refuseFor(pool: Pool, model: ModelRoute, p: Priority, refusals: RefusalLedger, hash: u64, n: i32, ahead: i32, nowMs: u64): void {
+    this.retryAfterS = pool.load!.refuse(nowMs, n, model.profile.admission.maxRetryAfterS, ahead);
     const dueMs = nowMs + <u64>this.retryAfterS * 1000;
     refusals.remember(hash, dueMs - RETRY_EARLY_MS, dueMs + RETRY_GRACE_MS, nowMs);
-    this.error = saturated(request.pool.name, priorityName(this.priority), this.retryAfterS);
+    this.error = saturated(pool.name, priorityName(p), this.retryAfterS);
   }
 
   /** Requests held for the pool, by this worker and the others, that are served before a new one of class `p`. */
@@ -430,6 +432,7 @@ export class Router {
     h.id = meta.holdId;
     h.tenant = meta.tenant;
     h.bytes = meta.bytes;
+    h.heldMs = nowMs;
     h.arrivalMs = retry && nowMs > budgetMs ? nowMs - budgetMs : nowMs;
     h.deadlineMs = nowMs + budgetMs;
     h.requested = this.requested!;
@@ -442,14 +445,10 @@ export class Router {
   /** A held request past its deadline: 429, its retry booked behind what is still held ahead of it. */
   private refuseHeld(h: HeldRequest, refusals: RefusalLedger, sink: HoldSink, nowMs: u64): void {
     const r = h.request;
-    const load = r.pool.load!;
     const ahead = this.heldAhead(r.pool.name, r.pool.nameHash, r.priority, nowMs);
-    this.retryAfterS = load.refuse(nowMs, r.pool.endpoints.length, r.model.profile.admission.maxRetryAfterS, ahead);
-    const dueMs = nowMs + <u64>this.retryAfterS * 1000;
-    refusals.remember(h.body, dueMs - RETRY_EARLY_MS, dueMs + RETRY_GRACE_MS, nowMs);
-    this.error = saturated(r.pool.name, priorityName(r.priority), this.retryAfterS);
+    this.refuseFor(r.pool, r.model, r.priority, refusals, h.body, r.pool.endpoints.length, ahead, nowMs);
     this.explanation = h.explain ? "refused=wait_budget_exceeded; pool=" + r.pool.name + "; class=" + priorityName(r.priority) +
-      "; waited_ms=" + (nowMs - h.arrivalMs).toString() + "; retry_after_s=" + this.retryAfterS.toString() : "";
+      "; held_ms=" + (nowMs - h.heldMs).toString() + "; retry_after_s=" + this.retryAfterS.toString() : "";
     sink.refused(h);
   }
 
@@ -496,13 +495,6 @@ export class Router {
 
 /** Held requests are checked for passed deadlines this often (the queue heads at every pump). */
 const SWEEP_MS: u64 = 100;
-
-/** Seconds for `requests` to drain at `perSecond`, within 1..maxS. */
-function retryAfter(requests: i32, perSecond: f64, maxS: u32): u32 {
-  const s = Math.ceil(<f64>requests / perSecond);
-  if (!(s >= 1)) return 1;
-  return s >= <f64>maxS ? maxS : <u32>s;
-}
 
 /** A retry this late after its Retry-After still counts as one (clients round, queue and reconnect). */
 const RETRY_GRACE_MS: u64 = 15_000;
