@@ -159,7 +159,8 @@ describe.skipIf(skip)(SUITE, () => {
     const bad = await fetch(`${stack!.gatewayUrl}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: "{not json" });
     expect(bad.status).toBe(400);
 
-    // The busy pool saturates: its queue past Sheddable's limit, Sheddable requests get 429.
+    // The busy pool saturates: its queue past Sheddable's limit, Sheddable requests that will not be held
+    // (x-llm-max-wait-ms: 0) get 429.
     fleet.pod("busy").injectLoad({ requests: 6, promptTokens: 64, maxTokens: 4000 });
     await waitFor("the busy pod's queue in the view", () => stack!.aggregator.current().pools[1].endpoints[0].waiting >= 3, 10_000);
     // Envoy gets the view a moment after the aggregator has it: until then a
@@ -168,7 +169,7 @@ describe.skipIf(skip)(SUITE, () => {
     let refused: unknown = null;
     for (let n = 0; n < 20 && refused === null; n++) {
       const outcome = await client.chat.completions
-        .create({ model: BUSY, messages: [{ role: "user", content: `shed ${n}` }], max_tokens: 8 }, { headers: { "x-llm-priority": "sheddable" }, timeout: 1000 })
+        .create({ model: BUSY, messages: [{ role: "user", content: `shed ${n}` }], max_tokens: 8 }, { headers: { "x-llm-priority": "sheddable", "x-llm-max-wait-ms": "0" }, timeout: 1000 })
         .then(() => null, (err: unknown) => err);
       if ((outcome as { status?: number } | null)?.status === 429) refused = outcome;
     }
