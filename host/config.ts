@@ -388,10 +388,11 @@ export const BUILTIN_PROFILES = {
       criticalFactor: 2,
       // As for latency: the OpenAI SDKs ignore a Retry-After above 60 s.
       maxRetryAfterS: 60,
-      // A batch job waits minutes (firstByteMs below allows five); the
-      // OpenAI SDKs' own timeout, 10 minutes, bounds Critical's.
-      waitCriticalMs: 600_000,
-      waitStandardMs: 300_000,
+      // A batch job waits minutes (firstByteMs below allows five). Held plus
+      // served must stay within the OpenAI SDKs' own timeout and Envoy's
+      // stream idle timeout (10 minutes each), so Critical waits 5 at most.
+      waitCriticalMs: 300_000,
+      waitStandardMs: 180_000,
       waitSheddableMs: 60_000,
     },
     deadlines: {
@@ -416,10 +417,14 @@ const partialWeightsSchema = z.strictObject(
 /** A number in a range; `text` is the whole message. */
 const bounded = (text: string, ok: (v: number) => boolean) => z.number({ error: msg(text) }).refine(ok, { error: text });
 
-/** A wait budget: 0 (never hold) up to an hour, the filter's bound. */
+/**
+ * A wait budget: 0 (never hold) up to just under Envoy's stream idle timeout
+ * (600 s in envoy/gateway.yaml): a held stream is silent, and one held longer
+ * would be cut with a 408 before its 429.
+ */
 function waitBudget() {
-  const text = "expected an integer 0..3600000 (ms; 0 refuses at once)";
-  return bounded(text, (v) => Number.isInteger(v) && v >= 0 && v <= 3_600_000).optional();
+  const text = "expected an integer 0..599000 (ms; 0 refuses at once; a held stream is silent, and Envoy cuts one silent for 600 s)";
+  return bounded(text, (v) => Number.isInteger(v) && v >= 0 && v <= 599_000).optional();
 }
 
 const admissionSchema = z.strictObject({

@@ -272,7 +272,7 @@ pools:
       weights: { queue: 1, kvCache: 1, running: 0, lora: 4, prefix: 6 },
       admission: {
         enabled: true, maxWaiting: 32, maxKvCache: 0.98, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60,
-        waitCriticalMs: 600_000, waitStandardMs: 300_000, waitSheddableMs: 60_000,
+        waitCriticalMs: 300_000, waitStandardMs: 180_000, waitSheddableMs: 60_000,
       },
       deadlines: { firstByteMs: 300_000, promptMsPerKToken: 1000, outputMsPerToken: 200, assumedOutputTokens: 4096, streamIdleMs: 300_000 },
     });
@@ -454,8 +454,9 @@ profiles:
       "traffic.tenant: expected none, header or { claim }",
       expect.stringContaining("traffic.queue.maxRequestsPerWorker"),
     ]);
-    expect(issues(`${MINIMAL}profiles: { latency: { admission: { waitStandardMs: 1.5 } } }\n`)).toEqual([
-      "profiles.latency.admission.waitStandardMs: expected an integer 0..3600000 (ms; 0 refuses at once)",
+    expect(issues(`${MINIMAL}profiles: { latency: { admission: { waitStandardMs: 1.5, waitCriticalMs: 600000 } } }\n`)).toEqual([
+      "profiles.latency.admission.waitCriticalMs: expected an integer 0..599000 (ms; 0 refuses at once; a held stream is silent, and Envoy cuts one silent for 600 s)",
+      "profiles.latency.admission.waitStandardMs: expected an integer 0..599000 (ms; 0 refuses at once; a held stream is silent, and Envoy cuts one silent for 600 s)",
     ]);
   });
 
