@@ -221,6 +221,25 @@ describe("holding requests", () => {
     expect(send().result).toMatchObject({ status: 429 });
   });
 
+  it("treats held requests as new ones once the view is too old: routed blind (fail open), or 503 (reject)", () => {
+    install(fleet(busy(3), busy(3)));
+    const open = held(send());
+    // The aggregator falls silent past the view's age bound (3 s by default).
+    now += 5_000;
+    for (const w of workers) w.setClock(now, now - 5_000);
+    const out = tick();
+    expect(ids(out)).toEqual([open]);
+    expect(out[0]).toHaveProperty("endpoint");
+
+    for (const w of workers) w.setViewPolicy(3_000, "reject");
+    clock();
+    const rejected = held(send());
+    now += 5_000;
+    for (const w of workers) w.setClock(now, now - 5_000);
+    expect(tick()).toEqual([expect.objectContaining({ id: rejected, status: 503, error: expect.objectContaining({ code: "no_endpoint" }) })]);
+    for (const w of workers) w.setViewPolicy(3_000, "fail-open");
+  });
+
   it("holds a retry that came back as told even past its budget, ahead of what arrived since", () => {
     install(fleet(busy(3), busy(3), { waitStandardMs: 1_000 }));
     // At 2 a second, the three held ones fill the budget.

@@ -160,7 +160,7 @@ export class Router {
     if (pool.endpoints.length == 0) return this.fail(unavailable("No endpoint serves model '" + body.model + "'"));
     if (viewIsStale(nowMs, view.heardMs, this.policy.maxAgeMs)) {
       if (this.policy.stalePolicy == StaleViewPolicy.Reject) {
-        return this.fail(unavailable("The gateway has lost its view of the model servers; retry shortly"));
+        return this.fail(unavailable(LOST_VIEW));
       }
       this.blind = true;
     }
@@ -237,12 +237,15 @@ export class Router {
       for (let i = 0; i < expired.length; i++) this.refuseHeld(expired[i], refusals, sink, nowMs);
     }
     const snap = view.current;
+    // As for a new request: a view too old to score on is rejected, or routed blind.
+    const stale = viewIsStale(nowMs, view.heardMs, this.policy.maxAgeMs);
+    const rejectStale = stale && this.policy.stalePolicy == StaleViewPolicy.Reject;
     const queues = holds.busyPools();
     for (let i = 0; i < queues.length; i++) {
       const q = queues[i];
       const found: Pool | null = snap == null ? null : snap!.poolNamed(q.name);
-      if (found == null || found.endpoints.length == 0) {
-        this.refuseAll(q, sink);
+      if (found == null || found.endpoints.length == 0 || rejectStale) {
+        this.refuseAll(q, sink, rejectStale ? LOST_VIEW : "");
         continue;
       }
       const pool = found!;
@@ -251,7 +254,12 @@ export class Router {
         if (h == null) break;
         if (!this.rebind(h, snap!, pool)) {
           holds.popNext(q, h);
-          this.refuseGone(h, sink);
+          this.refuseGone(h, sink, "");
+          continue;
+        }
+        if (stale) {
+          holds.popNext(q, h);
+          this.release(h, pool, inflight, sink, true);
           continue;
         }
         if (this.board.busy && this.board.othersFirst(q.nameHash, serviceRank(h.request.priority), h.tag, this.writer, nowMs)) break;
@@ -266,30 +274,43 @@ export class Router {
           break;
         }
         holds.popNext(q, h);
-        this.pool = pool;
-        this.poolIndex = r.model.pool;
-        this.requested = h.requested;
-        this.target = r.model;
-        this.split = null;
-        this.priority = r.priority;
-        this.retried = false;
-        this.explanation = "";
-        this.pick(r, inflight, h.explain);
-        sink.dispatched(h);
+        this.release(h, pool, inflight, sink, false);
       }
     }
   }
 
+  /** Sends a held request on: this router's results become its, on its pool's current pods (ranked, or blind). */
+  private release(h: HeldRequest, pool: Pool, inflight: InflightTable, sink: HoldSink, blind: bool): void {
+    const r = h.request;
+    this.pool = pool;
+    this.poolIndex = r.model.pool;
+    this.requested = h.requested;
+    this.target = r.model;
+    this.split = null;
+    this.priority = r.priority;
+    this.retried = false;
+    this.explanation = "";
+    this.blind = blind;
+    if (blind) {
+      this.picker.chooseBlind(pool, r.nowMs);
+      if (this.picker.ranked.length > 0) this.count(inflight, this.picker.ranked[0]);
+    } else {
+      this.pick(r, inflight, h.explain);
+    }
+    sink.dispatched(h);
+  }
+
   /** The pool a queue waits for has left the snapshot, or has no endpoint left: nothing held there can be served. */
-  private refuseAll(q: PoolQueue, sink: HoldSink): void {
+  private refuseAll(q: PoolQueue, sink: HoldSink, why: string): void {
     for (let h = q.next(); h != null; h = q.next()) {
       this.holds.popNext(q, h);
-      this.refuseGone(h, sink);
+      this.refuseGone(h, sink, why);
     }
   }
 
-  private refuseGone(h: HeldRequest, sink: HoldSink): void {
-    this.error = unavailable("No endpoint serves model '" + h.requested.name + "' any more");
+  /** 503 for a held request that cannot be served now: `why`, or by default that its pool is gone. */
+  private refuseGone(h: HeldRequest, sink: HoldSink, why: string): void {
+    this.error = unavailable(why.length > 0 ? why : "No endpoint serves model '" + h.requested.name + "' any more");
     this.retryAfterS = 0;
     this.explanation = "";
     sink.refused(h);
@@ -492,6 +513,8 @@ export class Router {
     return false;
   }
 }
+
+const LOST_VIEW = "The gateway has lost its view of the model servers; retry shortly";
 
 /** Held requests are checked for passed deadlines this often (the queue heads at every pump). */
 const SWEEP_MS: u64 = 100;
