@@ -11,8 +11,10 @@
 // x-gateway-base-model, so Envoy's routes can match a model; Envoy
 // re-evaluates the route after the filter has set them. A request for a model
 // with a canary split is sent as its chosen target, the body's "model"
-// rewritten. A class (x-llm-priority) decides admission: a pool saturated for
-// it answers 429 with Retry-After.
+// rewritten. A class (x-llm-priority) decides admission: a request its pool
+// has no room for is held (the stream paused, its body in Envoy's buffer)
+// until the tick releases it to the pod that has room then, or answers 429
+// with Retry-After once it cannot be served within its wait budget.
 //
 // Per routed request the hot path makes these host calls: read the header
 // pairs, read the body, read and write the shared in-flight table, set four
