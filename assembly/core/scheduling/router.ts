@@ -391,7 +391,7 @@ export class Router {
       const waitMs = <f64>ahead * 1000 / drain;
       const full = !this.holds.fits(meta.bytes);
       if (!full && (retry || waitMs <= <f64>budget)) {
-        this.hold(q, budget, drain, retry);
+        this.hold(q, budget, drain, retry, hash);
         if (retry) load.retried();
         return Verdict.Held;
       }
@@ -443,9 +443,9 @@ export class Router {
    * Queues the request in `q` until `budgetMs` from now; the pool releases
    * about `drain` requests a second. A retry that came back as told is
    * placed as if it had waited its budget already: ahead of what arrived
-   * since it was refused.
+   * since it was refused. `bodyHash` is the body's, for its refusal's memory.
    */
-  private hold(q: PoolQueue, budgetMs: u64, drain: f64, retry: bool): void {
+  private hold(q: PoolQueue, budgetMs: u64, drain: f64, retry: bool, bodyHash: u64): void {
     const request = this.request;
     const meta = this.meta;
     const nowMs = request.nowMs;
@@ -458,7 +458,7 @@ export class Router {
     h.deadlineMs = nowMs + budgetMs;
     h.requested = this.requested!;
     h.explain = meta.explain;
-    h.body = this.body.bodyHash();
+    h.body = bodyHash;
     h.request.copyFrom(request);
     this.holds.add(q, h, <u64>Math.ceil(1000 / drain), retry);
   }
