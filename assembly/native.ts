@@ -90,8 +90,8 @@ export function setHealthRules(ejectAfter: u32, ejectMs: u64): void {
 
 /** This instance's tables, as a request's end changes them (core/lifecycle.ts). */
 class NativeLedgers extends Ledgers {
-  release(hash: u64): void {
-    inflight.add(hash, -1);
+  release(hash: u64, prefillTokens: i32): void {
+    inflight.add(hash, -1, prefillTokens > 0 ? -1 : 0, -prefillTokens);
   }
 
   recordFailure(address: string, nowMs: u64, eject: bool): void {
@@ -115,15 +115,18 @@ const requestEnd = new RequestEnd();
  * stream is done: `upstream` is the pod Envoy's last try went to ("" when no
  * pod answered), `status` the response code (-1: none, the client left
  * first), `flags` Envoy's response flags, `stream`/`sawDone` an event stream
- * and whether it ended with its terminal event. Returns the failures it
- * recorded against pods.
+ * and whether it ended with its terminal event, `prefillTokens` what it
+ * still counted as prefill (route()'s prefillTokens if no answer bytes came,
+ * else 0). Returns the failures it recorded against pods.
  */
-export function endRequest(primary: string, upstream: string, status: i32, flags: u64, stream: bool, sawDone: bool): i32 {
+export function endRequest(primary: string, upstream: string, status: i32, flags: u64, stream: bool, sawDone: bool, prefillTokens: i32): i32 {
   const hash = hashBuffer(String.UTF8.encode(primary));
   const served = upstream.length > 0 && upstream != primary ? upstream : null;
   // The pool it was routed in, as the filter's stream remembers it (a later snapshot may have moved the pod).
   const load = routedIn.has(hash) ? routedIn.get(hash) : null;
-  requestEnd.end(primary, hash, served, upstream.length > 0, status < 0 ? NO_RESPONSE : <i64>status, flags, stream, sawDone, load, nowMs, ledgers);
+  requestEnd.end(
+    primary, hash, served, upstream.length > 0, status < 0 ? NO_RESPONSE : <i64>status, flags, stream, sawDone, prefillTokens, load, nowMs, ledgers,
+  );
   if (requestEnd.healthChanged && view.current != null) health.applyTo(view.current!);
   return requestEnd.failures;
 }
@@ -245,6 +248,11 @@ export function refusalTable(): Uint8Array {
 }
 
 
+/** A stream routed to `address` sent its first bytes: its `prefillTokens` (from route()) no longer count as work ahead there. */
+export function firstBytes(address: string, prefillTokens: i32): void {
+  if (prefillTokens > 0) inflight.add(hashBuffer(String.UTF8.encode(address)), 0, -1, -prefillTokens);
+}
+
 /** This instance's count for `address` in its loaded table. */
 export function inflightOf(address: string): i32 {
   return inflight.get(hashBuffer(String.UTF8.encode(address)));
@@ -322,7 +330,8 @@ function pickJson(): string {
   if (ranked.length > 0) routedIn.set(ranked[0].addressHash, router.pool!.load!);
   let fallbacks = "";
   for (let i = 1; i < ranked.length; i++) fallbacks += (i > 1 ? "," : "") + jsonString(ranked[i].address);
-  return '"endpoint":' + (ranked.length > 0 ? jsonString(ranked[0].address) : "null") + ',"fallbacks":[' + fallbacks + "]";
+  return '"endpoint":' + (ranked.length > 0 ? jsonString(ranked[0].address) : "null") + ',"fallbacks":[' + fallbacks + "]" +
+    ',"prefillTokens":' + (ranked.length > 0 ? router.prefillTokens : 0).toString();
 }
 
 /** Collects what pump() decided, as the filter resumes or answers each held stream. */

@@ -9,8 +9,11 @@ import { PoolLoad } from "./fleet/pool-load";
 
 /** The shared state a request's end changes. */
 export abstract class Ledgers {
-  /** The request no longer counts in flight on the pod with address hash `hash`. */
-  abstract release(hash: u64): void;
+  /**
+   * The request no longer counts in flight on the pod with address hash
+   * `hash`, nor its `prefillTokens` as prefill if it never got past it.
+   */
+  abstract release(hash: u64, prefillTokens: i32): void;
   /** `eject`: at once (Envoy moved the request off the pod), not after the ledger's threshold. */
   abstract recordFailure(address: string, nowMs: u64, eject: bool): void;
   /** Clears a pod's failures; called only for a pod that has some. */
@@ -34,16 +37,17 @@ export class RequestEnd {
    * `served`: the pod that answered when Envoy moved the request to another
    * one, else null; `answered`: some pod answered (not Envoy itself, e.g. a
    * route's rate limit); `stream`, `sawDone`: the answer was an event stream,
-   * and it ended with its terminal event.
+   * and it ended with its terminal event; `prefillTokens`: what it still
+   * counted as prefill (it had no first bytes).
    */
   end(
     primary: string, primaryHash: u64, served: string | null, answered: bool, status: i64, flags: u64, stream: bool, sawDone: bool,
-    load: PoolLoad | null, nowMs: u64, ledgers: Ledgers,
+    prefillTokens: i32, load: PoolLoad | null, nowMs: u64, ledgers: Ledgers,
   ): void {
     this.failures = 0;
     this.healthChanged = false;
     // However the request ended, it is no longer in flight.
-    ledgers.release(primaryHash);
+    ledgers.release(primaryHash, prefillTokens);
     if (status == NO_RESPONSE) return;
     if (answered && load != null) load.completed(nowMs);
     const o = this.outcome;

@@ -221,11 +221,13 @@ export class GatewayRoot extends RootContext {
    * last try went to (empty: none answered), `status` NO_RESPONSE when the
    * client left before any answer.
    */
-  endRequest(primary: Endpoint, load: PoolLoad | null, upstream: HostBytes, status: i64, flags: u64, stream: bool, sawDone: bool): void {
+  endRequest(
+    primary: Endpoint, load: PoolLoad | null, upstream: HostBytes, status: i64, flags: u64, stream: bool, sawDone: bool, prefillTokens: i32,
+  ): void {
     // The served pod's address is decoded only when Envoy moved the request: rarely.
     const served = upstream.len > 0 && !sameBytes(upstream, primary.addressBytes) ? upstream.toString() : null;
     const end = this.requestEnd;
-    end.end(primary.address, primary.addressHash, served, upstream.len > 0, status, flags, stream, sawDone, load, this.nowMs, this.ledgers);
+    end.end(primary.address, primary.addressHash, served, upstream.len > 0, status, flags, stream, sawDone, prefillTokens, load, this.nowMs, this.ledgers);
     if (!end.healthChanged) return;
     this.applyHealth();
     if (end.failures > 0) this.stats!.failures(end.failures);
@@ -311,6 +313,8 @@ class GatewayStream extends HttpContext {
   private maxWaitMs: i64 = -1;
   /** The per-try deadline computed when the body was read, set when the request is sent. */
   private deadlineMs: u32 = 0;
+  /** Prompt tokens the shared table counts as this stream's prefill on `primary`, until its first answer bytes. */
+  private prefillTokens: i32 = 0;
 
   constructor(id: u32, private root: GatewayRoot) {
     super(id);
@@ -410,6 +414,7 @@ class GatewayStream extends HttpContext {
    * on untouched.
    */
   onResponseBody(bodySize: i32, endOfStream: bool): DataAction {
+    if (this.prefillTokens > 0 && bodySize > 0) this.prefilled();
     if ((!this.readsUsage && !this.stream) || bodySize <= 0) return DataAction.Continue;
     const wanted = UsageTail.wanted(bodySize, this.readsUsage);
     const bytes = this.root.scratch;
@@ -448,8 +453,15 @@ class GatewayStream extends HttpContext {
       bytes.release();
     }
     const tail = this.tail;
-    root.endRequest(primary, this.load, bytes, status, flags, this.stream, tail != null && tail.endsWithDone());
+    root.endRequest(primary, this.load, bytes, status, flags, this.stream, tail != null && tail.endsWithDone(), this.prefillTokens);
     bytes.release();
+  }
+
+  /** The stream's first bytes: the pod has prefilled its prompt, which no longer counts as work ahead there. */
+  private prefilled(): void {
+    const tokens = this.prefillTokens;
+    this.prefillTokens = 0;
+    this.root.inflight.add(this.primary!.addressHash, 0, -1, -tokens);
   }
 
   /** The answer's usage, if it had one, into the pool's and model's token counters. */
@@ -539,7 +551,9 @@ class GatewayStream extends HttpContext {
     const ranked = router.ranked;
     const primary = ranked.length > 0 ? ranked[0] : null;
     if (primary != null) {
-      root.inflight.commit(primary.addressHash, 1);
+      const tokens = router.prefillTokens;
+      root.inflight.commit(primary.addressHash, 1, tokens > 0 ? 1 : 0, tokens);
+      this.prefillTokens = tokens;
       this.setDestination(ranked);
     }
     if (router.explanation.length > 0) replaceHeader(MapType.RequestHeaders, DECISION_HEADER, utf8(router.explanation));

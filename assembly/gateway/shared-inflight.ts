@@ -27,20 +27,20 @@ export class SharedInflight {
     v.bytes.release();
   }
 
-  /** Publishes `table` after the caller added `delta` for `hash` to what read() loaded. */
-  commit(hash: u64, delta: i32): void {
+  /** Publishes `table` after the caller made this change (InflightTable.add) to what read() loaded. */
+  commit(hash: u64, delta: i32, streams: i32 = 0, tokens: i32 = 0): void {
     for (let i = 0; i < CAS_ATTEMPTS; i++) {
       if (this.write()) return;
       this.read();
-      this.table.add(hash, delta);
+      this.table.add(hash, delta, streams, tokens);
     }
   }
 
-  /** read(), add, commit: for a change made outside a decision (a stream's end). */
-  add(hash: u64, delta: i32): void {
+  /** read(), add, commit: for a change made outside a decision (a stream's first bytes, or its end). */
+  add(hash: u64, delta: i32, streams: i32 = 0, tokens: i32 = 0): void {
     this.read();
-    this.table.add(hash, delta);
-    this.commit(hash, delta);
+    this.table.add(hash, delta, streams, tokens);
+    this.commit(hash, delta, streams, tokens);
   }
 
   private write(): bool {

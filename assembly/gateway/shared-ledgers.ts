@@ -9,8 +9,8 @@ export class SharedLedgers extends Ledgers {
     super();
   }
 
-  release(hash: u64): void {
-    this.inflight.add(hash, -1);
+  release(hash: u64, prefillTokens: i32): void {
+    this.inflight.add(hash, -1, prefillTokens > 0 ? -1 : 0, -prefillTokens);
   }
 
   recordFailure(address: string, nowMs: u64, eject: bool): void {

@@ -87,7 +87,7 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
               continue;
             }
             if (event.endpoint === null) throw new Error("blind routing in the simulator");
-            routedTo.set(request.index, event.endpoint);
+            routedTo.set(request.index, { address: event.endpoint, prefillTokens: event.prefillTokens });
             release(request, { pod: byAddress.get(event.endpoint)! }, t);
           }
         });
@@ -96,19 +96,29 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
       // The stream's end releases its count (any worker may see it: the table is shared).
       // The core reads the time on every call: its drain-rate meter and Retry-After run on the simulated clock,
       // and the view is never older than the simulated aggregator makes it.
-      const routedTo = new Map<number, string>();
+      // A stream's first bytes take its prompt off its pod's prefill (the filter's onResponseBody), on any worker.
+      const routedTo = new Map<number, { address: string; prefillTokens: number }>();
       const byAddress = new Map(fleet.pods.map((p) => [p.address, p.index]));
+      fleet.onFirstToken((request, _pod, t) => {
+        const routed = routedTo.get(request.index);
+        if (routed === undefined || routed.prefillTokens === 0) return;
+        const router = workers[request.worker];
+        setClock(router, t);
+        shared.firstBytes(router, routed.address, routed.prefillTokens);
+        routed.prefillTokens = 0;
+      });
       fleet.onFinished((request, _pod, t) => {
-        const address = routedTo.get(request.index);
-        if (address === undefined) return;
+        const routed = routedTo.get(request.index);
+        if (routed === undefined) return;
         routedTo.delete(request.index);
+        const { address, prefillTokens } = routed;
         const router = workers[request.worker];
         setClock(router, t);
         // The filter's own end of a request (core/lifecycle.ts): a pod's answer, its 400 included, drains the pool
         // and is judged for the health ledger; the client giving up at the deadline teaches nothing.
         const error = fleet.records[request.index].error;
         const status = error === undefined ? 200 : error.kind === "timeout" ? undefined : (error.status ?? 500);
-        shared.endRequest(router, { address, status });
+        shared.endRequest(router, { address, status, prefillTokens });
       });
 
       // The simulated clients may all claim Critical, as the live config's `traffic: { critical: any }` lets them.
@@ -131,7 +141,7 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
           if ("status" in result) return refusal(result);
           // The simulated clock never lets the filter's view age past its bound.
           if (result.endpoint === null) throw new Error("blind routing in the simulator");
-          routedTo.set(req.request.index, result.endpoint);
+          routedTo.set(req.request.index, { address: result.endpoint, prefillTokens: result.prefillTokens });
           return { pod: byAddress.get(result.endpoint)! };
         },
       };

@@ -52,6 +52,7 @@ export class SimFleet {
   /** Pods whose engine may hold events not yet collected (a submit settles steps too). */
   private readonly dirty: boolean[];
   private readonly finishedHandlers: FinishedHandler[] = [];
+  private readonly firstTokenHandlers: FinishedHandler[] = [];
 
   constructor(scenario: Scenario, requests: readonly TraceRequest[]) {
     this.pools = scenario.models.map(() => []);
@@ -97,6 +98,11 @@ export class SimFleet {
   /** Calls `handler` whenever a request leaves its pod, as a proxy sees its stream end. */
   onFinished(handler: FinishedHandler): void {
     this.finishedHandlers.push(handler);
+  }
+
+  /** Called when a request's first token leaves its pod (a stream's first bytes). */
+  onFirstToken(handler: FinishedHandler): void {
+    this.firstTokenHandlers.push(handler);
   }
 
   /** Adapter loads and preemptions, summed over the pods' engines. */
@@ -175,7 +181,10 @@ export class SimFleet {
     const o = this.byId.get(ev.id);
     if (!o) return;
     if (ev.type === "token") {
-      if (ev.index === 0) o.firstTokenMs = ev.time;
+      if (ev.index === 0) {
+        o.firstTokenMs = ev.time;
+        for (const h of this.firstTokenHandlers) h(o.request, o.pod, ev.time);
+      }
       o.tokensOut++;
     } else if (ev.type === "finished") {
       const record = this.records[o.request.index];

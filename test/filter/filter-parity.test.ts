@@ -295,13 +295,14 @@ describe("host calls per request", () => {
   });
 
   // A stream sets one header more (its route, with the idle bound) and reads each chunk's end: its
-  // last 16 bytes when only the terminal event matters, its last 2 KiB when it carries usage.
-  it("a stream costs one header and one read per chunk, whether or not it asked for usage", () => {
+  // last 16 bytes when only the terminal event matters, its last 2 KiB when it carries usage. Its
+  // first bytes take its prompt off its pod's prefill: get/set_shared_data 1+1 (in-flight).
+  it("a stream costs one header and one read per chunk, whether or not it asked for usage, and two calls at its first bytes", () => {
     const events = ["data: {}\n\n", "data: {}\n\n", "data: {}\n\n", "data: [DONE]\n\n"];
     const stream = body.replace('"messages"', '"stream":true,"messages"');
-    expect(timedCalls(() => routed(stream, events)).total).toBe(SAMPLE * (14 + events.length) + 3);
+    expect(timedCalls(() => routed(stream, events)).total).toBe(SAMPLE * (16 + events.length) + 3);
     const withUsage = body.replace('"messages"', '"stream":true,"stream_options":{"include_usage":true},"messages"');
-    expect(timedCalls(() => routed(withUsage, events)).total).toBe(SAMPLE * (14 + events.length) + 3);
+    expect(timedCalls(() => routed(withUsage, events)).total).toBe(SAMPLE * (16 + events.length) + 3);
   });
 
   // Measured: get_header_map_pairs 1, get_buffer_bytes 1, replace_header_map_value 1 (x-gateway-reply),

@@ -57,7 +57,7 @@ export class NativeSide implements Side {
   /** The first pod each routed, ranked request went to, and its worker. */
   /** The requests routed on a view too old to score on. */
   readonly blind = new Set<string>();
-  private readonly primaries = new Map<string, { address: string; worker: number; stream: boolean }>();
+  private readonly primaries = new Map<string, { address: string; worker: number; stream: boolean; prefillTokens: number }>();
   /** Held requests by hold id: their request id, worker, and what their decision will name besides the pod. */
   private readonly held = new Map<number, { id: string; worker: number; pool: string; served: string; stream: boolean }>();
   private nextHoldId = 1;
@@ -119,7 +119,7 @@ export class NativeSide implements Side {
         this.releases.set(h.id, { routed: false, status: e.status, body: { error: e.error }, ...retryAfter });
         continue;
       }
-      if (e.endpoint !== null) this.primaries.set(h.id, { address: e.endpoint, worker: h.worker, stream: h.stream });
+      if (e.endpoint !== null) this.primaries.set(h.id, { address: e.endpoint, worker: h.worker, stream: h.stream, prefillTokens: e.prefillTokens });
       this.releases.set(h.id, { routed: true, pool: h.pool, destination: e.endpoint === null ? null : [e.endpoint, ...e.fallbacks], served: h.served });
     }
   }
@@ -157,7 +157,7 @@ export class NativeSide implements Side {
       return { routed: false, status: r.status, body: { error: r.error }, ...retryAfter };
     }
     if (r.blind) this.blind.add(id);
-    if (r.endpoint !== null) this.primaries.set(id, { address: r.endpoint, worker, stream: r.stream });
+    if (r.endpoint !== null) this.primaries.set(id, { address: r.endpoint, worker, stream: r.stream, prefillTokens: r.prefillTokens });
     return { routed: true, pool: r.pool, destination: r.endpoint === null ? null : [r.endpoint, ...r.fallbacks], served: r.target };
   }
 
@@ -172,6 +172,10 @@ export class NativeSide implements Side {
     this.primaries.delete(id);
     if (routed === undefined) return;
     const { router } = this.workers[routed.worker];
-    this.shared.endRequest(router, { address: routed.address, status, upstream: upstream ?? (status === undefined ? "" : routed.address), stream: routed.stream, sawDone: !broken });
+    // The filter takes a stream's prefill off at its answer's first bytes, which come with its end here: one change.
+    this.shared.endRequest(router, {
+      address: routed.address, status, upstream: upstream ?? (status === undefined ? "" : routed.address), stream: routed.stream, sawDone: !broken,
+      prefillTokens: routed.prefillTokens,
+    });
   }
 }

@@ -2,6 +2,7 @@
 // against a new snapshot, no drift with steady metrics.
 import { beforeAll, describe, expect, it } from "vitest";
 import { A, B, chat, endpoint, queued, Workers } from "../../testing/fixtures/workers.js";
+import type { RouteResult } from "../../testing/native/router.js";
 
 let w: Workers;
 beforeAll(async () => {
@@ -50,5 +51,45 @@ describe("in-flight accounting", () => {
     // Counted once (2 vs 1 queued), not twice (4 vs 2): a tie would mean double counting cancelled out,
     // so check the margin: one more request to B makes them equal, and then A is not preferred.
     expect(w.route(0, chat("next"))).toBe(B);
+  });
+
+  it("counts a stream's prompt as its pod's prefill until its first bytes, so a short prompt goes around a long document", () => {
+    fresh();
+    w.install([endpoint(A), endpoint(B)], { queue: 1 });
+    const stream = (content: string) => JSON.stringify({ model: "llama", stream: true, messages: [{ role: "user", content }] });
+    const routed = (body: string, worker = 0) => {
+      const r = w.shared.route(w.routers[worker], body) as Extract<RouteResult, { endpoint: string | null }>;
+      if (!r.endpoint) throw new Error(JSON.stringify(r));
+      return r;
+    };
+    // A ~3,000-token document, then a short chat question from the other worker: it goes to the other pod.
+    const doc = routed(stream("lorem ipsum ".repeat(1000)));
+    expect(doc.prefillTokens).toBeGreaterThan(2500);
+    const other = doc.endpoint === A ? B : A;
+    const hi = routed(stream("hi"), 1);
+    expect(hi.endpoint).toBe(other);
+    // Once both have answered their first bytes, each pod has one request decoding: a tie, either pod.
+    w.shared.firstBytes(w.routers[1], other, hi.prefillTokens);
+    w.shared.firstBytes(w.routers[1], doc.endpoint!, doc.prefillTokens);
+    const seen = new Set<string>();
+    for (let i = 0; i < 40; i++) {
+      const to = routed(stream(`q${i}`)).endpoint!;
+      seen.add(to);
+      w.release(0, to);
+    }
+    expect(seen.size).toBe(2);
+    // A request that is not a stream has no first bytes before its end: it never counts as prefill.
+    expect(routed(chat("lorem ipsum ".repeat(1000))).prefillTokens).toBe(0);
+  });
+
+  it("ends a stream that never answered with its prefill taken off too", () => {
+    fresh();
+    w.install([endpoint(A)], { queue: 1 });
+    const r = w.shared.route(w.routers[0], JSON.stringify({ model: "llama", stream: true, messages: [{ role: "user", content: "x ".repeat(400) }] }));
+    if (!("endpoint" in r) || r.endpoint === null) throw new Error(JSON.stringify(r));
+    w.shared.endRequest(w.routers[1], { address: A, prefillTokens: r.prefillTokens });
+    expect(w.count(A)).toBe(0);
+    // The table is empty again: nothing of the prefill is left to encode.
+    expect(w.shared.inflight.byteLength).toBeLessThanOrEqual(4);
   });
 });

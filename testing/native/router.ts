@@ -48,7 +48,7 @@ export interface HeldResult {
 
 /** What a refresh tick decided for one held request: sent to `endpoint`, or answered with `status`. */
 export type PumpEvent =
-  | { id: number; endpoint: string | null; fallbacks: string[]; class: PriorityClass; explanation?: string }
+  | { id: number; endpoint: string | null; fallbacks: string[]; prefillTokens: number; class: PriorityClass; explanation?: string }
   | { id: number; status: number; retryAfterS?: number; error: OpenAIErrorBody["error"]; explanation?: string };
 
 export type RouteResult =
@@ -56,6 +56,8 @@ export type RouteResult =
       /** null when there is no pod to name (the view too old and none last known good): Envoy picks in the pool. */
       endpoint: string | null;
       fallbacks: string[];
+      /** A stream's prompt tokens counted as prefill on `endpoint` until firstBytes() (0 for others). */
+      prefillTokens: number;
       pool: string;
       /** The model the body asked for. */
       model: string;
@@ -97,6 +99,8 @@ export interface RequestEndSpec {
   /** The answer was an event stream, and whether it ended with its terminal event. */
   stream?: boolean;
   sawDone?: boolean;
+  /** What the request still counted as prefill: its route's prefillTokens if firstBytes() never came, else 0. */
+  prefillTokens?: number;
 }
 
 function priorityCode(header: string | undefined): number {
@@ -128,7 +132,8 @@ interface Bindings {
   setRefusals(bytes: Uint8Array): boolean;
   refusalTable(): Uint8Array;
   inflightTable(): Uint8Array;
-  endRequest(primary: string, upstream: string, status: number, flags: bigint, stream: boolean, sawDone: boolean): number;
+  endRequest(primary: string, upstream: string, status: number, flags: bigint, stream: boolean, sawDone: boolean, prefillTokens: number): number;
+  firstBytes(address: string, prefillTokens: number): void;
   inflightOf(address: string): number;
   exchangePrefixLog(log: Uint8Array): Uint8Array;
   snapshotJson(): string;
@@ -196,7 +201,14 @@ export class NativeRouter {
   endRequest(end: RequestEndSpec): number {
     const answered = end.status !== undefined;
     const upstream = end.upstream ?? (answered ? end.address : "");
-    return this.wasm.endRequest(end.address, upstream, end.status ?? -1, end.flags ?? 0n, end.stream ?? false, end.sawDone ?? true);
+    return this.wasm.endRequest(
+      end.address, upstream, end.status ?? -1, end.flags ?? 0n, end.stream ?? false, end.sawDone ?? true, end.prefillTokens ?? 0,
+    );
+  }
+
+  /** A stream routed to `address` sent its first bytes: its route's `prefillTokens` stop counting as prefill there. */
+  firstBytes(address: string, prefillTokens: number): void {
+    this.wasm.firstBytes(address, prefillTokens);
   }
 
   inflightOf(address: string): number {

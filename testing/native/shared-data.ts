@@ -78,6 +78,14 @@ export class NativeSharedData {
     return failures;
   }
 
+  /** A stream routed to `address` sent its first bytes (NativeRouter.firstBytes). */
+  firstBytes(router: NativeRouter, address: string, prefillTokens: number): void {
+    if (prefillTokens <= 0) return;
+    router.setInflight(this.inflight);
+    router.firstBytes(address, prefillTokens);
+    this.inflight = router.inflightTable();
+  }
+
   /** A request routed to `address` ended: answered 200 by that pod, or (`answered` false) with no answer at all. */
   release(router: NativeRouter, address: string, answered = true): void {
     this.endRequest(router, answered ? { address, status: 200 } : { address });

@@ -10,13 +10,21 @@
 // non-zero counts are kept, sorted by hash, so the table is as small as the
 // set of busy endpoints and lookups are binary searches.
 //
-// Encoding: u32 entry count, then per entry u64 address hash, i32 count.
+// Beside each count, the streamed requests among them still waiting for
+// their first token and those requests' uncached prompt tokens: the prefill
+// work this gateway knows a pod has ahead. A stream's first bytes take it
+// off; a scrape cannot show that work until the prefill ends.
+//
+// Encoding: u32 entry count, then per entry u64 address hash, i32 count,
+// i32 prefilling requests, i32 their prompt tokens.
 
-const ENTRY_BYTES: i32 = 12;
+const ENTRY_BYTES: i32 = 20;
 
 export class InflightTable {
   private hashes: u64[] = [];
   private counts: i32[] = [];
+  private prefilling: i32[] = [];
+  private prefillTokens: i32[] = [];
 
   get size(): i32 {
     return this.hashes.length;
@@ -25,29 +33,57 @@ export class InflightTable {
   clear(): void {
     this.hashes.length = 0;
     this.counts.length = 0;
+    this.prefilling.length = 0;
+    this.prefillTokens.length = 0;
   }
 
   /** The count for an endpoint (0 if it has none in flight). */
   get(hash: u64): i32 {
-    const i = this.find(hash);
-    return i >= 0 && unchecked(this.hashes[i]) == hash ? unchecked(this.counts[i]) : 0;
+    const i = this.at(hash);
+    return i >= 0 ? unchecked(this.counts[i]) : 0;
   }
 
-  /** Adds `delta` to an endpoint's count, never below 0 (a release must not outnumber its routes). */
-  add(hash: u64, delta: i32): void {
-    const i = this.find(hash);
-    if (i >= 0 && unchecked(this.hashes[i]) == hash) {
-      const n = unchecked(this.counts[i]) + delta;
-      if (n > 0) {
-        unchecked(this.counts[i] = n);
-      } else {
-        this.hashes.splice(i, 1);
-        this.counts.splice(i, 1);
-      }
-    } else if (delta > 0) {
-      insertAt(this.hashes, i + 1, hash);
-      insertAt(this.counts, i + 1, delta);
+  /** Of an endpoint's count, the streams not yet past their first token. */
+  prefillingOf(hash: u64): i32 {
+    const i = this.at(hash);
+    return i >= 0 ? unchecked(this.prefilling[i]) : 0;
+  }
+
+  /** Those streams' uncached prompt tokens. */
+  prefillTokensOf(hash: u64): i32 {
+    const i = this.at(hash);
+    return i >= 0 ? unchecked(this.prefillTokens[i]) : 0;
+  }
+
+  /**
+   * Adds `delta` to an endpoint's count, never below 0 (a release must not
+   * outnumber its routes), and `streams` prefilling streams of `tokens`
+   * prompt tokens (negative: they got their first token, or ended). The
+   * prefill figures stay within the count.
+   */
+  add(hash: u64, delta: i32, streams: i32 = 0, tokens: i32 = 0): void {
+    const found = this.find(hash);
+    let i = found;
+    if (found < 0 || unchecked(this.hashes[found]) != hash) {
+      if (delta <= 0) return;
+      i = found + 1;
+      insertAt(this.hashes, i, hash);
+      insertAt(this.counts, i, 0);
+      insertAt(this.prefilling, i, 0);
+      insertAt(this.prefillTokens, i, 0);
     }
+    const n = unchecked(this.counts[i]) + delta;
+    if (n <= 0) {
+      this.hashes.splice(i, 1);
+      this.counts.splice(i, 1);
+      this.prefilling.splice(i, 1);
+      this.prefillTokens.splice(i, 1);
+      return;
+    }
+    unchecked(this.counts[i] = n);
+    const p = min(max(unchecked(this.prefilling[i]) + streams, 0), n);
+    unchecked(this.prefilling[i] = p);
+    unchecked(this.prefillTokens[i] = p == 0 ? 0 : max(unchecked(this.prefillTokens[i]) + tokens, 0));
   }
 
   /** Replaces the contents with an encoded table; false (and empty) if the bytes are not one. */
@@ -62,13 +98,17 @@ export class InflightTable {
       const at = ptr + 4 + <usize>(i * ENTRY_BYTES);
       const hash = load<u64>(at);
       const count = load<i32>(at + 8);
-      // Sorted, unique, positive: anything else was not written by this code.
-      if ((i > 0 && hash <= prev) || count <= 0) {
+      const streams = load<i32>(at + 12);
+      const tokens = load<i32>(at + 16);
+      // Sorted, unique, positive, prefill within the count: anything else was not written by this code.
+      if ((i > 0 && hash <= prev) || count <= 0 || streams < 0 || streams > count || tokens < 0 || (streams == 0 && tokens != 0)) {
         this.clear();
         return false;
       }
       this.hashes.push(hash);
       this.counts.push(count);
+      this.prefilling.push(streams);
+      this.prefillTokens.push(tokens);
       prev = hash;
     }
     return true;
@@ -86,7 +126,15 @@ export class InflightTable {
       const at = ptr + 4 + <usize>(i * ENTRY_BYTES);
       store<u64>(at, unchecked(this.hashes[i]));
       store<i32>(at + 8, unchecked(this.counts[i]));
+      store<i32>(at + 12, unchecked(this.prefilling[i]));
+      store<i32>(at + 16, unchecked(this.prefillTokens[i]));
     }
+  }
+
+  /** Index of `hash`, or -1. */
+  private at(hash: u64): i32 {
+    const i = this.find(hash);
+    return i >= 0 && unchecked(this.hashes[i]) == hash ? i : -1;
   }
 
   /** Index of the last hash <= `hash`, or -1. */

@@ -92,6 +92,9 @@ export class Endpoint {
   inflightBase: i32 = 0;
   /** This gateway's requests in flight to the endpoint now, as of the current decision. */
   inflight: i32 = 0;
+  /** Of those, the streams not yet past their first token, and their uncached prompt tokens (core/fleet/inflight.ts). */
+  prefilling: i32 = 0;
+  prefillTokens: i32 = 0;
   /** Set from the shared health ledger (core/fleet/health.ts); 0 when not ejected. */
   ejectedUntilMs: u64 = 0;
   /** The filter's picks counter for this endpoint (gateway/traffic-stats.ts); -1 until first used. */
@@ -130,15 +133,18 @@ export class Endpoint {
 
   /**
    * Requests ahead of a new one whose prompt is `share` of a prefill step
-   * (prefillShare): those beyond the pod's room in full, the rest of what it
-   * reported waiting or was sent since (about to be admitted, or being
-   * prefilled) by `share`. So a few short prompts on a big idle pod are no
-   * queue, and long ones count as their prefills would queue.
+   * (prefillShare): those beyond the pod's room in full; this gateway's
+   * streams still in their prefill by their own prompts' steps (a long
+   * document keeps every step of its pod long until its first token); the
+   * rest of what the pod reported waiting or was sent since (about to be
+   * admitted, or being prefilled) by `share`. So a few short prompts on a
+   * big idle pod are no queue, and long ones count as their prefills would
+   * queue.
    */
   requestsAhead(share: f64): f64 {
     const queued = this.estimatedWaiting;
-    const starting = max(<f64>(this.waiting + this.sentSinceScrape) - queued, 0);
-    return queued + starting * share;
+    const starting = max(<f64>(this.waiting + this.sentSinceScrape - this.prefilling) - queued, 0);
+    return queued + starting * share + prefillShareOf(<f64>this.prefillTokens);
   }
 
   /**
@@ -166,6 +172,11 @@ const STEP_PREFILL_TOKENS: f64 = 2048;
 /** A prompt's share of one prefill step, at most 1. */
 export function prefillShare(promptTokens: f64): f64 {
   return min(promptTokens / STEP_PREFILL_TOKENS, 1.0);
+}
+
+/** Prefill work in steps, uncapped: several prompts known to be prefilling add up. */
+function prefillShareOf(tokens: f64): f64 {
+  return tokens / STEP_PREFILL_TOKENS;
 }
 
 /** vLLM's default max_num_seqs: the batch an engine that reports none is taken to run. */

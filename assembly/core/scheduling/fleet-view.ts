@@ -44,6 +44,8 @@ export class FleetView {
         const e = unchecked(endpoints[i]);
         e.inflightBase = inflight.get(e.addressHash);
         e.inflight = e.inflightBase;
+        e.prefilling = inflight.prefillingOf(e.addressHash);
+        e.prefillTokens = inflight.prefillTokensOf(e.addressHash);
         e.prefixCache = prefixes.attach(e.addressHash, e.kvTokens);
       }
     }

@@ -89,6 +89,12 @@ export class Router {
   blind: bool = false;
   /** Set when resolve() returns true: the per-try deadline to the first byte in ms (core/scheduling/deadline.ts), 0 for none. */
   deadlineMs: u32 = 0;
+  /**
+   * Set with `ranked`: the prompt tokens counted as the pick's prefill until
+   * its first bytes, which the caller then takes off (InflightTable.add);
+   * 0 for a request that is not a stream (its first bytes are its end).
+   */
+  prefillTokens: i32 = 0;
   private log: DecisionLog;
   private meta: RequestMeta = new RequestMeta();
   /** Per pool name, kept across snapshots: rates and booked retries outlive a snapshot. */
@@ -182,6 +188,7 @@ export class Router {
     request.pool = pool;
     request.nowMs = nowMs;
     request.promptBytes = promptBytes;
+    request.stream = body.stream;
     request.prefillShare = prefillShare(<f64>promptBytes / 4);
     return true;
   }
@@ -352,10 +359,11 @@ export class Router {
     request.cachedBytes = 0;
     this.picker.choose(request, explain);
     const primary = this.picker.ranked[0];
-    this.count(inflight, primary);
     this.picker.record(primary, request, this.log);
-    // The pool's typical prefill is what its pods compute: a prompt's part already cached costs nothing.
-    request.pool.load!.observeShare(prefillShare(<f64>max(request.promptBytes - request.cachedBytes, 0) / 4));
+    // What the pod will compute: a prompt's part already cached costs nothing.
+    const uncachedTokens = max(request.promptBytes - request.cachedBytes, 0) / 4;
+    this.count(inflight, primary, request.stream ? uncachedTokens : 0);
+    request.pool.load!.observeShare(prefillShare(<f64>uncachedTokens));
     if (explain) this.explanation = explainPick(this.picker, this.requested!, request.model, this.priority, this.retried);
   }
 
@@ -473,10 +481,17 @@ export class Router {
     sink.refused(h);
   }
 
-  /** The request is in flight on `primary` until the caller releases it. */
-  private count(inflight: InflightTable, primary: Endpoint): void {
-    inflight.add(primary.addressHash, 1);
+  /**
+   * The request is in flight on `primary` until the caller releases it; a
+   * stream's `tokens` of prefill until its first bytes (prefillTokens).
+   */
+  private count(inflight: InflightTable, primary: Endpoint, tokens: i32 = 0): void {
+    const streams = tokens > 0 ? 1 : 0;
+    inflight.add(primary.addressHash, 1, streams, tokens);
     primary.inflight++;
+    primary.prefilling += streams;
+    primary.prefillTokens += tokens;
+    this.prefillTokens = tokens;
   }
 
   private loadFor(poolName: string): PoolLoad {
@@ -531,5 +546,7 @@ function observe(pool: Pool, inflight: InflightTable): void {
   for (let i = 0; i < endpoints.length; i++) {
     const e = unchecked(endpoints[i]);
     e.inflight = inflight.get(e.addressHash);
+    e.prefilling = inflight.prefillingOf(e.addressHash);
+    e.prefillTokens = inflight.prefillTokensOf(e.addressHash);
   }
 }

@@ -16,6 +16,8 @@ export class RouteRequest {
   prefix: PrefixKeys = new PrefixKeys();
   /** The prompt's size in bytes of its JSON (about 4 per token). */
   promptBytes: i32 = 0;
+  /** The client asked for a stream: its first bytes tell when its prefill ended. */
+  stream: bool = false;
   /** The prompt's share of an engine's prefill step (core/fleet/snapshot.ts, prefillShare). */
   prefillShare: f64 = 0;
   /** Counts the requests routed with this object, so a scorer can tell whether what it kept is this one's. */
@@ -36,6 +38,7 @@ export class RouteRequest {
     this.adapterHash = o.adapterHash;
     this.prefix.copyFrom(o.prefix);
     this.promptBytes = o.promptBytes;
+    this.stream = o.stream;
     this.prefillShare = o.prefillShare;
     this.nowMs = o.nowMs;
   }
