@@ -139,10 +139,12 @@ export class Endpoint {
    * rest of what the pod reported waiting or was sent since (about to be
    * admitted, or being prefilled) by `share`. So a few short prompts on a
    * big idle pod are no queue, and long ones count as their prefills would
-   * queue.
+   * queue. Without `prefill` (room, not time: admission), this gateway's
+   * streams count as the rest do: a pod busy prefilling has room all the same.
    */
-  requestsAhead(share: f64): f64 {
+  requestsAhead(share: f64, prefill: bool = true): f64 {
     const queued = this.estimatedWaiting;
+    if (!prefill) return queued + max(<f64>(this.waiting + this.sentSinceScrape) - queued, 0) * share;
     const starting = max(<f64>(this.waiting + this.sentSinceScrape - this.prefilling) - queued, 0);
     return queued + starting * share + prefillShareOf(<f64>this.prefillTokens);
   }

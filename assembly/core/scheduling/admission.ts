@@ -31,7 +31,8 @@ import { Endpoint } from "../fleet/snapshot";
  * prompt is `share` of a prefill step; `p` is the request's class.
  */
 function saturated(a: Admission, e: Endpoint, limit: f64, share: f64, p: Priority): bool {
-  const waiting = e.requestsAhead(share);
+  // Room is batch slots and memory; a prefill in progress delays the first token but takes no room.
+  const waiting = e.requestsAhead(share, false);
   if (waiting >= limit) return true;
   return p != Priority.Critical && waiting >= 1 && e.kvCacheUsage >= a.maxKvCache;
 }

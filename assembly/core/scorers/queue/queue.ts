@@ -17,9 +17,11 @@ const ADAPTER_LOAD_TOKENS: f64 = 2048;
  *   score_i = min_j wait_j / wait_i   in (0, 1]
  *
  *   q_i = requests ahead (core/fleet/snapshot.ts, requestsAhead): those beyond
- *         the pod's room in full, the rest it reported waiting or was sent
- *         since (being admitted and prefilled) by this prompt's share of a
- *         2048-token prefill step; + the adapter's load, if the pod lacks it
+ *         the pod's room in full; this gateway's streams there not past
+ *         their first token by their own prompts' 2048-token steps; the rest
+ *         it reported waiting or was sent since (being admitted and
+ *         prefilled) by this prompt's share of a step; + the adapter's load,
+ *         if the pod lacks it
  *
  * A request for an
  * adapter the pod does not hold also waits for its load, counted as the
