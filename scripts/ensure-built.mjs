@@ -1,6 +1,7 @@
 // Rebuilds the Wasm modules and the compiled host code when they are missing
 // or older than their sources, and installs Envoy into .venv if needed, so
 // `npm start` and `npm run bench` work right after `npm install`.
+import "./require-node.mjs";
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
