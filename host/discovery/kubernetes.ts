@@ -77,7 +77,11 @@ export function podTarget(pod: V1Pod, port: number): Target | null {
 function errorText(err: unknown): string {
   const e = err as { code?: unknown; statusCode?: unknown; body?: unknown; message?: string };
   const status = typeof e.code === "number" ? e.code : typeof e.statusCode === "number" ? e.statusCode : undefined;
-  return status !== undefined ? `HTTP ${status}: ${statusMessage(e.body) ?? e.message}` : String(e.message ?? err);
+  if (status !== undefined) return `HTTP ${status}: ${statusMessage(e.body) ?? e.message}`;
+  // fetch says only "fetch failed"; the reason (connect ECONNREFUSED, a TLS error) is its cause.
+  const cause = (err as { cause?: { message?: unknown; code?: unknown } }).cause;
+  const reason = cause?.message || cause?.code;
+  return reason ? `${e.message}: ${String(reason)}` : String(e.message ?? err);
 }
 
 /** The message of a Status body (an ApiException's own message carries the response headers too). */

@@ -116,45 +116,73 @@ describe("the project image (Dockerfile)", () => {
     .split("\n")
     .map((l) => l.trim())
     .filter((l) => l && !l.startsWith("#"));
-  /** Source paths of the COPY instructions (the last word is the destination). */
-  const copied = [...dockerfile.matchAll(/^COPY\s+(.+)$/gm)].flatMap((m) => m[1].split(/\s+/).slice(0, -1));
   /** The build context keeps only what .dockerignore lets back in after its leading `*`. */
   const kept = ignore.filter((l) => l.startsWith("!")).map((l) => l.slice(1));
   const inside = (path: string, dirOrFile: string) =>
     dirOrFile.endsWith("/") ? path.startsWith(dirOrFile) : path === dirOrFile;
 
-  it("copies every file the code loads at run time, and the build context lets each one through", () => {
-    expect(ignore[0]).toBe("*");
-    const needed = [protoPath, filterWasmPath, gatewayTemplatePath(), join(root, "dist/host/aggregator/main.js"), join(root, "package.json")];
-    for (const path of needed.map((p) => relative(root, p))) {
-      expect(copied.some((src) => inside(path, src)), `${path} is not copied into the image`).toBe(true);
-      expect(kept.some((src) => inside(path, src)), `${path} is excluded from the build context`).toBe(true);
-    }
-  });
-
-  it("is built from node:20-bookworm-slim, runs as the node user, and installs runtime dependencies only", () => {
-    expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim AS runtime$/m);
-    expect(dockerfile).toMatch(/^USER 1000:1000$/m);
-    expect(dockerfile).toMatch(/npm ci --omit=dev/);
-  });
-
-  /** Each stage's COPY sources, by stage name, with the stages it is built on. */
-  const stages = new Map<string, { from: string; copies: string[] }>();
+  /**
+   * Each stage by name: the stage or image it is built on, the sources of its
+   * COPY instructions as project paths (the last word is the destination; a
+   * `--from=build` source is a path in the build stage's /src, that is the
+   * project's layout), and which of them come from the build context.
+   */
+  const stages = new Map<string, { from: string; block: string; copies: string[]; fromContext: string[] }>();
   for (const block of dockerfile.split(/^(?=FROM )/m).filter((b) => b.startsWith("FROM "))) {
     const [, from, name] = /^FROM (\S+) AS (\S+)$/m.exec(block)!;
-    stages.set(name, { from, copies: [...block.matchAll(/^COPY\s+(.+)$/gm)].flatMap((m) => m[1].split(/\s+/).slice(0, -1)) });
+    const copies: string[] = [];
+    const fromContext: string[] = [];
+    for (const m of block.matchAll(/^COPY\s+(.+)$/gm)) {
+      const words = m[1].split(/\s+/);
+      const stage = /^--from=(\S+)$/.exec(words[0])?.[1];
+      const sources = words.slice(stage ? 1 : 0, -1);
+      if (stage) {
+        expect(stage, "stages copy only the build stage's outputs").toBe("build");
+        copies.push(...sources.map((src) => src.replace(/^\/src\//, "")));
+      } else {
+        copies.push(...sources);
+        fromContext.push(...sources);
+      }
+    }
+    stages.set(name, { from, block, copies, fromContext });
   }
   const copiesOf = (name: string): string[] => {
     const stage = stages.get(name);
     return stage ? [...copiesOf(stage.from), ...stage.copies] : [];
   };
 
+  it("copies into the product image every file the code loads at run time", () => {
+    const needed = [protoPath, filterWasmPath, gatewayTemplatePath(), join(root, "dist/host/aggregator/main.js"), join(root, "package.json")];
+    for (const path of needed.map((p) => relative(root, p))) {
+      expect(copiesOf("gateway").some((src) => inside(path, src)), `${path} is not copied into the image`).toBe(true);
+    }
+  });
+
+  it("builds from the sources alone: the build context holds no build output, and the build stage compiles what npm run build reads", () => {
+    expect(ignore[0]).toBe("*");
+    for (const src of kept) expect(src, "let into the build context").not.toMatch(/^(dist|build|node_modules|\.venv)(\/|$)/);
+    for (const stage of stages.values()) for (const src of stage.fromContext) expect(kept, src).toContain(src);
+    const build = stages.get("build")!;
+    expect(build.block).toMatch(/^RUN npm ci\b/m);
+    expect(build.block).toMatch(/^RUN npm run build$/m);
+    // Every folder the TypeScript compiler's include patterns name, and the files the Wasm build reads.
+    const tsInclude = JSON.parse(readFileSync(join(root, "tsconfig.json"), "utf8")).include as string[];
+    const needed = [...new Set(tsInclude.map((p) => `${p.split("/")[0]}/`)), "assembly/", "proto/", "asconfig.json", "tsconfig.json", "scripts/gen-contract.mjs"];
+    for (const src of needed) expect(build.copies, `${src} in the build stage`).toContain(src);
+  });
+
+  it("runs on node:24-bookworm-slim as the node user, with runtime dependencies only", () => {
+    for (const [name, { from }] of stages) if (!stages.has(from)) expect(from, name).toBe("node:24-bookworm-slim");
+    expect(dockerfile).toMatch(/^USER 1000:1000$/m);
+    // The optional dependency is a Node binary for older hosts: the image has its own Node.
+    expect(stages.get("runtime")!.block).toMatch(/npm ci --omit=dev --omit=optional/);
+  });
+
   it("builds the product image (the default, last target) with none of the stand-ins, and the fake fleet's apart", () => {
     expect([...stages.keys()].at(-1)).toBe("gateway");
     expect(copiesOf("gateway").filter((src) => src.startsWith("dist/") && !src.startsWith("dist/host/"))).toEqual([]);
     // What the fake pods load at run time: their code, the engine, the product's config code and the contract it reads.
     expect(copiesOf("fake-fleet")).toEqual(expect.arrayContaining(["proto/", "dist/host/", "dist/testing/fakeserver/", "dist/testing/engine/"]));
-    for (const src of copiesOf("fake-fleet")) expect(kept, src).toContain(src);
   });
 
   it("copies into the fake fleet's image every module its entry point loads, and the contract file they read", () => {
