@@ -16,7 +16,10 @@ fail() {
 }
 
 cd "$root"
-node scripts/start.mjs --config "$here/gateway.yaml" --fleet "$here/fleet.yaml" >"$log" 2>&1 &
+# The Node npm scripts run on: the bundled Node 24 where npm installed it.
+node=$root/node_modules/.bin/node
+[ -x "$node" ] || node=node
+"$node" scripts/start.mjs --config "$here/gateway.yaml" --fleet "$here/fleet.yaml" >"$log" 2>&1 &
 pid=$!
 trap 'kill -TERM "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 1 120); do
