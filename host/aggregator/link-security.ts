@@ -20,8 +20,6 @@ export const SERVER_OPTIONS: grpc.ChannelOptions = {
   "grpc.keepalive_time_ms": 10_000,
   "grpc.keepalive_timeout_ms": 5_000,
   "grpc.max_receive_message_length": MAX_RECEIVE_BYTES,
-  // Envoy pings every 10 s (its cluster's connection_keepalive); allow that, no faster.
-  "grpc.http2.min_ping_interval_without_data_ms": 5_000,
   // One connection carries an Envoy's two streams; far more on one is a client misbehaving.
   "grpc.max_concurrent_streams": 16,
 };

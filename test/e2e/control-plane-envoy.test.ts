@@ -2,11 +2,16 @@
 // (snapshots) and its ADS stream (clusters, routes, endpoints) both run on
 // the TLS aggregator cluster with a client certificate from file-watched
 // SDS, requests are routed end to end, and a rotated client certificate is
-// picked up by the running Envoy.
+// picked up by the running Envoy; a client with a valid certificate that
+// NACKs every push does not keep the real Envoy from taking a hot reload.
 import { X509Certificate } from "node:crypto";
 import { rmSync } from "node:fs";
 import OpenAI from "openai";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import * as grpc from "@grpc/grpc-js";
+import { adsServiceDefinition } from "../../host/aggregator/xds-codec.js";
+import { CLUSTER_TYPE as CDS } from "../../host/aggregator/xds.js";
+import { FakeEnvoy } from "../helpers/fake-envoy.js";
 import { certDir, issueLeaf, makeCa, makeClientCert, makeServerCert, writeLeaf, type CertificateAuthority, type Leaf } from "../helpers/certs.js";
 import { startTestStack, waitFor, type TestStack } from "../helpers/stack.js";
 
@@ -21,7 +26,10 @@ beforeAll(async () => {
   const server = makeServerCert(ca, dir, "aggregator", ["llm-gateway-aggregator", "127.0.0.1"]);
   envoyCert = makeClientCert(ca, dir, "envoy", "llm-gateway-envoy");
   stack = await startTestStack(
-    [{ name: "llama", baseModel: "llama-3.1-8b", pods: [{ name: "llama-a" }] }],
+    [
+      { name: "llama", baseModel: "llama-3.1-8b", pods: [{ name: "llama-a" }] },
+      { name: "qwen", baseModel: "qwen3-32b", pods: [{ name: "qwen-a" }] },
+    ],
     { controlPlaneTls: { caFile: ca.certFile, certFile: envoyCert.certFile, keyFile: envoyCert.keyFile, serverName: "llm-gateway-aggregator" } },
     {},
     { tls: { caFile: ca.certFile, certFile: server.certFile, keyFile: server.keyFile, refreshMs: 200 } },
@@ -52,7 +60,7 @@ it("routes requests with snapshots and ADS both over mutual TLS", async () => {
   expect(stats["cluster.llm_gateway_pool_llama.update_success"]).toBeGreaterThanOrEqual(1);
   // The snapshot came over the TLS link: the filter knows the pod's pool.
   const models = (await (await fetch(`${stack.gatewayUrl}/v1/models`)).json()) as { data: Array<{ id: string }> };
-  expect(models.data.map((m) => m.id)).toEqual(["llama-3.1-8b"]);
+  expect(models.data.map((m) => m.id).sort()).toEqual(["llama-3.1-8b", "qwen3-32b"]);
   expect(await clientSerials()).toContain(serialOf(envoyCert.cert));
 });
 
@@ -64,4 +72,29 @@ it("picks up a rotated client certificate without a restart", async () => {
   expect(stack.envoy.pid).toBe(pid);
   const r = await fetch(`${stack.gatewayUrl}/v1/models`);
   expect(r.status).toBe(200);
+});
+
+it("takes a hot reload while another client with a valid certificate NACKs every push", async () => {
+  const credentials = grpc.credentials.createSsl(Buffer.from(ca.cert), Buffer.from(envoyCert.key), Buffer.from(envoyCert.cert));
+  const rogue = new FakeEnvoy(adsServiceDefinition(), `127.0.0.1:${stack.aggregator.grpcPort}`, credentials, { "grpc.ssl_target_name_override": "llm-gateway-aggregator" });
+  try {
+    rogue.send({ node: { id: "rogue" }, type_url: CDS, resource_names: [] });
+    const first = await rogue.next();
+    rogue.send({ type_url: CDS, version_info: "", response_nonce: first.nonce, error_detail: { message: "no" } });
+    const routesBefore = (await stack.envoy.stats("^http\\.llm_gateway\\.rds\\.llm_gateway\\.update_success$"))["http.llm_gateway.rds.llm_gateway.update_success"];
+
+    const reloading = stack.aggregator.reload({ ...stack.config, pools: stack.config.pools.filter((p) => p.name === "llama") });
+    const pushed = await rogue.next();
+    rogue.send({ type_url: CDS, version_info: "", response_nonce: pushed.nonce, error_detail: { message: "no" } });
+    expect(await reloading).toMatchObject({ applied: true });
+
+    await waitFor("the real Envoy to take the new route table", async () =>
+      (await stack.envoy.stats("^http\\.llm_gateway\\.rds\\.llm_gateway\\.update_success$"))["http.llm_gateway.rds.llm_gateway.update_success"] > routesBefore);
+    await waitFor("the real Envoy's filter to drop the model", async () => {
+      const models = (await (await fetch(`${stack.gatewayUrl}/v1/models`)).json()) as { data: Array<{ id: string }> };
+      return models.data.length === 1 && models.data[0].id === "llama-3.1-8b";
+    });
+  } finally {
+    rogue.close();
+  }
 });
