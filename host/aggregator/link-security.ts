@@ -66,6 +66,12 @@ export async function serverCredentials(agg: Pick<AggregatorConfig, "tls">): Pro
   return grpc.experimental.createCertificateProviderServerCredentials(identity, ca, true);
 }
 
+/** A stream's peer for the log: its address, and the subject of its client certificate when it showed one. */
+export function describePeer(call: Pick<grpc.ServerDuplexStream<unknown, unknown>, "getPeer" | "getAuthContext">): string {
+  const cn = call.getAuthContext().sslPeerCertificate?.subject?.CN;
+  return cn ? `${call.getPeer()} (CN=${cn})` : call.getPeer();
+}
+
 /** Open streams across every service on the port, refused past the cap. */
 export interface StreamGate {
   open(): number;

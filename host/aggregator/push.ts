@@ -6,7 +6,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { formatHostPort } from "../config.js";
 import { encodeSnapshot, snapshotServiceDefinition, type HelloMsg } from "../proto.js";
-import { capStreams, SERVER_OPTIONS } from "./link-security.js";
+import { capStreams, describePeer, SERVER_OPTIONS } from "./link-security.js";
 import type { Snapshot } from "./snapshot.js";
 
 /** Streams are written encoded snapshots (Buffers), so the service's serializer passes them through. */
@@ -84,7 +84,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
 
   function watch(call: WatchCall): void {
     const id = nextStreamId++;
-    const peer = call.getPeer();
+    const peer = describePeer(call);
     const sub: Subscriber = { call, blocked: false, pending: null, lastSentMs: 0 };
     subscribers.add(sub);
     opts.log(`stream ${id} opened from ${peer} (${subscribers.size} open)`);

@@ -22,6 +22,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import { isIP } from "node:net";
 import { parseEndpoint } from "../config.js";
+import { describePeer } from "./link-security.js";
 import { adsServiceDefinition, encodeResource, type DiscoveryRequest, type DiscoveryResponse, type EncodedAny } from "./xds-codec.js";
 
 export type { DiscoveryRequest, DiscoveryResponse } from "./xds-codec.js";
@@ -222,7 +223,7 @@ export function createDiscoveryServer(opts: { log: (line: string) => void; onRej
   }
 
   function stream(call: AdsCall): void {
-    const s: Stream = { id: nextStreamId++, call, node: call.getPeer(), opened: false, types: new Map() };
+    const s: Stream = { id: nextStreamId++, call, node: describePeer(call), opened: false, types: new Map() };
     streams.add(s);
     let gone = false;
     const forget = (why: string) => {

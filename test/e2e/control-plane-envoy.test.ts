@@ -1,9 +1,10 @@
 // A real Envoy reaching the aggregator over mutual TLS: its Wasm link
 // (snapshots) and its ADS stream (clusters, routes, endpoints) both run on
 // the TLS aggregator cluster with a client certificate from file-watched
-// SDS, requests are routed end to end, and a rotated client certificate is
-// picked up by the running Envoy; a client with a valid certificate that
-// NACKs every push does not keep the real Envoy from taking a hot reload.
+// SDS, and requests are routed end to end; a client with a valid certificate
+// that NACKs every push does not keep the real Envoy from taking a hot
+// reload; a rotated client certificate is picked up by the running Envoy
+// and shown on its next connection.
 import { X509Certificate } from "node:crypto";
 import { rmSync } from "node:fs";
 import OpenAI from "openai";
@@ -11,6 +12,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
 import { adsServiceDefinition } from "../../host/aggregator/xds-codec.js";
 import { CLUSTER_TYPE as CDS } from "../../host/aggregator/xds.js";
+import { startAggregator, type Aggregator } from "../../host/aggregator/index.js";
 import { FakeEnvoy } from "../helpers/fake-envoy.js";
 import { certDir, issueLeaf, makeCa, makeClientCert, makeServerCert, writeLeaf, type CertificateAuthority, type Leaf } from "../helpers/certs.js";
 import { startTestStack, waitFor, type TestStack } from "../helpers/stack.js";
@@ -19,6 +21,7 @@ let dir: string;
 let ca: CertificateAuthority;
 let envoyCert: Leaf;
 let stack: TestStack;
+let replacement: Aggregator | null = null;
 
 beforeAll(async () => {
   dir = certDir();
@@ -37,6 +40,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await replacement?.close();
   await stack?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -64,16 +68,6 @@ it("routes requests with snapshots and ADS both over mutual TLS", async () => {
   expect(await clientSerials()).toContain(serialOf(envoyCert.cert));
 });
 
-it("picks up a rotated client certificate without a restart", async () => {
-  const pid = stack.envoy.pid;
-  const rotated = writeLeaf(dir, "envoy", issueLeaf(ca, { commonName: "llm-gateway-envoy-rotated", usage: "client" }));
-  await waitFor("Envoy to load the rotated client certificate", async () => (await clientSerials()).includes(serialOf(rotated.cert)));
-  expect(await clientSerials()).not.toContain(serialOf(envoyCert.cert));
-  expect(stack.envoy.pid).toBe(pid);
-  const r = await fetch(`${stack.gatewayUrl}/v1/models`);
-  expect(r.status).toBe(200);
-});
-
 it("takes a hot reload while another client with a valid certificate NACKs every push", async () => {
   const credentials = grpc.credentials.createSsl(Buffer.from(ca.cert), Buffer.from(envoyCert.key), Buffer.from(envoyCert.cert));
   const rogue = new FakeEnvoy(adsServiceDefinition(), `127.0.0.1:${stack.aggregator.grpcPort}`, credentials, { "grpc.ssl_target_name_override": "llm-gateway-aggregator" });
@@ -97,4 +91,25 @@ it("takes a hot reload while another client with a valid certificate NACKs every
   } finally {
     rogue.close();
   }
+});
+
+it("picks up a rotated client certificate without a restart", async () => {
+  const pid = stack.envoy.pid;
+  const rotated = writeLeaf(dir, "envoy", issueLeaf(ca, { commonName: "llm-gateway-envoy-rotated", usage: "client" }));
+  await waitFor("Envoy to load the rotated client certificate", async () => (await clientSerials()).includes(serialOf(rotated.cert)));
+  expect(await clientSerials()).not.toContain(serialOf(envoyCert.cert));
+  expect(stack.envoy.pid).toBe(pid);
+  // A new connection presents it: an aggregator started in place of the
+  // old one (same port, same certificates) sees the rotated subject.
+  const port = stack.aggregator.grpcPort;
+  await stack.aggregator.close();
+  const logs: string[] = [];
+  replacement = await startAggregator(stack.config, { port, metricsPort: false, log: (l) => logs.push(l) });
+  await waitFor("Envoy to reconnect with the rotated certificate", () => logs.some((l) => /stream \d+ opened from .*\(CN=llm-gateway-envoy-rotated\)/.test(l)), 15_000);
+  expect(logs.some((l) => l.includes("CN=llm-gateway-envoy)"))).toBe(false);
+  await waitFor("requests to be routed again", async () => (await fetch(`${stack.gatewayUrl}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "llama-3.1-8b", messages: [{ role: "user", content: "hi" }], max_tokens: 1 }),
+  })).status === 200);
 });
