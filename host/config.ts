@@ -10,6 +10,15 @@ import { CONTRACT } from "./contract.js";
 import { isLabelKey, isLabelValue, LABEL_KEY_TEXT, LABEL_VALUE_TEXT, matchLabelsSelector, selectorProblem } from "./discovery/label-selector.js";
 import { SCORERS } from "./scorers.generated.js";
 import { msg, validateYaml } from "./validation.js";
+import {
+  aggregatorTlsSchema,
+  controlPlaneClientTlsSchema,
+  controlPlaneIssues,
+  maxStreamsSchema,
+  resolveControlPlanePaths,
+  type AggregatorTlsConfig,
+  type ControlPlaneClientTlsConfig,
+} from "./control-plane-config.js";
 
 export const ENGINES = ["vllm", "sglang", "tgi"] as const;
 export type Engine = (typeof ENGINES)[number];
@@ -25,6 +34,8 @@ export interface GatewayListenerConfig {
   passiveHealth: PassiveHealthConfig;
   /** When set, every request needs a valid JWT (Envoy's jwt_authn). */
   jwt?: JwtConfig;
+  /** Envoy's client certificate for the aggregator link (mutual TLS); required with aggregator.tls. */
+  controlPlaneTls?: ControlPlaneClientTlsConfig;
 }
 
 /** What the filter does when it has not heard from the aggregator for a while. */
@@ -62,6 +73,12 @@ export interface AggregatorConfig {
   staleAfterMs: number;
   /** Longest silence on a snapshot stream; Envoy judges the aggregator alive by it. */
   heartbeatMs: number;
+  /** Mutual TLS on the gRPC port; without it, the host must be loopback or plaintext true. */
+  tls?: AggregatorTlsConfig;
+  /** Serves the gRPC port without TLS on a non-loopback host, deliberately. */
+  plaintext: boolean;
+  /** Snapshot and ADS streams open at once; more are refused with RESOURCE_EXHAUSTED. */
+  maxStreams: number;
 }
 
 /** A weight per scorer, by the scorer's name (host/scorers.generated.ts, from the scorers' own folders). */
@@ -603,6 +620,7 @@ export const configSchema = z.strictObject({
           jwksFile: z.string({ error: msg("expected the path of a JWKS file") }).min(1, { error: "expected the path of a JWKS file" }),
         })
         .optional(),
+      controlPlaneTls: controlPlaneClientTlsSchema.optional(),
     })
     .prefault({}),
   aggregator: z
@@ -614,6 +632,9 @@ export const configSchema = z.strictObject({
       scrapeTimeoutMs: positiveInt.default(1000),
       staleAfterMs: positiveInt.default(1000),
       heartbeatMs: positiveInt.default(1000),
+      tls: aggregatorTlsSchema.optional(),
+      plaintext: z.boolean().default(false),
+      maxStreams: maxStreamsSchema,
     })
     .prefault({}),
   pools: z.array(poolSchema, { error: msg("expected a list of pools") }).min(1, { error: "expected at least one pool" }),
@@ -677,6 +698,7 @@ function crossCheck(raw: RawConfig): string[] {
   if (raw.gateway.staleView.maxAgeMs <= agg.heartbeatMs) {
     issues.push(`gateway.staleView.maxAgeMs: must be greater than aggregator.heartbeatMs (${agg.heartbeatMs}), or a quiet but healthy aggregator looks lost between heartbeats`);
   }
+  issues.push(...controlPlaneIssues(raw));
   if (agg.staleAfterMs <= agg.scrapeIntervalMs) {
     issues.push(`aggregator.staleAfterMs: must be greater than scrapeIntervalMs (${agg.scrapeIntervalMs}), or every endpoint flaps between fresh and stale`);
   }
@@ -828,6 +850,7 @@ export function parseConfigFile(text: string, path: string): GatewayConfig {
   const config = parseGatewayConfig(text, path);
   const jwt = config.gateway.jwt;
   if (jwt) jwt.jwksFile = resolve(dirname(path), jwt.jwksFile);
+  resolveControlPlanePaths(config, dirname(path));
   for (const pool of config.pools) {
     if (pool.kubernetes?.kubeconfig) pool.kubernetes.kubeconfig = resolve(dirname(path), pool.kubernetes.kubeconfig);
   }

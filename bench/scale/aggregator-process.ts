@@ -2,7 +2,7 @@
 // process, so the CPU it reports is the aggregator's and not the fake pods'.
 // Driven over IPC (aggregator-child.ts is the other end).
 import { startAggregator, type Aggregator } from "../../host/aggregator/index.js";
-import type { AggregatorTelemetry } from "../../host/aggregator/telemetry.js";
+import { NO_TELEMETRY, type AggregatorTelemetry } from "../../host/aggregator/telemetry.js";
 import { parseGatewayConfig } from "../../host/config.js";
 import type { ChildMessage, ParentMessage, TelemetryTotals } from "./aggregator-child.js";
 
@@ -10,6 +10,7 @@ const totals: TelemetryTotals = { cycles: 0, cycleCpuMs: 0, intervalMs: 0, pushe
 /** Push delays (the aggregator's own view) since the last sample. */
 let pushDelaysMs: number[] = [];
 const telemetry: AggregatorTelemetry = {
+  ...NO_TELEMETRY,
   scrape(_pool, _pod, _seconds, error) {
     totals.scrapes++;
     if (error !== null) totals.scrapeErrors++;

@@ -12,6 +12,7 @@ import { ScrapeLoop } from "./cycle.js";
 import { AggregatorMetrics, startMetricsServer, type AggregatorStats, type MetricsServer } from "./metrics.js";
 import { PoolState } from "./pool.js";
 import { SnapshotBuilder } from "./snapshot-builder.js";
+import { serverCredentials } from "./link-security.js";
 import { startSnapshotServer, type SnapshotServer } from "./push.js";
 import { createReloader, type Reloader, type ReloadResult } from "./reload.js";
 import type { Snapshot } from "./snapshot.js";
@@ -131,7 +132,7 @@ export async function startAggregator(initial: GatewayConfig, opts: AggregatorOp
   let poolStates = new Map(config.pools.map((pool) => [pool.name, new PoolState(pool, sources.get(pool.name)!)]));
   const pools = () => config.pools.map((pool) => poolStates.get(pool.name)!);
   // Envoy's pool clusters, their endpoints and the routes to them (ADS on the gRPC port).
-  const discovery = createDiscoveryServer({ log });
+  const discovery = createDiscoveryServer({ log, onRejected: (type) => telemetry.xdsRejected(type) });
   const listeners = new Set<(s: Snapshot) => void>();
   let push: SnapshotServer | null = null;
   let metrics: MetricsServer | null = null;
@@ -244,6 +245,9 @@ export async function startAggregator(initial: GatewayConfig, opts: AggregatorOp
       log,
       heartbeatMs: config.aggregator.heartbeatMs,
       services: [discovery.service],
+      credentials: await serverCredentials(config.aggregator),
+      maxStreams: config.aggregator.maxStreams,
+      onStreamRefused: (method) => telemetry.streamRefused(method),
     });
     if (ownMetrics !== null && metricsPortOpt !== false) {
       const server = push;

@@ -52,6 +52,8 @@ export class AggregatorMetrics implements AggregatorTelemetry {
   private readonly cycleCpu: Histogram;
   private readonly interval: Gauge;
   private readonly reloads: Counter<"outcome">;
+  private readonly refusedStreams: Counter<"method">;
+  private readonly xdsRejections: Counter<"type">;
 
   /** `pools`: the configured pools, whose discovery counters start at 0 so every kind is a series from the start. */
   constructor(pools: string[]) {
@@ -106,6 +108,20 @@ export class AggregatorMetrics implements AggregatorTelemetry {
       registers,
     });
     for (const outcome of ["applied", "refused"]) this.reloads.inc({ outcome }, 0);
+    this.refusedStreams = new Counter({
+      name: "llm_gateway_control_plane_streams_refused_total",
+      help: "gRPC streams (Watch, StreamAggregatedResources) refused with RESOURCE_EXHAUSTED because aggregator.maxStreams were open.",
+      labelNames: ["method"],
+      registers,
+    });
+    for (const method of ["Watch", "StreamAggregatedResources"]) this.refusedStreams.inc({ method }, 0);
+    this.xdsRejections = new Counter({
+      name: "llm_gateway_xds_rejections_total",
+      help: "ADS responses an Envoy refused (NACK); that Envoy keeps its last good resources, the log names its node id.",
+      labelNames: ["type"],
+      registers,
+    });
+    for (const type of ["clusters", "endpoints", "routes"]) this.xdsRejections.inc({ type }, 0);
     this.pulledState(registers);
   }
 
@@ -132,6 +148,14 @@ export class AggregatorMetrics implements AggregatorTelemetry {
 
   reload(outcome: "applied" | "refused"): void {
     this.reloads.inc({ outcome });
+  }
+
+  streamRefused(method: string): void {
+    this.refusedStreams.inc({ method });
+  }
+
+  xdsRejected(type: "clusters" | "endpoints" | "routes"): void {
+    this.xdsRejections.inc({ type });
   }
 
   /** The exposition text, with state pulled from `stats` now (two scrapes at once may both read the newer pull). */

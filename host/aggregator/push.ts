@@ -6,6 +6,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { formatHostPort } from "../config.js";
 import { encodeSnapshot, snapshotServiceDefinition, type HelloMsg } from "../proto.js";
+import { capStreams, describePeer, SERVER_OPTIONS } from "./link-security.js";
 import type { Snapshot } from "./snapshot.js";
 
 /** Streams are written encoded snapshots (Buffers), so the service's serializer passes them through. */
@@ -27,6 +28,8 @@ export interface SnapshotServer {
   readonly port: number;
   /** Open Watch streams. */
   streams(): number;
+  /** Streams (Watch and the other services') refused by the cap so far. */
+  refusedStreams(): number;
   /** Messages written to streams so far. */
   pushed(): number;
   /** Sends `snapshot` to every stream; returns its encoded size in bytes. */
@@ -44,6 +47,12 @@ export interface SnapshotServerOptions {
   services?: ReadonlyArray<{ definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation }>;
   /** Longest silence on a stream before a heartbeat; default 1000 ms. */
   heartbeatMs?: number;
+  /** Default: no TLS (link-security.ts makes mutual TLS ones). */
+  credentials?: grpc.ServerCredentials;
+  /** Streams of every service open at once; past it a new one is refused with RESOURCE_EXHAUSTED. Default: no cap. */
+  maxStreams?: number;
+  /** Called with the method name of each refused stream. */
+  onStreamRefused?: (method: string) => void;
 }
 
 const SHUTDOWN_GRACE_MS = 1000;
@@ -75,7 +84,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
 
   function watch(call: WatchCall): void {
     const id = nextStreamId++;
-    const peer = call.getPeer();
+    const peer = describePeer(call);
     const sub: Subscriber = { call, blocked: false, pending: null, lastSentMs: 0 };
     subscribers.add(sub);
     opts.log(`stream ${id} opened from ${peer} (${subscribers.size} open)`);
@@ -106,17 +115,16 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     send(sub, encode(opts.current()));
   }
 
-  const server = new grpc.Server({
-    // Notice peers that vanished without a FIN (a killed Envoy) so their
-    // streams are dropped instead of kept forever.
-    "grpc.keepalive_time_ms": 10_000,
-    "grpc.keepalive_timeout_ms": 5_000,
+  const server = new grpc.Server(SERVER_OPTIONS);
+  const capped = capStreams([{ definition: watchDefinition, implementation: { Watch: watch } }, ...(opts.services ?? [])], {
+    max: opts.maxStreams ?? Number.MAX_SAFE_INTEGER,
+    log: opts.log,
+    onRefused: opts.onStreamRefused,
   });
-  server.addService(watchDefinition, { Watch: watch });
-  for (const s of opts.services ?? []) server.addService(s.definition, s.implementation);
+  for (const s of capped.services) server.addService(s.definition, s.implementation);
 
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(formatHostPort(opts.host, opts.port), grpc.ServerCredentials.createInsecure(), (err, bound) =>
+    server.bindAsync(formatHostPort(opts.host, opts.port), opts.credentials ?? grpc.ServerCredentials.createInsecure(), (err, bound) =>
       err ? reject(err) : resolve(bound),
     );
   });
@@ -132,6 +140,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
   return {
     port,
     streams: () => subscribers.size,
+    refusedStreams: () => capped.gate.refused(),
     pushed: () => pushedCount,
     publish(snapshot) {
       const bytes = encode(snapshot);

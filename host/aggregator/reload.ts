@@ -4,8 +4,10 @@
 //    as endpoints) while the config in force still decides;
 // 3. send Envoy the clusters and the route table of the new config plus the
 //    pools it drops, and wait until every connected Envoy has accepted them
-//    and has the new clusters' endpoints. A NACK refuses the reload and the
-//    previous resources are sent again;
+//    and has the new clusters' endpoints. The aggregator itself judged the
+//    config (schema, rendering, encoding), so once sent it is committed: an
+//    Envoy that NACKs keeps its last good resources (logged with its node id,
+//    counted), and neither holds back nor rolls back the others;
 // 4. put the new config in force: the next snapshot carries the new pools,
 //    models, weights and profiles, so the filter routes to them only now;
 // 5. a while later (drainMs), when every filter has that snapshot, remove
@@ -135,15 +137,11 @@ export function createReloader<P>(opts: ReloaderOptions<P>): Reloader {
     }
     resources = nextResources;
     const settled = await discovery.settled(confirmTimeoutMs);
-    if (!settled.ok && !settled.timedOut) {
-      serveResources(discovery, previous);
-      resources = previous;
-      target.abandon(prepared);
-      return refused(settled.reason);
-    }
-    // A slow Envoy takes the resources later; models that exist throughout
-    // never depended on them, and the new ones answer 503 until it does.
-    if (!settled.ok) log(`config reload goes ahead without every Envoy's confirmation: ${settled.reason}`);
+    // A slow or refusing Envoy runs on what it had; models that exist
+    // throughout never depended on the new resources, and the new ones
+    // answer 503 there until it takes them.
+    if (!settled.ok && settled.timedOut) log(`config reload goes ahead without every Envoy's confirmation: ${settled.reason}`);
+    if (!settled.ok && !settled.timedOut) log(`config reload goes ahead; Envoys that refused it keep their last good resources: ${settled.reason}`);
 
     target.commit(prepared);
     served = [...next.pools, ...lingering];

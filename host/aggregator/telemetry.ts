@@ -16,6 +16,10 @@ export interface AggregatorTelemetry {
   cycle(cpuMs: number, intervalMs: number): void;
   /** A config reload was applied, or refused (the log line says why, naming the field). */
   reload(outcome: "applied" | "refused"): void;
+  /** A stream was refused because aggregator.maxStreams were open (its gRPC method name). */
+  streamRefused(method: string): void;
+  /** An Envoy refused (NACKed) an ADS response of this type. */
+  xdsRejected(type: "clusters" | "endpoints" | "routes"): void;
 }
 
 export const NO_TELEMETRY: AggregatorTelemetry = {
@@ -24,4 +28,6 @@ export const NO_TELEMETRY: AggregatorTelemetry = {
   snapshotPushed() {},
   cycle() {},
   reload() {},
+  streamRefused() {},
+  xdsRejected() {},
 };

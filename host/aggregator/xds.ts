@@ -22,6 +22,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import { isIP } from "node:net";
 import { parseEndpoint } from "../config.js";
+import { describePeer } from "./link-security.js";
 import { adsServiceDefinition, encodeResource, type DiscoveryRequest, type DiscoveryResponse, type EncodedAny } from "./xds-codec.js";
 
 export type { DiscoveryRequest, DiscoveryResponse } from "./xds-codec.js";
@@ -32,11 +33,11 @@ export const ROUTE_CONFIGURATION_TYPE = "type.googleapis.com/envoy.config.route.
 const TYPES = [CLUSTER_TYPE, CLUSTER_LOAD_ASSIGNMENT_TYPE, ROUTE_CONFIGURATION_TYPE] as const;
 export type ResourceType = (typeof TYPES)[number];
 
-const SHORT: Record<ResourceType, string> = {
+const SHORT = {
   [CLUSTER_TYPE]: "clusters",
   [CLUSTER_LOAD_ASSIGNMENT_TYPE]: "endpoints",
   [ROUTE_CONFIGURATION_TYPE]: "routes",
-};
+} as const satisfies Record<ResourceType, string>;
 
 export function poolClusterName(pool: string): string {
   return `llm_gateway_pool_${pool}`;
@@ -44,7 +45,11 @@ export function poolClusterName(pool: string): string {
 
 type AdsCall = grpc.ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>;
 
-/** Every open Envoy has confirmed the current resources, or why not. */
+/**
+ * Every open Envoy has confirmed the current resources, or why not: some
+ * refused them (each keeps its last good ones; every other one accepted),
+ * or some had not answered in time.
+ */
 export type Settled = { ok: true } | { ok: false; timedOut: boolean; reason: string };
 
 export interface DiscoveryServer {
@@ -70,9 +75,10 @@ export interface DiscoveryServer {
   /**
    * Resolves once every open stream has accepted the current version of each
    * type it subscribes to, and an Envoy that takes its clusters from here
-   * has the endpoints of every current cluster (so they are warm). A NACK of
-   * a current version ends the wait with Envoy's message; streams that close
-   * are not waited for.
+   * has the endpoints of every current cluster (so they are warm). A stream
+   * that NACKed a current version is not waited for: once every other one
+   * has accepted, the wait ends with the refusing Envoys' messages; streams
+   * that close are not waited for either.
    */
   settled(timeoutMs: number): Promise<Settled>;
   /** The version of a type's current resources (0 before the first). */
@@ -122,7 +128,7 @@ interface Waiter {
   settle(): boolean;
 }
 
-export function createDiscoveryServer(opts: { log: (line: string) => void }): DiscoveryServer {
+export function createDiscoveryServer(opts: { log: (line: string) => void; onRejected?: (type: (typeof SHORT)[ResourceType]) => void }): DiscoveryServer {
   const { log } = opts;
   const state = new Map<ResourceType, TypeState>(TYPES.map((t) => [t, { resources: new Map(), version: 0 }]));
   const streams = new Set<Stream>();
@@ -197,8 +203,9 @@ export function createDiscoveryServer(opts: { log: (line: string) => void }): Di
       if (req.error_detail) {
         sub.rejected = req.error_detail.message ?? "no reason given";
         // Sending the same version again would only be rejected again; the
-        // next change sends a new one (a refused reload restores the last one).
+        // next change sends a new one.
         log(`ads stream ${s.id} (${s.node}) rejected ${SHORT[type]} version ${sub.sentVersion} and keeps its previous ones: ${sub.rejected}`);
+        opts.onRejected?.(SHORT[type]);
       }
     }
     const asked = req.resource_names ?? [];
@@ -216,7 +223,7 @@ export function createDiscoveryServer(opts: { log: (line: string) => void }): Di
   }
 
   function stream(call: AdsCall): void {
-    const s: Stream = { id: nextStreamId++, call, node: call.getPeer(), opened: false, types: new Map() };
+    const s: Stream = { id: nextStreamId++, call, node: describePeer(call), opened: false, types: new Map() };
     streams.add(s);
     let gone = false;
     const forget = (why: string) => {
@@ -327,19 +334,14 @@ export function createDiscoveryServer(opts: { log: (line: string) => void }): Di
         }, timeoutMs);
         const waiter: Waiter = {
           settle() {
-            let waiting = false;
+            const rejected: string[] = [];
             for (const s of streams) {
               const p = pending(s);
-              if (p && "rejected" in p) {
-                clearTimeout(timer);
-                resolve({ ok: false, timedOut: false, reason: `Envoy (ads stream ${s.id}, ${s.node}) rejected ${p.rejected}` });
-                return true;
-              }
-              if (p) waiting = true;
+              if (p && "waiting" in p) return false;
+              if (p) rejected.push(`Envoy (ads stream ${s.id}, ${s.node}) rejected ${p.rejected}`);
             }
-            if (waiting) return false;
             clearTimeout(timer);
-            resolve({ ok: true });
+            resolve(rejected.length === 0 ? { ok: true } : { ok: false, timedOut: false, reason: rejected.join("; ") });
             return true;
           },
         };

@@ -13,6 +13,7 @@ import {
 } from "../config.js";
 import { CONTRACT } from "../contract.js";
 import { projectRoot } from "../paths.js";
+import { withControlPlaneTls, type ControlPlaneTlsParams } from "./control-plane-tls.js";
 
 /**
  * Extra room above max_body_bytes in Envoy's buffer limit, so an oversized
@@ -77,6 +78,8 @@ export interface EnvoyConfigParams {
   modelRoutes?: ModelRouteParams[];
   /** Who may claim Critical and get debug output; the filter's defaults (none, off) when absent. */
   traffic?: TrafficConfig;
+  /** Mutual TLS to the aggregator (its SDS files: controlPlaneSdsFiles); plaintext when absent. */
+  controlPlaneTls?: ControlPlaneTlsParams;
 }
 
 export function gatewayTemplatePath(): string {
@@ -86,8 +89,11 @@ export function gatewayTemplatePath(): string {
 /** Template parameters from a gateway config file's gateway and aggregator sections. */
 export function envoyParamsFromGatewayConfig(
   cfg: GatewayConfig,
-  opts: { wasmPath: string },
+  /** `sdsDir`: where the control-plane TLS SDS files go (next to the bootstrap); needed with gateway.controlPlaneTls. */
+  opts: { wasmPath: string; sdsDir?: string },
 ): EnvoyConfigParams {
+  const tls = cfg.gateway.controlPlaneTls;
+  if (tls && opts.sdsDir === undefined) throw new Error("gateway.controlPlaneTls: the renderer needs a folder for its SDS files");
   return {
     gatewayHost: cfg.gateway.host,
     gatewayPort: cfg.gateway.port,
@@ -101,6 +107,7 @@ export function envoyParamsFromGatewayConfig(
     passiveHealth: cfg.gateway.passiveHealth,
     jwt: cfg.gateway.jwt,
     traffic: cfg.traffic,
+    ...(tls ? { controlPlaneTls: { ...tls, sdsDir: opts.sdsDir! } } : {}),
     ...routeParamsOf(cfg),
   };
 }
@@ -282,6 +289,7 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   if (params.jwt) withJwtAuthn(doc, params.jwt, claims);
   if (params.wasmFilter === false) withoutWasmFilter(doc);
   if (params.statsPort !== undefined) withStatsListener(doc, params);
+  if (params.controlPlaneTls) withControlPlaneTls(doc, params.controlPlaneTls, params.aggregatorHost);
   return { doc, poolClusters };
 }
 

@@ -15,3 +15,4 @@ export {
   type XdsResources,
   type ModelRouteParams,
 } from "./config.js";
+export { controlPlaneSdsFiles, type SdsFile } from "./control-plane-tls.js";

@@ -10,6 +10,7 @@ import { parseArgs } from "node:util";
 import { loadGatewayConfig } from "../config.js";
 import { filterWasmPath } from "../paths.js";
 import { envoyParamsFromGatewayConfig, renderEnvoyConfig, renderEnvoyXds } from "./config.js";
+import { controlPlaneSdsFiles } from "./control-plane-tls.js";
 
 const USAGE = "usage: render-main --config FILE --out FILE [--wasm PATH] [--complete]";
 
@@ -27,10 +28,13 @@ function main(): void {
   const params = envoyParamsFromGatewayConfig(loadGatewayConfig(values.config), {
     // The path as Envoy will see it, which in a container differs from ours.
     wasmPath: resolve(values.wasm ?? filterWasmPath),
+    // The control-plane TLS SDS files go next to the bootstrap, for Envoy to read there.
+    sdsDir: dirname(resolve(values.out)),
   });
   const yaml = values.complete ? renderEnvoyConfig(params) : renderEnvoyXds(params).bootstrap;
   mkdirSync(dirname(resolve(values.out)), { recursive: true });
   writeFileSync(values.out, yaml);
+  for (const sds of params.controlPlaneTls ? controlPlaneSdsFiles(params.controlPlaneTls) : []) writeFileSync(sds.path, sds.text);
   process.stdout.write(`wrote ${values.out}\n`);
 }
 

@@ -19,15 +19,18 @@ export class FakeEnvoy {
   private waiter: (() => void) | null = null;
   ended = false;
 
-  constructor(definition: grpc.ServiceDefinition, address: string) {
+  /** Set when the stream ended with an error (e.g. refused by the server). */
+  error: grpc.ServiceError | null = null;
+
+  constructor(definition: grpc.ServiceDefinition, address: string, credentials = grpc.credentials.createInsecure(), options: grpc.ClientOptions = {}) {
     const Client = grpc.makeGenericClientConstructor(definition, "AggregatedDiscoveryService");
-    this.client = new Client(address, grpc.credentials.createInsecure());
+    this.client = new Client(address, credentials, options);
     this.call = (this.client as unknown as { StreamAggregatedResources(): FakeEnvoy["call"] }).StreamAggregatedResources();
     this.call.on("data", (r: AdsResponse) => {
       this.queue.push(r);
       this.waiter?.();
     });
-    this.call.on("error", () => {}); // a cancelled stream at close
+    this.call.on("error", (err: grpc.ServiceError) => (this.error = err)); // also a cancelled stream at close
     this.call.on("end", () => (this.ended = true));
   }
 

@@ -8,7 +8,7 @@ import * as grpc from "@grpc/grpc-js";
 import { afterEach, describe, expect, it } from "vitest";
 import { startAggregator, type Aggregator, type Snapshot } from "../../host/aggregator/index.js";
 import { adaptInterval, CORE_SHARE } from "../../host/aggregator/cycle.js";
-import type { AggregatorTelemetry } from "../../host/aggregator/telemetry.js";
+import { NO_TELEMETRY, type AggregatorTelemetry } from "../../host/aggregator/telemetry.js";
 import { createDiscoveryServer, poolClusterName, type DiscoveryRequest } from "../../host/aggregator/xds.js";
 import { parseGatewayConfig } from "../../host/config.js";
 import type { DiscoveryEventKind } from "../../host/discovery/source.js";
@@ -74,6 +74,7 @@ function recordingTelemetry() {
     cycles: [] as Array<{ cpuMs: number; intervalMs: number }>,
   };
   const hooks: AggregatorTelemetry = {
+    ...NO_TELEMETRY,
     scrape: (pool, pod, _s, error) => t.scrapes.push({ pool, pod, error }),
     discovery: (pool, kind) => t.discovery.push([pool, kind]),
     snapshotPushed: (bytes, delayMs) => t.pushes.push({ bytes, delayMs }),

@@ -49,7 +49,7 @@ describe("gateway config", () => {
       passiveHealth: { ejectAfterFailures: 3, ejectMs: 10000 },
     });
     expect(c.aggregator).toEqual({
-      host: "127.0.0.1", port: 50051, metricsPort: 9464, scrapeIntervalMs: 50, scrapeTimeoutMs: 1000, staleAfterMs: 1000, heartbeatMs: 1000,
+      host: "127.0.0.1", port: 50051, metricsPort: 9464, scrapeIntervalMs: 50, scrapeTimeoutMs: 1000, staleAfterMs: 1000, heartbeatMs: 1000, plaintext: false, maxStreams: 256,
     });
     expect(c.pools[0]).toEqual({
       name: "llama",
@@ -205,14 +205,14 @@ pools:
     ]);
     expect(issues(`${MINIMAL}\ngateway: { host: "" }\n`)).toEqual(["gateway.host: expected a host name or IP address"]);
     expect(issues(`${MINIMAL}\ngateway: { host: 300.1.1.1 }\n`)).toEqual(["gateway.host: expected a host name or IP address"]);
-    const c = parseGatewayConfig(`${MINIMAL}\ngateway: { host: "::1" }\naggregator: { host: gw.internal }\n`);
+    const c = parseGatewayConfig(`${MINIMAL}\ngateway: { host: "::1" }\naggregator: { host: gw.internal, plaintext: true }\n`);
     expect([c.gateway.host, c.aggregator.host]).toEqual(["::1", "gw.internal"]);
   });
 });
 
 describe("resolveConfigHosts", () => {
   const withHosts = (gateway: string, aggregator: string) =>
-    parseGatewayConfig(`${MINIMAL}\ngateway: { host: "${gateway}" }\naggregator: { host: "${aggregator}" }\n`);
+    parseGatewayConfig(`${MINIMAL}\ngateway: { host: "${gateway}" }\naggregator: { host: "${aggregator}", plaintext: true }\n`);
 
   it("turns names into IPs (IPv4 first) and leaves literals and pool endpoints alone", async () => {
     const config = parseGatewayConfig(`

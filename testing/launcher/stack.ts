@@ -1,10 +1,13 @@
 // Starts the whole local gateway: the fake fleet (when given one), the
 // metrics aggregator, and Envoy with our filter.
 // Used by `npm start`, the end-to-end tests and the live benchmark.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseConfigFile, resolveConfigHosts, type Engine, type GatewayConfig } from "../../host/config.js";
 import { watchConfigFile, type ConfigWatch } from "../../host/aggregator/config-watch.js";
 import { startAggregator, type Aggregator } from "../../host/aggregator/index.js";
-import { envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/index.js";
+import { controlPlaneSdsFiles, envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/index.js";
 import { startEnvoy, type EnvoyProcess } from "./envoy-process.js";
 import { stringify } from "yaml";
 import { parseGatewayConfig } from "../../host/config.js";
@@ -112,7 +115,10 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
 
     // The aggregator serves the pools' clusters and the route table; the
     // bootstrap holds what only a restart changes.
-    const params = envoyParamsFromGatewayConfig(config, { wasmPath: opts.wasmPath ?? filterWasmPath });
+    const sdsDir = mkdtempSync(join(tmpdir(), "llm-gateway-sds-"));
+    started.push(async () => rmSync(sdsDir, { recursive: true, force: true }));
+    const params = envoyParamsFromGatewayConfig(config, { wasmPath: opts.wasmPath ?? filterWasmPath, sdsDir });
+    for (const sds of params.controlPlaneTls ? controlPlaneSdsFiles(params.controlPlaneTls) : []) writeFileSync(sds.path, sds.text);
     const envoy = await startEnvoy({
       configYaml: renderEnvoyXds({
         ...params,

@@ -1,0 +1,81 @@
+// Envoy's side of the mutual TLS link to the aggregator: the static
+// aggregator cluster gets an UpstreamTlsContext whose client certificate and
+// CA come from file-watched SDS (one small SDS file per secret, written next
+// to the bootstrap), so a rotated Secret is picked up without a restart; the
+// aggregator's certificate must chain to the CA and carry the server name.
+import { isIP } from "node:net";
+import { dirname, join } from "node:path";
+import { isMap, isSeq, type Document } from "yaml";
+import type { ControlPlaneClientTlsConfig } from "../control-plane-config.js";
+
+export const AGGREGATOR_CLUSTER = "llm_gateway_aggregator";
+const CLIENT_SECRET = "llm_gateway_aggregator_client";
+const CA_SECRET = "llm_gateway_aggregator_ca";
+const SECRET_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+
+/** The client side's files, and the folder its SDS files go in (where the bootstrap is written). */
+export interface ControlPlaneTlsParams extends ControlPlaneClientTlsConfig {
+  sdsDir: string;
+}
+
+/** An SDS file Envoy reads (and watches) for one secret. */
+export interface SdsFile {
+  path: string;
+  text: string;
+}
+
+const sdsPath = (dir: string, secret: string) => join(dir, `${secret}.sds.json`);
+
+/** The SDS files the bootstrap's aggregator cluster refers to; write them before Envoy starts. */
+export function controlPlaneSdsFiles(tls: ControlPlaneTlsParams): SdsFile[] {
+  const client = {
+    "@type": SECRET_TYPE,
+    name: CLIENT_SECRET,
+    tls_certificate: {
+      certificate_chain: { filename: tls.certFile },
+      private_key: { filename: tls.keyFile },
+      // A Secret volume swaps a symlink in this folder: a move Envoy sees here.
+      watched_directory: { path: dirname(tls.certFile) },
+    },
+  };
+  const ca = {
+    "@type": SECRET_TYPE,
+    name: CA_SECRET,
+    validation_context: { trusted_ca: { filename: tls.caFile }, watched_directory: { path: dirname(tls.caFile) } },
+  };
+  return [client, ca].map((secret) => ({ path: sdsPath(tls.sdsDir, secret.name), text: `${JSON.stringify({ resources: [secret] }, null, 2)}\n` }));
+}
+
+const sdsConfig = (dir: string, secret: string) => ({
+  name: secret,
+  sds_config: { path_config_source: { path: sdsPath(dir, secret), watched_directory: { path: dir } }, resource_api_version: "V3" },
+});
+
+/** Puts the UpstreamTlsContext on the bootstrap's aggregator cluster; `aggregatorHost` is the default server name. */
+export function withControlPlaneTls(doc: Document, tls: ControlPlaneTlsParams, aggregatorHost: string): void {
+  const clusters = doc.getIn(["static_resources", "clusters"]);
+  if (!isSeq(clusters)) throw new Error("the Envoy template has no static clusters list");
+  const cluster = clusters.items.find((c) => isMap(c) && c.get("name") === AGGREGATOR_CLUSTER);
+  if (!isMap(cluster)) throw new Error(`the Envoy template has no ${AGGREGATOR_CLUSTER} cluster`);
+  const serverName = tls.serverName ?? aggregatorHost;
+  const byIp = isIP(serverName) !== 0;
+  cluster.set("transport_socket", doc.createNode({
+    name: "envoy.transport_sockets.tls",
+    typed_config: {
+      "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+      // SNI carries a name, never an IP literal; the SAN check holds either way.
+      ...(byIp ? {} : { sni: serverName }),
+      common_tls_context: {
+        tls_params: { tls_minimum_protocol_version: "TLSv1_2" },
+        alpn_protocols: ["h2"],
+        tls_certificate_sds_secret_configs: [sdsConfig(tls.sdsDir, CLIENT_SECRET)],
+        combined_validation_context: {
+          default_validation_context: {
+            match_typed_subject_alt_names: [{ san_type: byIp ? "IP_ADDRESS" : "DNS", matcher: { exact: serverName } }],
+          },
+          validation_context_sds_secret_config: sdsConfig(tls.sdsDir, CA_SECRET),
+        },
+      },
+    },
+  }));
+}
