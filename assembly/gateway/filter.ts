@@ -306,7 +306,7 @@ class GatewayStream extends HttpContext {
   private readsUsage: bool = false;
   /** The request asked for a stream: its answer must end with the terminal event. */
   private stream: bool = false;
-  /** When its body was complete (ns), until a stream's first answer bytes. */
+  /** When its body was complete (ns), for a request sent or held, until a stream's first answer bytes. */
   private completeNs: u64 = 0;
   /** Paused in a hold queue until the tick dispatches or refuses it. */
   private queued: bool = false;
@@ -486,9 +486,10 @@ class GatewayStream extends HttpContext {
   /** Routes the complete body, timing the decision; false after answering with an error. */
   private decide(bodySize: i32): bool {
     const startNs = nowNanos();
-    this.completeNs = startNs;
     const routed = this.routeBody(bodySize);
     const endNs = nowNanos();
+    // A local reply (a refusal) has no first token; a held request's counts from now, holding included.
+    if (routed || this.queued) this.completeNs = startNs;
     this.root.stats!.decisionTook(endNs > startNs ? (endNs - startNs) / 1000 : 0);
     return routed;
   }
