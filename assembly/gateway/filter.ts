@@ -306,6 +306,8 @@ class GatewayStream extends HttpContext {
   private readsUsage: bool = false;
   /** The request asked for a stream: its answer must end with the terminal event. */
   private stream: bool = false;
+  /** When its body was complete (ns), for a request sent or held, until a stream's first answer bytes. */
+  private completeNs: u64 = 0;
   /** Paused in a hold queue until the tick dispatches or refuses it. */
   private queued: bool = false;
   private heldPriority: i32 = 0;
@@ -415,6 +417,7 @@ class GatewayStream extends HttpContext {
    */
   onResponseBody(bodySize: i32, endOfStream: bool): DataAction {
     if (this.prefillTokens > 0 && bodySize > 0) this.prefilled();
+    if (this.completeNs > 0 && this.stream && bodySize > 0) this.firstBytes();
     if ((!this.readsUsage && !this.stream) || bodySize <= 0) return DataAction.Continue;
     const wanted = UsageTail.wanted(bodySize, this.readsUsage);
     const bytes = this.root.scratch;
@@ -457,6 +460,14 @@ class GatewayStream extends HttpContext {
     bytes.release();
   }
 
+  /** A stream's first answer bytes: its time to first token, counted from its complete request (holding included). */
+  private firstBytes(): void {
+    const nowNs = nowNanos();
+    const startNs = this.completeNs;
+    this.completeNs = 0;
+    if (this.pool != null && this.served != null) this.root.stats!.firstToken(this.pool!, this.served!, nowNs > startNs ? (nowNs - startNs) / 1000 : 0);
+  }
+
   /** The stream's first bytes: the pod has prefilled its prompt, which no longer counts as work ahead there. */
   private prefilled(): void {
     const tokens = this.prefillTokens;
@@ -472,14 +483,14 @@ class GatewayStream extends HttpContext {
     if (tail.find(usage)) this.root.stats!.tokens(this.pool!, this.served!, usage);
   }
 
-  /** Routes the complete body (timing one decision in 16); false after answering with an error. */
+  /** Routes the complete body, timing the decision; false after answering with an error. */
   private decide(bodySize: i32): bool {
-    const metrics = this.root.metrics!;
-    if (!metrics.sampleDecision()) return this.routeBody(bodySize);
     const startNs = nowNanos();
     const routed = this.routeBody(bodySize);
     const endNs = nowNanos();
-    metrics.decisionTook(endNs > startNs ? (endNs - startNs) / 1000 : 0);
+    // A local reply (a refusal) has no first token; a held request's counts from now, holding included.
+    if (routed || this.queued) this.completeNs = startNs;
+    this.root.stats!.decisionTook(endNs > startNs ? (endNs - startNs) / 1000 : 0);
     return routed;
   }
 

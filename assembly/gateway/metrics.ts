@@ -1,21 +1,16 @@
 // The filter's view of the fleet as Envoy stats (names per stat-names.ts):
 // snapshot installs, version and size; the view's age; per pool, its pods and
 // how many of them have stale metrics or are ejected by the passive-health
-// ledger; and how long routing decisions take, as a histogram.
+// ledger. (How long decisions take is counted with the traffic, in
+// traffic-stats.ts.)
 //
 // Gauges are process-wide in Envoy: every worker sets the same values (they
 // all hold the same snapshot and shared ledger), and only values that moved
 // are sent, at most once per GAUGE_PERIOD_MS, so a quiet tick stays cheap.
-// Timing a decision costs two clock reads and the histogram record, so only
-// one decision in DECISION_SAMPLE_EVERY per worker is timed (the first one
-// included): the quantiles stay representative, the histogram's count is
-// that fraction of the decisions, and a request pays 3/16 host calls for it
-// on average.
 import { defineMetric, incrementMetric, MetricType, recordMetric } from "../abi/hostcalls";
 import { Snapshot } from "../core/fleet/snapshot";
 import { statName } from "./stat-names";
 
-export const DECISION_SAMPLE_EVERY: u32 = 16;
 /** Longest a gauge waits to follow its value (the age grows every tick; Prometheus scrapes every few seconds). */
 export const GAUGE_PERIOD_MS: u64 = 1_000;
 
@@ -51,18 +46,16 @@ class PoolGauges {
 }
 
 export class FilterMetrics {
-  private snapshotUpdates: u32 = defineMetric(MetricType.Counter, statName("snapshot_updates"));
+  private snapshotUpdates: u32 = defineMetric(MetricType.Counter, statName("snapshot_updates_total"));
   private snapshotEndpoints: Gauge = new Gauge(statName("snapshot_endpoints"));
   /** The aggregator's version of the newest snapshot a worker loaded. */
   private snapshotVersion: Gauge = new Gauge(statName("snapshot_version"));
-  /** Milliseconds since the aggregator was last heard from (a snapshot or a heartbeat), as /health's view_age_ms. */
-  private snapshotAge: Gauge = new Gauge(statName("snapshot_age_ms"));
-  private decisionTime: u32 = defineMetric(MetricType.Histogram, statName("decision_time_us"));
+  /** Whole seconds since the aggregator was last heard from (a snapshot or a heartbeat), as /health's view_age_ms. */
+  private snapshotAge: Gauge = new Gauge(statName("snapshot_age_seconds"));
   private pools: Map<string, PoolGauges> = new Map();
   /** Per worker (a gauge's value is the last writer's): what it holds now. */
   private heldRequests: Gauge | null = null;
   private heldBytes: Gauge | null = null;
-  private decisions: u32 = 0;
   private dueMs: u64 = 0;
 
   /** A snapshot was installed: its figures now, and the pools' gauges at once. */
@@ -80,7 +73,7 @@ export class FilterMetrics {
   tick(snap: Snapshot | null, nowMs: u64, heardMs: u64): void {
     if (nowMs < this.dueMs) return;
     this.dueMs = nowMs + GAUGE_PERIOD_MS;
-    if (heardMs > 0) this.snapshotAge.set(nowMs > heardMs ? nowMs - heardMs : 0);
+    if (heardMs > 0) this.snapshotAge.set(nowMs > heardMs ? (nowMs - heardMs) / 1_000 : 0);
     if (snap != null) this.poolGauges(snap, nowMs);
   }
 
@@ -93,15 +86,6 @@ export class FilterMetrics {
     }
     this.heldRequests!.set(<u64>requests);
     this.heldBytes!.set(<u64>bytes);
-  }
-
-  /** Whether to time the decision about to be made. */
-  sampleDecision(): bool {
-    return this.decisions++ % DECISION_SAMPLE_EVERY == 0;
-  }
-
-  decisionTook(micros: u64): void {
-    recordMetric(this.decisionTime, micros);
   }
 
   private poolGauges(snap: Snapshot, nowMs: u64): void {

@@ -1,6 +1,8 @@
 // The filter's per-request counters: requests routed and tokens per pool and
 // model, picks per pod, refusals by status and reason, admissions and
-// refusals per class, canary targets, pod failures, removed client headers.
+// refusals per class, canary targets, pod failures, removed client headers;
+// and how long each routing decision took and, per pool and model, each
+// stream's time to its first answer bytes (seconds-histogram.ts).
 // All are counted in Wasm memory and handed to Envoy on the refresh tick
 // (deferred-counters.ts), so a request pays no host call for them. Names and
 // labels follow stat-names.ts; each counter's name is built once, the first
@@ -10,7 +12,13 @@ import { Priority, PRIORITY_COUNT, priorityName } from "../core/fleet/priority";
 import { Endpoint, ModelRoute, Pool, Split } from "../core/fleet/snapshot";
 import { Usage } from "../core/openai/usage";
 import { DeferredCounters } from "./deferred-counters";
+import { SecondsHistogram } from "./seconds-histogram";
 import { statName } from "./stat-names";
+
+/** Decisions take tens to hundreds of microseconds: fine buckets there, for usable p50 and p99. */
+const DECISION_BOUNDS_US: u64[] = [5, 10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 750, 1_000, 2_000, 5_000, 10_000, 50_000];
+/** A first token comes after the prompt's prefill and any queueing: 10 ms to a minute. */
+const FIRST_TOKEN_BOUNDS_US: u64[] = [10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000];
 
 /** The counters of one served model, all labelled with its pool and name. */
 class ModelCounters {
@@ -18,13 +26,22 @@ class ModelCounters {
   blind: i32;
   tokensIn: i32;
   tokensOut: i32;
+  /** Made for the model's first stream: 13 counters a model that is never streamed does not need. */
+  firstToken: SecondsHistogram | null = null;
+  private labels: string[];
 
   constructor(c: DeferredCounters, pool: string, model: string) {
     const labels = ["pool", pool, "model", model];
-    this.routed = c.index(statName("requests_routed", labels));
-    this.blind = c.index(statName("requests_routed_blind", labels));
-    this.tokensIn = c.index(statName("tokens_in", labels));
-    this.tokensOut = c.index(statName("tokens_out", labels));
+    this.labels = labels;
+    this.routed = c.index(statName("requests_routed_total", labels));
+    this.blind = c.index(statName("requests_routed_blind_total", labels));
+    this.tokensIn = c.index(statName("tokens_in_total", labels));
+    this.tokensOut = c.index(statName("tokens_out_total", labels));
+  }
+
+  firstTokens(c: DeferredCounters): SecondsHistogram {
+    if (this.firstToken == null) this.firstToken = new SecondsHistogram(c, "time_to_first_token_seconds", this.labels, FIRST_TOKEN_BOUNDS_US);
+    return this.firstToken!;
   }
 }
 
@@ -38,6 +55,7 @@ export class TrafficStats {
   private downgraded: i32;
   private endpointFailures: i32;
   private spoofedHeaders: i32;
+  private decisions: SecondsHistogram = new SecondsHistogram(this.counters, "decision_duration_seconds", [], DECISION_BOUNDS_US);
   /** Refusal counters by status and code, so a refusal builds no name once its reason was seen. */
   private byReason: Map<string, i32> = new Map();
   /** Per served model; ModelRoute.statIndex points here. */
@@ -48,15 +66,25 @@ export class TrafficStats {
     const c = this.counters;
     for (let p = 0; p < PRIORITY_COUNT; p++) {
       const labels = ["class", priorityName(<Priority>p)];
-      unchecked(this.admitted[p] = c.index(statName("class_admitted", labels)));
-      unchecked(this.refusedSaturated[p] = c.index(statName("class_refused", labels)));
-      unchecked(this.retriesAdmitted[p] = c.index(statName("class_retry_admitted", labels)));
-      unchecked(this.heldCounts[p] = c.index(statName("class_held", labels)));
-      unchecked(this.abandoned[p] = c.index(statName("class_held_abandoned", labels)));
+      unchecked(this.admitted[p] = c.index(statName("class_admitted_total", labels)));
+      unchecked(this.refusedSaturated[p] = c.index(statName("class_refused_total", labels)));
+      unchecked(this.retriesAdmitted[p] = c.index(statName("class_retry_admitted_total", labels)));
+      unchecked(this.heldCounts[p] = c.index(statName("class_held_total", labels)));
+      unchecked(this.abandoned[p] = c.index(statName("class_held_abandoned_total", labels)));
     }
-    this.downgraded = c.index(statName("critical_downgraded"));
-    this.endpointFailures = c.index(statName("endpoint_failures"));
-    this.spoofedHeaders = c.index(statName("client_control_headers_removed"));
+    this.downgraded = c.index(statName("critical_downgraded_total"));
+    this.endpointFailures = c.index(statName("endpoint_failures_total"));
+    this.spoofedHeaders = c.index(statName("client_control_headers_removed_total"));
+  }
+
+  /** A routing decision took `micros`. */
+  decisionTook(micros: u64): void {
+    this.decisions.record(this.counters, micros);
+  }
+
+  /** A stream for `model` in `pool` sent its first bytes `micros` after its request was complete. */
+  firstToken(pool: Pool, model: ModelRoute, micros: u64): void {
+    this.modelCounters(pool, model).firstTokens(this.counters).record(this.counters, micros);
   }
 
   /**
@@ -73,7 +101,7 @@ export class TrafficStats {
       c.add(m.blind, 1);
       return;
     }
-    if (primary.statIndex < 0) primary.statIndex = c.index(statName("pod_picks", ["pool", pool.name, "pod", primary.address]));
+    if (primary.statIndex < 0) primary.statIndex = c.index(statName("pod_picks_total", ["pool", pool.name, "model_server", primary.address]));
     c.add(primary.statIndex, 1);
   }
 
@@ -125,7 +153,7 @@ export class TrafficStats {
     const reason = code.length > 0 ? code : "invalid_request";
     const key = status.toString() + reason;
     if (!this.byReason.has(key)) {
-      this.byReason.set(key, this.counters.index(statName("requests_refused", ["status", status.toString(), "reason", reason])));
+      this.byReason.set(key, this.counters.index(statName("requests_refused_total", ["status", status.toString(), "reason", reason])));
     }
     this.counters.add(this.byReason.get(key), 1);
   }
@@ -133,7 +161,7 @@ export class TrafficStats {
   /** A canary split sent a request for `requested` as `split.target`. */
   split(requested: ModelRoute, split: Split): void {
     if (split.statIndex < 0) {
-      split.statIndex = this.counters.index(statName("canary_served", ["model", requested.name, "target", split.target!.name]));
+      split.statIndex = this.counters.index(statName("canary_served_total", ["model", requested.name, "target", split.target!.name]));
     }
     this.counters.add(split.statIndex, 1);
   }

@@ -112,7 +112,7 @@ async function counters(stack: Stack): Promise<Record<string, number>> {
   if (res.status !== 200) throw new Error(`GET /stats returned ${res.status}`);
   const out: Record<string, number> = {};
   for (const st of ((await res.json()) as { stats: Array<{ name?: string; value?: unknown }> }).stats) {
-    // The filter's labelled counters (name;pool=...;pod=...) count into their metric's total.
+    // The filter's labelled counters (name;pool=...;model_server=...) count into their metric's total.
     if (st.name !== undefined && typeof st.value === "number") {
       const name = st.name.split(";")[0];
       out[name] = (out[name] ?? 0) + st.value;

@@ -23,9 +23,9 @@ export const ENVOY_COUNTERS = {
   retriesSucceeded: "cluster.llm_gateway_pool_llama.upstream_rq_retry_success",
   connectFailures: "cluster.llm_gateway_pool_llama.upstream_cx_connect_fail",
   ejections: "cluster.llm_gateway_pool_llama.outlier_detection.ejections_enforced_total",
-  endpointFailures: "wasmcustom.llm_gateway.endpoint_failures",
-  routed: "wasmcustom.llm_gateway.requests_routed",
-  routedBlind: "wasmcustom.llm_gateway.requests_routed_blind",
+  endpointFailures: "wasmcustom.llm_gateway.endpoint_failures_total",
+  routed: "wasmcustom.llm_gateway.requests_routed_total",
+  routedBlind: "wasmcustom.llm_gateway.requests_routed_blind_total",
 } as const;
 
 export interface Span {

@@ -36,16 +36,19 @@ export interface AggregatorStats {
 }
 
 const DISCOVERY_KINDS: DiscoveryEventKind[] = ["added", "removed", "error", "relist"];
-const PER_ENDPOINT = ["pool", "endpoint"] as const;
+// A pod's label is `model_server`: `pod` and `endpoint` are target labels
+// Prometheus' Kubernetes service discovery attaches (ours would become
+// `exported_pod`), and the filter's stats use the same name.
+const PER_ENDPOINT = ["pool", "model_server"] as const;
 
 export class AggregatorMetrics implements AggregatorTelemetry {
   readonly registry = new Registry();
   /** The pull the state gauges read; set by render() at each Prometheus scrape. */
   private latest: AggregatorStats | null = null;
   private readonly scrapeDuration: Histogram<"pool">;
-  private readonly lastScrape: Gauge<"pool" | "endpoint">;
-  private readonly scrapes: Counter<"pool" | "endpoint">;
-  private readonly scrapeErrors: Counter<"pool" | "endpoint" | "kind">;
+  private readonly lastScrape: Gauge<"pool" | "model_server">;
+  private readonly scrapes: Counter<"pool" | "model_server">;
+  private readonly scrapeErrors: Counter<"pool" | "model_server" | "kind">;
   private readonly discoveryEvents: Counter<"pool" | "kind">;
   private readonly snapshotBytes: Histogram;
   private readonly snapshotDelay: Histogram;
@@ -127,9 +130,9 @@ export class AggregatorMetrics implements AggregatorTelemetry {
 
   scrape(pool: string, pod: string, seconds: number, error: string | null): void {
     this.scrapeDuration.observe({ pool }, seconds);
-    this.lastScrape.set({ pool, endpoint: pod }, seconds);
-    this.scrapes.inc({ pool, endpoint: pod });
-    if (error !== null) this.scrapeErrors.inc({ pool, endpoint: pod, kind: error });
+    this.lastScrape.set({ pool, model_server: pod }, seconds);
+    this.scrapes.inc({ pool, model_server: pod });
+    if (error !== null) this.scrapeErrors.inc({ pool, model_server: pod, kind: error });
   }
 
   discovery(pool: string, kind: DiscoveryEventKind): void {
@@ -179,7 +182,7 @@ export class AggregatorMetrics implements AggregatorTelemetry {
         registers,
         collect() {
           this.reset();
-          for (const e of self.latest?.endpoints ?? []) this.set({ pool: e.pool, endpoint: e.endpoint }, value(e));
+          for (const e of self.latest?.endpoints ?? []) this.set({ pool: e.pool, model_server: e.endpoint }, value(e));
         },
       });
     const single = (name: string, help: string, value: (s: AggregatorStats) => number) =>
@@ -210,8 +213,8 @@ export class AggregatorMetrics implements AggregatorTelemetry {
       collect() {
         this.reset();
         for (const e of self.latest?.endpoints ?? []) {
-          for (const adapter of e.metrics?.runningAdapters ?? []) this.set({ pool: e.pool, endpoint: e.endpoint, adapter, state: "running" }, 1);
-          for (const adapter of e.metrics?.waitingAdapters ?? []) this.set({ pool: e.pool, endpoint: e.endpoint, adapter, state: "waiting" }, 1);
+          for (const adapter of e.metrics?.runningAdapters ?? []) this.set({ pool: e.pool, model_server: e.endpoint, adapter, state: "running" }, 1);
+          for (const adapter of e.metrics?.waitingAdapters ?? []) this.set({ pool: e.pool, model_server: e.endpoint, adapter, state: "waiting" }, 1);
         }
       },
     });

@@ -277,8 +277,8 @@ describe("aggregator", () => {
     // snapshot may have been a loaded machine's stall, before the first timeout).
     await waitFor("llama-b stale and timing out in the metrics", async () => {
       const text = await aggregatorMetrics(agg);
-      return text.includes(`llm_gateway_endpoint_fresh{pool="llama",endpoint="127.0.0.1:${llamaB.port}"} 0`) &&
-        new RegExp(`llm_gateway_endpoint_scrape_errors_total\\{pool="llama",endpoint="127.0.0.1:${llamaB.port}",kind="timeout"\\} [1-9]`).test(text);
+      return text.includes(`llm_gateway_endpoint_fresh{pool="llama",model_server="127.0.0.1:${llamaB.port}"} 0`) &&
+        new RegExp(`llm_gateway_endpoint_scrape_errors_total\\{pool="llama",model_server="127.0.0.1:${llamaB.port}",kind="timeout"\\} [1-9]`).test(text);
     });
 
     llamaB.mode = "ok";
@@ -307,8 +307,8 @@ describe("aggregator", () => {
     expect(w2.messages).toHaveLength(1);
 
     const text = await aggregatorMetrics(agg);
-    expect(text).toContain(`llm_gateway_endpoint_waiting{pool="qwen",endpoint="127.0.0.1:${qwen.port}"} 1`);
-    expect(text).toContain(`llm_gateway_endpoint_lora_adapter{pool="llama",endpoint=`);
+    expect(text).toContain(`llm_gateway_endpoint_waiting{pool="qwen",model_server="127.0.0.1:${qwen.port}"} 1`);
+    expect(text).toContain(`llm_gateway_endpoint_lora_adapter{pool="llama",model_server=`);
     expect(Number(/^llm_gateway_snapshots_pushed_total (\d+)$/m.exec(text)?.[1])).toBeGreaterThanOrEqual(3);
   });
 
@@ -361,7 +361,7 @@ pools:
     expect(s.pools[2].endpoints[0].kvCacheUsage).toBe(0);
 
     const text = await aggregatorMetrics(agg);
-    expect(text).toMatch(new RegExp(`llm_gateway_endpoint_learned_capacity\\{pool="tgi",endpoint="${fleet.pod("tgi").address}"\\} [1-9]`));
+    expect(text).toMatch(new RegExp(`llm_gateway_endpoint_learned_capacity\\{pool="tgi",model_server="${fleet.pod("tgi").address}"\\} [1-9]`));
   });
 });
 
@@ -408,8 +408,8 @@ pools: [{ name: llama, baseModel: m, endpoints: ["127.0.0.1:${good.port}", "127.
     const nanLines = logs.filter((l) => l.includes("vllm:num_requests_waiting"));
     expect(nanLines).toEqual([`endpoint 127.0.0.1:${pod.port} scrape failed: malformed vllm:num_requests_waiting: NaN (expected a finite number >= 0)`]);
     const text = await aggregatorMetrics(agg);
-    expect(text).toContain(`llm_gateway_endpoint_fresh{pool="llama",endpoint="127.0.0.1:${pod.port}"} 0`);
-    expect(text).toMatch(new RegExp(`llm_gateway_endpoint_scrape_errors_total\\{pool="llama",endpoint="127.0.0.1:${pod.port}",kind="parse"\\} ([5-9]|\\d\\d)`));
+    expect(text).toContain(`llm_gateway_endpoint_fresh{pool="llama",model_server="127.0.0.1:${pod.port}"} 0`);
+    expect(text).toMatch(new RegExp(`llm_gateway_endpoint_scrape_errors_total\\{pool="llama",model_server="127.0.0.1:${pod.port}",kind="parse"\\} ([5-9]|\\d\\d)`));
 
     pod.body = vllm("-1");
     await waitFor("a log line for the new value", () => logs.some((l) => l.endsWith("malformed vllm:num_requests_waiting: -1 (expected a finite number >= 0)")));

@@ -203,7 +203,7 @@ describe("losing the aggregator, then a pod", () => {
     expect(served.every((s) => s === "llama-b" || s === "llama-c")).toBe(true);
     // The filter hands its counters to Envoy on its next tick.
     await waitFor("30 blind routes counted", async () =>
-      ((await stack.envoy.stats("llm_gateway"))["wasmcustom.llm_gateway.requests_routed_blind;pool=llama;model=llama-3.1-8b"] ?? 0) >= 30);
+      ((await stack.envoy.stats("llm_gateway"))["wasmcustom.llm_gateway.requests_routed_blind_total;pool=llama;model=llama-3.1-8b"] ?? 0) >= 30);
   });
 });
 

@@ -85,7 +85,7 @@ function drain(ps: TrafficStack): void {
 
 async function heldCount(ps: TrafficStack): Promise<number> {
   const stats = await gatewayStats(ps);
-  return ["critical", "standard", "sheddable"].reduce((n, c) => n + (stats[`llm_gateway.class_held;class=${c}`] ?? 0), 0);
+  return ["critical", "standard", "sheddable"].reduce((n, c) => n + (stats[`llm_gateway.class_held_total;class=${c}`] ?? 0), 0);
 }
 
 /** The requests held per worker now, as their gauges say. */
@@ -172,7 +172,7 @@ describe("holding requests in the gateway", () => {
     pending[0].abort();
     expect((await leaving).status).toBe(0);
     await waitFor("the held count to fall to 1", async () => (await heldGauges(ps)).requests === 1);
-    expect((await gatewayStats(ps))["llm_gateway.class_held_abandoned;class=standard"]).toBe(1);
+    expect((await gatewayStats(ps))["llm_gateway.class_held_abandoned_total;class=standard"]).toBe(1);
     drain(ps);
     expect((await staying).status).toBe(200);
     expect(received(ps)).toEqual(["stays"]);

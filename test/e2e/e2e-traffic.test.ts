@@ -262,16 +262,16 @@ describe("admission", () => {
     );
     expect(received["sat-a"] + received["sat-b"]).toBe(6);
     await expectStats(ps, {
-      "llm_gateway.class_admitted;class=sheddable": 0,
-      "llm_gateway.class_refused;class=sheddable": 6,
-      "llm_gateway.class_admitted;class=standard": 2,
-      "llm_gateway.class_refused;class=standard": 4,
-      "llm_gateway.class_admitted;class=critical": 4,
-      "llm_gateway.class_refused;class=critical": 2,
-      "llm_gateway.critical_downgraded": 0,
-      "llm_gateway.requests_refused;status=429;reason=pool_saturated": 12,
-      [`llm_gateway.pod_picks;pool=llama;pod=${ps.addressOf("sat-a")}`]: received["sat-a"],
-      [`llm_gateway.pod_picks;pool=llama;pod=${ps.addressOf("sat-b")}`]: received["sat-b"],
+      "llm_gateway.class_admitted_total;class=sheddable": 0,
+      "llm_gateway.class_refused_total;class=sheddable": 6,
+      "llm_gateway.class_admitted_total;class=standard": 2,
+      "llm_gateway.class_refused_total;class=standard": 4,
+      "llm_gateway.class_admitted_total;class=critical": 4,
+      "llm_gateway.class_refused_total;class=critical": 2,
+      "llm_gateway.critical_downgraded_total": 0,
+      "llm_gateway.requests_refused_total;status=429;reason=pool_saturated": 12,
+      [`llm_gateway.pod_picks_total;pool=llama;model_server=${ps.addressOf("sat-a")}`]: received["sat-a"],
+      [`llm_gateway.pod_picks_total;pool=llama;model_server=${ps.addressOf("sat-b")}`]: received["sat-b"],
     });
   });
 });
@@ -314,14 +314,14 @@ describe("who may claim Critical", () => {
       await hold(ps, idle(list, w), "batch-lora", { ...premium, ...priority("critical") });
     }
     await expectStats(ps, {
-      "llm_gateway.critical_downgraded": 6,
-      "llm_gateway.class_admitted;class=critical": 4,
-      "llm_gateway.class_refused;class=critical": 0,
-      "llm_gateway.class_admitted;class=standard": 0,
-      "llm_gateway.class_refused;class=standard": 6,
-      "llm_gateway.class_admitted;class=sheddable": 0,
-      "llm_gateway.class_refused;class=sheddable": 2,
-      "llm_gateway.requests_refused;status=429;reason=pool_saturated": 8,
+      "llm_gateway.critical_downgraded_total": 6,
+      "llm_gateway.class_admitted_total;class=critical": 4,
+      "llm_gateway.class_refused_total;class=critical": 0,
+      "llm_gateway.class_admitted_total;class=standard": 0,
+      "llm_gateway.class_refused_total;class=standard": 6,
+      "llm_gateway.class_admitted_total;class=sheddable": 0,
+      "llm_gateway.class_refused_total;class=sheddable": 2,
+      "llm_gateway.requests_refused_total;status=429;reason=pool_saturated": 8,
     });
   });
 });
@@ -356,7 +356,7 @@ describe("a canary split", () => {
     const list = await connect(ps, 4, "x", conns);
     await waitForView(ps, list, "every pod scraped", (es) => es.length === 3 && es.every((e) => e.fresh));
     const accepted = await acceptedPerWorker(ps);
-    const installsBefore = (await gatewayStats(ps))["llm_gateway.snapshot_updates"] ?? 0;
+    const installsBefore = (await gatewayStats(ps))["llm_gateway.snapshot_updates_total"] ?? 0;
     const TOTAL = 1000;
     let next = 0;
     const results: Array<{ worker: string; pod: string; parsed: string; model: string; status: number }> = [];
@@ -384,7 +384,7 @@ describe("a canary split", () => {
       expect(r.pod).toMatch(r.parsed === LLAMA ? /^c31-[ab]$/ : /^c32-a$/);
     }
     // The condition this case is about: the workers installed new snapshots during the run.
-    const installs = ((await gatewayStats(ps))["llm_gateway.snapshot_updates"] ?? 0) - installsBefore;
+    const installs = ((await gatewayStats(ps))["llm_gateway.snapshot_updates_total"] ?? 0) - installsBefore;
     expect(installs, "snapshot installs during the run (both workers)").toBeGreaterThanOrEqual(50);
 
     const canaryShare = (rs: typeof results) => (100 * rs.filter((r) => r.parsed === LLAMA_NEXT).length) / rs.length;
@@ -409,9 +409,9 @@ describe("a canary split", () => {
     expect(submitted["c32-a"]).toBe(toNext);
     expect(submitted["c31-a"] + submitted["c31-b"]).toBe(TOTAL - toNext);
     await expectStats(ps, {
-      [`llm_gateway.canary_served;model=${CANARY};target=${LLAMA}`]: TOTAL - toNext,
-      [`llm_gateway.canary_served;model=${CANARY};target=${LLAMA_NEXT}`]: toNext,
-      "llm_gateway.class_admitted;class=standard": TOTAL,
+      [`llm_gateway.canary_served_total;model=${CANARY};target=${LLAMA}`]: TOTAL - toNext,
+      [`llm_gateway.canary_served_total;model=${CANARY};target=${LLAMA_NEXT}`]: toNext,
+      "llm_gateway.class_admitted_total;class=standard": TOTAL,
     });
   }, 45_000);
 });
@@ -567,8 +567,8 @@ describe("debug output", () => {
     expect(new Set(withDecision)).toEqual(new Set(decisionsForPods));
     // Picks per pod in Envoy's stats match what each pod received.
     const expected: Record<string, number> = {};
-    for (const p of pods) expected[`llm_gateway.pod_picks;pool=llama;pod=${ps.addressOf(p)}`] = ps.seen.get(p)!.length;
-    expect(expected[`llm_gateway.pod_picks;pool=llama;pod=${ps.addressOf("dbg-a")}`]).toBe(0);
-    await expectStats(ps, { ...expected, "llm_gateway.class_admitted;class=critical": 2, "llm_gateway.critical_downgraded": 0 });
+    for (const p of pods) expected[`llm_gateway.pod_picks_total;pool=llama;model_server=${ps.addressOf(p)}`] = ps.seen.get(p)!.length;
+    expect(expected[`llm_gateway.pod_picks_total;pool=llama;model_server=${ps.addressOf("dbg-a")}`]).toBe(0);
+    await expectStats(ps, { ...expected, "llm_gateway.class_admitted_total;class=critical": 2, "llm_gateway.critical_downgraded_total": 0 });
   });
 });

@@ -44,7 +44,7 @@ const prometheusName = (extracted: string) => extracted.replace(/^wasmcustom\./,
 describe("stats_tags in the rendered bootstrap", () => {
   it("extract every label of every stat the filter defines, leaving plain metric names", () => {
     const tags = renderedTags();
-    expect(tags.map((t) => t.tag_name).sort()).toEqual(["class", "model", "pod", "pool", "reason", "status", "target", "worker"]);
+    expect(tags.map((t) => t.tag_name).sort()).toEqual(["class", "le", "model", "model_server", "pool", "reason", "status", "target", "worker"]);
     const gw = new EmulatedGateway({ startMs: 1_700_000_000_000 });
     gw.publish({
       ...snapshot([pool("p.1", "org/m-1.5:x", [endpoint("10.0.0.1:80"), endpoint("[fd00::1]:8000")])]),
@@ -68,11 +68,20 @@ describe("stats_tags in the rendered bootstrap", () => {
       expect(name, full).toMatch(/^wasmcustom\.llm_gateway\.[a-z_]+$/);
       expect(Object.keys(labels).length, full).toBe((full.match(/;/g) ?? []).length);
     }
-    const picks = [...seen.values()].filter((e) => e.name === "wasmcustom.llm_gateway.pod_picks").map((e) => e.labels);
-    expect(picks).toContainEqual({ pool: "p.1", pod: expect.stringMatching(/^(10\.0\.0\.1:80|\[fd00::1\]:8000)$/) });
-    expect(extract("wasmcustom.llm_gateway.canary_served;model=canary;target=org/m-1.5:x", tags).labels).toEqual({ model: "canary", target: "org/m-1.5:x" });
-    expect(seen.get("wasmcustom.llm_gateway.requests_refused;status=404;reason=model_not_found")?.labels).toEqual({ status: "404", reason: "model_not_found" });
-    expect(prometheusName(extract("wasmcustom.llm_gateway.requests_routed;pool=p.1;model=org/m-1.5:x", tags).name)).toBe("llm_gateway_requests_routed");
+    const picks = [...seen.values()].filter((e) => e.name === "wasmcustom.llm_gateway.pod_picks_total").map((e) => e.labels);
+    expect(picks).toContainEqual({ pool: "p.1", model_server: expect.stringMatching(/^(10\.0\.0\.1:80|\[fd00::1\]:8000)$/) });
+    expect(extract("wasmcustom.llm_gateway.canary_served_total;model=canary;target=org/m-1.5:x", tags).labels).toEqual({ model: "canary", target: "org/m-1.5:x" });
+    expect(seen.get("wasmcustom.llm_gateway.requests_refused_total;status=404;reason=model_not_found")?.labels).toEqual({ status: "404", reason: "model_not_found" });
+    expect(prometheusName(extract("wasmcustom.llm_gateway.requests_routed_total;pool=p.1;model=org/m-1.5:x", tags).name)).toBe("llm_gateway_requests_routed_total");
+    expect(seen.get("wasmcustom.llm_gateway.decision_duration_seconds_bucket;le=+Inf")).toEqual({ name: "wasmcustom.llm_gateway.decision_duration_seconds_bucket", labels: { le: "+Inf" } });
+    expect(seen.get("wasmcustom.llm_gateway.decision_duration_seconds_bucket;le=0.000075")?.labels).toEqual({ le: "0.000075" });
+    const ttft = extract("wasmcustom.llm_gateway.time_to_first_token_seconds_bucket;pool=p.1;model=org/m-1.5:x;le=2.5", tags);
+    expect(ttft).toEqual({ name: "wasmcustom.llm_gateway.time_to_first_token_seconds_bucket", labels: { pool: "p.1", model: "org/m-1.5:x", le: "2.5" } });
+    // Counters end in _total, their histograms' series aside.
+    for (const [full, { name }] of seen) {
+      if (!/_(bucket|count)$/.test(name) && gw.host.metrics.get(full.replace(/^wasmcustom\./, ""))?.kind === "counter") expect(name).toMatch(/_total$/);
+    }
+    expect([...seen.values()].filter((e) => e.name.endsWith("_total")).length).toBeGreaterThan(5);
     // Envoy's own stats are left alone.
     expect(extract("cluster.llm_gateway_pool_p.upstream_rq_200", tags).labels).toEqual({});
   });
@@ -86,25 +95,35 @@ describe("labels on a real Envoy's /stats/prometheus", () => {
   }, 60_000);
   afterAll(() => stack?.close());
 
-  it("shows the filter's counters, gauges and histogram with their labels", async () => {
-    const body = JSON.stringify({ model: "org/llama-3.1:8b", messages: [{ role: "user", content: "hi" }], max_tokens: 2 });
-    const res = await fetch(`${stack.gatewayUrl}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  it("shows the filter's counters, gauges and histograms with their labels", async () => {
+    const ask = (stream: boolean) => fetch(`${stack.gatewayUrl}/v1/chat/completions`, {
+      method: "POST", headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "org/llama-3.1:8b", messages: [{ role: "user", content: "hi" }], max_tokens: 2, stream }),
+    });
+    const res = await ask(false);
     expect(res.status).toBe(200);
     const usage = (await res.json()).usage;
+    const streamed = await ask(true);
+    expect(streamed.status).toBe(200);
+    expect(await streamed.text()).toContain("data: [DONE]");
     const pod = stack.fleet.pod("a").address;
     let text = "";
-    // Counters reach Envoy on the filter's next tick, histograms on Envoy's stats flush (5 s).
+    // Counters reach Envoy on the filter's next tick.
     await waitFor("the filter's stats", async () => {
       text = await (await fetch(`${stack.envoy.adminUrl}/stats/prometheus`)).text();
-      return /^llm_gateway_decision_time_us_count\{\} 1$/m.test(text) && text.includes(`llm_gateway_tokens_in{pool="llama",model="org/llama-3.1:8b"} ${usage.prompt_tokens}`);
+      return /^llm_gateway_decision_duration_seconds_count(\{\})? 2$/m.test(text) && text.includes(`llm_gateway_tokens_in_total{pool="llama",model="org/llama-3.1:8b"} ${usage.prompt_tokens}`) &&
+        text.includes('llm_gateway_time_to_first_token_seconds_count{pool="llama",model="org/llama-3.1:8b"} 1');
     }, 15_000);
-    expect(text).toContain('llm_gateway_requests_routed{pool="llama",model="org/llama-3.1:8b"} 1');
-    expect(text).toContain(`llm_gateway_pod_picks{pool="llama",pod="${pod}"} 1`);
-    expect(text).toContain(`llm_gateway_tokens_out{pool="llama",model="org/llama-3.1:8b"} ${usage.completion_tokens}`);
+    expect(text).toContain('llm_gateway_requests_routed_total{pool="llama",model="org/llama-3.1:8b"} 2');
+    expect(text).toContain(`llm_gateway_pod_picks_total{pool="llama",model_server="${pod}"} 2`);
+    expect(text).toContain(`llm_gateway_tokens_out_total{pool="llama",model="org/llama-3.1:8b"} ${usage.completion_tokens}`);
     expect(text).toContain('llm_gateway_pool_pods{pool="llama"} 1');
-    expect(text).toMatch(/^llm_gateway_decision_time_us_bucket\{le="\+Inf"\} 1$/m);
-    expect(text).toMatch(/^llm_gateway_decision_time_us_bucket\{le="5"\} 0$/m);
-    expect(text).toMatch(/^llm_gateway_class_admitted\{class="standard"\} 1$/m);
+    // Every decision is counted, in cumulative buckets with bounds in seconds.
+    expect(text).toMatch(/^llm_gateway_decision_duration_seconds_bucket\{le="\+Inf"\} 2$/m);
+    expect(text).toMatch(/^llm_gateway_decision_duration_seconds_bucket\{le="0.05"\} 2$/m);
+    expect(text).toMatch(/^llm_gateway_time_to_first_token_seconds_bucket\{pool="llama",model="org\/llama-3.1:8b",le="60"\} 1$/m);
+    expect(text).toMatch(/^llm_gateway_class_admitted_total\{class="standard"\} 2$/m);
+    expect(text).not.toMatch(/^llm_gateway_\w*\{[^}]*\bpod=/m);
     // No name keeps a label's value.
     expect(text).not.toMatch(/^llm_gateway_\w*(llama|127_0_0_1|standard)/m);
   });

@@ -164,9 +164,9 @@ describe("the gateway on several workers", () => {
   it("every worker loads a published snapshot on its next tick, not before", () => {
     const gw = new EmulatedGateway({ startMs: START_MS, workers: 3 });
     gw.publish(TWO_PODS);
-    expect(gw.host.metric("llm_gateway.snapshot_updates")).toBe(0);
+    expect(gw.host.metric("llm_gateway.snapshot_updates_total")).toBe(0);
     gw.host.tick();
-    expect(gw.host.metric("llm_gateway.snapshot_updates")).toBe(3);
+    expect(gw.host.metric("llm_gateway.snapshot_updates_total")).toBe(3);
     for (let w = 0; w < 3; w++) expect(primary(gw.request(post(), w))).toBe("10.0.0.1:80");
   });
 
@@ -176,7 +176,7 @@ describe("the gateway on several workers", () => {
     gw.host.tick();
     for (let i = 0; i < 3; i++) gw.request(post(), 0).finish({ responseCode: 503, upstreamAddress: "10.0.0.1:80" });
     gw.workers[0].vm.tick(); // counters reach Envoy on the tick
-    expect(gw.host.metric("llm_gateway.endpoint_failures")).toBe(3);
+    expect(gw.host.metric("llm_gateway.endpoint_failures_total")).toBe(3);
     expect(primary(gw.request(post(), 0))).toBe("10.0.0.2:80");
     expect(primary(gw.request(post(), 1))).toBe("10.0.0.1:80");
     gw.workers[1].vm.tick();
@@ -203,7 +203,7 @@ describe("the gateway on several workers", () => {
     expect(stream.requestHeaders.get("x-gateway-destination-endpoint")).toBe("10.0.0.1:80,10.0.0.2:80");
     expect(stream.requestHeaders.get("x-gateway-pool")).toBe("p");
     gw.host.tick(); // counters reach Envoy on the tick
-    expect(gw.host.metric("llm_gateway.client_control_headers_removed")).toBe(2);
+    expect(gw.host.metric("llm_gateway.client_control_headers_removed_total")).toBe(2);
   });
 
   it("refuses an oversized body at the headers; Envoy then delivers nothing more", () => {

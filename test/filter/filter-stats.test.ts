@@ -1,6 +1,6 @@
 // The filter's Envoy stats on the proxy-wasm emulator: tokens per pool and
 // model from the answers' usage, the pools' pod gauges, the view's age, the
-// sampled decision-time histogram, and label values that keep the names
+// decision-time and time-to-first-token histograms, and label values that keep the names
 // parseable by the bootstrap's stats_tags.
 import { beforeEach, describe, expect, it } from "vitest";
 import type { SnapshotMsg } from "../../host/proto.js";
@@ -54,19 +54,19 @@ describe("tokens in and out per pool and model", () => {
     serve(chat(MODEL, { stream: true, stream_options: { include_usage: true } }), streamed(5, 4));
     serve(chat("qwen"), [answer(100, 50)]);
     gateway.host.tick();
-    expect(m(`tokens_in;pool=p;model=${MODEL}`)).toBe(22);
-    expect(m(`tokens_out;pool=p;model=${MODEL}`)).toBe(9);
-    expect(m("tokens_in;pool=q;model=qwen")).toBe(100);
-    expect(m("tokens_out;pool=q;model=qwen")).toBe(50);
-    expect(m(`requests_routed;pool=p;model=${MODEL}`)).toBe(3);
+    expect(m(`tokens_in_total;pool=p;model=${MODEL}`)).toBe(22);
+    expect(m(`tokens_out_total;pool=p;model=${MODEL}`)).toBe(9);
+    expect(m("tokens_in_total;pool=q;model=qwen")).toBe(100);
+    expect(m("tokens_out_total;pool=q;model=qwen")).toBe(50);
+    expect(m(`requests_routed_total;pool=p;model=${MODEL}`)).toBe(3);
   });
 
   it("does not read a stream that did not ask for usage, nor count an answer that has none", () => {
     serve(chat(MODEL, { stream: true }), streamed(5, 4));
     serve(chat(), ['{"error":{"message":"overloaded"}}']);
     gateway.host.tick();
-    expect(m(`tokens_in;pool=p;model=${MODEL}`)).toBe(0);
-    expect(m(`requests_routed;pool=p;model=${MODEL}`)).toBe(2);
+    expect(m(`tokens_in_total;pool=p;model=${MODEL}`)).toBe(0);
+    expect(m(`requests_routed_total;pool=p;model=${MODEL}`)).toBe(2);
   });
 
   it("counts a client that left mid-answer only if the usage had already passed", () => {
@@ -74,7 +74,7 @@ describe("tokens in and out per pool and model", () => {
     cut.respond(['{"id":"c","choices":[],"usage":{"prompt_tokens":3']);
     cut.finish({});
     gateway.host.tick();
-    expect(m(`tokens_in;pool=p;model=${MODEL}`)).toBe(0);
+    expect(m(`tokens_in_total;pool=p;model=${MODEL}`)).toBe(0);
   });
 
   it("counts the tokens of requests routed blind (the view too old: a pod last known good, not scored)", () => {
@@ -85,9 +85,9 @@ describe("tokens in and out per pool and model", () => {
     stream.respond([answer(4, 1)]);
     stream.finish({ responseCode: 200, upstreamAddress: "10.0.0.2:80" });
     gateway.host.tick();
-    expect(m(`requests_routed_blind;pool=p;model=${MODEL}`)).toBe(1);
-    expect(m(`requests_routed;pool=p;model=${MODEL}`)).toBe(1);
-    expect(m(`tokens_in;pool=p;model=${MODEL}`)).toBe(4);
+    expect(m(`requests_routed_blind_total;pool=p;model=${MODEL}`)).toBe(1);
+    expect(m(`requests_routed_total;pool=p;model=${MODEL}`)).toBe(1);
+    expect(m(`tokens_in_total;pool=p;model=${MODEL}`)).toBe(4);
   });
 });
 
@@ -118,17 +118,20 @@ describe("the pools' gauges and the view's age", () => {
     gateway = new EmulatedGateway({ startMs: START_MS });
     gateway.publish(fleet(1, [true]));
     gateway.host.tick();
-    expect(m("snapshot_age_ms")).toBe(0);
+    expect(m("snapshot_age_seconds")).toBe(0);
     gateway.host.advance(400);
     gateway.host.tick();
-    expect(m("snapshot_age_ms")).toBe(0);
+    expect(m("snapshot_age_seconds")).toBe(0);
     gateway.host.advance(700);
     gateway.host.tick();
-    expect(m("snapshot_age_ms")).toBe(1_100);
+    expect(m("snapshot_age_seconds")).toBe(1);
+    gateway.host.advance(1_000);
+    gateway.host.tick();
+    expect(m("snapshot_age_seconds")).toBe(2);
     gateway.heartbeat();
     gateway.host.advance(1_000);
     gateway.host.tick();
-    expect(m("snapshot_age_ms")).toBe(1_000);
+    expect(m("snapshot_age_seconds")).toBe(1);
   });
 
   it("zeroes the gauges of a pool a new snapshot no longer has", () => {
@@ -142,15 +145,44 @@ describe("the pools' gauges and the view's age", () => {
   });
 });
 
-describe("decision time and label values", () => {
-  it("times the first decision of a worker and one in 16 after it, in microseconds", () => {
+const DECISION_BOUNDS = ["0.000005", "0.00001", "0.00002", "0.00003", "0.00005", "0.000075", "0.0001", "0.00015", "0.0002", "0.0003", "0.0005", "0.00075", "0.001", "0.002", "0.005", "0.01", "0.05", "+Inf"];
+
+describe("decision time, time to first token and label values", () => {
+  it("counts every decision of every worker in buckets with bounds in seconds, handed over on the tick", () => {
     gateway = new EmulatedGateway({ startMs: START_MS, workers: 2 });
     gateway.publish(snapshot([pool("p", "llama", [endpoint("10.0.0.1:80")])]));
     gateway.host.tick();
     for (let i = 0; i < 33; i++) gateway.request(chat("llama"), 0).finish({ responseCode: 200 });
     gateway.request(chat("llama"), 1).finish({ responseCode: 200 });
-    // Worker 0: decisions 1, 17 and 33; worker 1: its first. The emulated clock stands still: 0 us.
-    expect(gateway.host.samples("llm_gateway.decision_time_us")).toEqual([0, 0, 0, 0]);
+    gateway.request(chat("nope"), 1);
+    expect(m("decision_duration_seconds_count")).toBe(0);
+    gateway.host.tick();
+    // A refusal is a decision too. The emulated clock stands still within a request: every decision took 0 s.
+    expect(m("decision_duration_seconds_count")).toBe(35);
+    for (const le of DECISION_BOUNDS) expect(m(`decision_duration_seconds_bucket;le=${le}`), le).toBe(35);
+    expect(gateway.host.metrics.names().filter((n) => n.startsWith("llm_gateway.decision_duration_seconds_bucket;")).sort())
+      .toEqual(DECISION_BOUNDS.map((le) => `llm_gateway.decision_duration_seconds_bucket;le=${le}`).sort());
+    expect(gateway.host.metrics.get("llm_gateway.decision_duration_seconds_count")?.kind).toBe("counter");
+  });
+
+  it("times a stream's first answer bytes from its complete request, per pool and model, in cumulative buckets", () => {
+    gateway = new EmulatedGateway({ startMs: START_MS });
+    gateway.publish(snapshot([pool("p", MODEL, [endpoint("10.0.0.1:80")])]));
+    gateway.host.tick();
+    const ttft = (le: string) => m(`time_to_first_token_seconds_bucket;pool=p;model=${MODEL};le=${le}`);
+    const stream = gateway.request(chat(MODEL, { stream: true }));
+    expect(stream.localResponse).toBeUndefined();
+    gateway.host.advance(300);
+    stream.respond(streamed(3, 2));
+    stream.finish({ responseCode: 200, upstreamAddress: primaryOf(stream) });
+    // A plain answer is no stream: its first bytes are the whole answer, not counted.
+    const plain = gateway.request(chat(MODEL));
+    plain.respond([answer(3, 2)]);
+    plain.finish({ responseCode: 200, upstreamAddress: primaryOf(plain) });
+    gateway.host.tick();
+    expect(m(`time_to_first_token_seconds_count;pool=p;model=${MODEL}`)).toBe(1);
+    expect([ttft("0.1"), ttft("0.25"), ttft("0.5"), ttft("1"), ttft("60"), ttft("+Inf")]).toEqual([0, 0, 1, 1, 1, 1]);
+    expect(m(`requests_routed_total;pool=p;model=${MODEL}`)).toBe(2);
   });
 
   it("keeps dots, colons, slashes and brackets in label values and replaces anything that could end a label", () => {
@@ -161,7 +193,7 @@ describe("decision time and label values", () => {
     gateway.request(chat("llama")).finish({ responseCode: 200 });
     gateway.request(chat(odd)).finish({ responseCode: 200 });
     gateway.host.tick();
-    expect(m("pod_picks;pool=p;pod=[::1]:8000")).toBe(2);
-    expect(m("requests_routed;pool=p;model=team_a_b_c")).toBe(1);
+    expect(m("pod_picks_total;pool=p;model_server=[::1]:8000")).toBe(2);
+    expect(m("requests_routed_total;pool=p;model=team_a_b_c")).toBe(1);
   });
 });

@@ -73,10 +73,10 @@ describe("routing headers and canary rewrites", () => {
     }
     expect(served.sort()).toEqual(["llama-3.1-8b", "llama-3.1-8b", "llama-3.2-8b", "llama-3.2-8b"]);
     gateway.host.tick();
-    expect(gateway.host.metric("llm_gateway.canary_served;model=llama;target=llama-3.1-8b")).toBe(2);
-    expect(gateway.host.metric("llm_gateway.canary_served;model=llama;target=llama-3.2-8b")).toBe(2);
-    expect(gateway.host.metric("llm_gateway.requests_routed;pool=p;model=llama-3.1-8b")).toBe(2);
-    expect(gateway.host.metric("llm_gateway.requests_routed;pool=q;model=llama-3.2-8b")).toBe(2);
+    expect(gateway.host.metric("llm_gateway.canary_served_total;model=llama;target=llama-3.1-8b")).toBe(2);
+    expect(gateway.host.metric("llm_gateway.canary_served_total;model=llama;target=llama-3.2-8b")).toBe(2);
+    expect(gateway.host.metric("llm_gateway.requests_routed_total;pool=p;model=llama-3.1-8b")).toBe(2);
+    expect(gateway.host.metric("llm_gateway.requests_routed_total;pool=q;model=llama-3.2-8b")).toBe(2);
   });
 
   it("rewrites a body that arrived in several chunks, and one without content-length (chunked)", () => {
@@ -117,13 +117,13 @@ describe("admission in the filter", () => {
 
     gateway.host.tick();
     const m = (name: string) => gateway.host.metric(`llm_gateway.${name}`);
-    expect(m("class_refused;class=sheddable")).toBe(1);
-    expect(m("class_admitted;class=standard")).toBe(2);
-    expect(m("critical_downgraded")).toBe(1);
-    expect(m("requests_refused;status=429;reason=pool_saturated")).toBe(1);
-    expect(m("requests_refused;status=400;reason=invalid_request")).toBe(1);
-    expect(m("requests_routed;pool=p;model=llama-3.1-8b")).toBe(2);
-    expect(m("pod_picks;pool=p;pod=10.0.0.1:80") + m("pod_picks;pool=p;pod=10.0.0.2:80")).toBe(2);
+    expect(m("class_refused_total;class=sheddable")).toBe(1);
+    expect(m("class_admitted_total;class=standard")).toBe(2);
+    expect(m("critical_downgraded_total")).toBe(1);
+    expect(m("requests_refused_total;status=429;reason=pool_saturated")).toBe(1);
+    expect(m("requests_refused_total;status=400;reason=invalid_request")).toBe(1);
+    expect(m("requests_routed_total;pool=p;model=llama-3.1-8b")).toBe(2);
+    expect(m("pod_picks_total;pool=p;model_server=10.0.0.1:80") + m("pod_picks_total;pool=p;model_server=10.0.0.2:80")).toBe(2);
   });
 
   it("releases a routed request's count and feeds the drain rate whatever the answer was", () => {

@@ -33,10 +33,10 @@ describe("aggregator metrics", () => {
     m.snapshotPushed(3000, 12);
     m.cycle(2.5, 50);
     const text = await m.render(STATS);
-    expect(sample(text, 'llm_gateway_endpoint_scrapes_total{pool="llama",endpoint="10.0.0.2:8000"}')).toBe(2);
-    expect(sample(text, 'llm_gateway_endpoint_scrape_errors_total{pool="llama",endpoint="10.0.0.2:8000",kind="timeout"}')).toBe(1);
-    expect(sample(text, 'llm_gateway_endpoint_scrape_errors_total{pool="llama",endpoint="10.0.0.2:8000",kind="http_503"}')).toBe(1);
-    expect(sample(text, 'llm_gateway_endpoint_scrape_seconds{pool="llama",endpoint="10.0.0.2:8000"}')).toBe(0.002);
+    expect(sample(text, 'llm_gateway_endpoint_scrapes_total{pool="llama",model_server="10.0.0.2:8000"}')).toBe(2);
+    expect(sample(text, 'llm_gateway_endpoint_scrape_errors_total{pool="llama",model_server="10.0.0.2:8000",kind="timeout"}')).toBe(1);
+    expect(sample(text, 'llm_gateway_endpoint_scrape_errors_total{pool="llama",model_server="10.0.0.2:8000",kind="http_503"}')).toBe(1);
+    expect(sample(text, 'llm_gateway_endpoint_scrape_seconds{pool="llama",model_server="10.0.0.2:8000"}')).toBe(0.002);
     expect(sample(text, 'llm_gateway_scrape_duration_seconds_count{pool="llama"}')).toBe(3);
     expect(sample(text, 'llm_gateway_scrape_duration_seconds_bucket{le="0.005",pool="llama"}')).toBe(2);
     expect(sample(text, 'llm_gateway_discovery_events_total{pool="llama",kind="added"}')).toBe(2);
@@ -51,7 +51,7 @@ describe("aggregator metrics", () => {
   it("pulls per-pod state and the push server's figures at each render", async () => {
     const m = new AggregatorMetrics(["llama"]);
     const text = await m.render(STATS);
-    const pod = 'pool="llama",endpoint="10.0.0.1:8000"';
+    const pod = 'pool="llama",model_server="10.0.0.1:8000"';
     expect(sample(text, `llm_gateway_endpoint_waiting{${pod}}`)).toBe(3);
     expect(sample(text, `llm_gateway_endpoint_running{${pod}}`)).toBe(7);
     expect(sample(text, `llm_gateway_endpoint_kv_cache_usage{${pod}}`)).toBe(0.41);
@@ -59,7 +59,7 @@ describe("aggregator metrics", () => {
     expect(sample(text, `llm_gateway_endpoint_learned_capacity{${pod}}`)).toBe(42);
     expect(sample(text, `llm_gateway_endpoint_lora_adapter{${pod},adapter="sql",state="running"}`)).toBe(1);
     expect(sample(text, `llm_gateway_endpoint_lora_adapter{${pod},adapter="chat",state="waiting"}`)).toBe(1);
-    expect(sample(text, 'llm_gateway_endpoint_fresh{pool="llama",endpoint="10.0.0.2:8000"}')).toBe(0);
+    expect(sample(text, 'llm_gateway_endpoint_fresh{pool="llama",model_server="10.0.0.2:8000"}')).toBe(0);
     expect(sample(text, "llm_gateway_snapshot_version")).toBe(17);
     expect(sample(text, "llm_gateway_snapshots_pushed_total")).toBe(5);
     expect(sample(text, "llm_gateway_connected_streams")).toBe(2);
