@@ -204,7 +204,8 @@ export interface TrafficConfig {
 }
 
 export interface GatewayConfig {
-  apiVersion: "llm-gateway/v1";
+  /** The file's own version, or the InferenceGatewayConfig resource's group/version (host/kubernetes/crd.ts). */
+  apiVersion: "llm-gateway/v1" | "llm-gateway.io/v1";
   kind: "InferenceGatewayConfig";
   gateway: GatewayListenerConfig;
   aggregator: AggregatorConfig;
@@ -571,7 +572,7 @@ const poolSchema = z
 
 /** The whole file's schema; exported so scripts/docs/config-reference.mjs can list its fields and defaults. */
 export const configSchema = z.strictObject({
-  apiVersion: z.literal("llm-gateway/v1", { error: 'expected "llm-gateway/v1"' }).default("llm-gateway/v1"),
+  apiVersion: z.enum(["llm-gateway/v1", "llm-gateway.io/v1"], { error: 'expected "llm-gateway/v1" or "llm-gateway.io/v1"' }).default("llm-gateway/v1"),
   kind: z.literal("InferenceGatewayConfig", { error: 'expected "InferenceGatewayConfig"' }).default("InferenceGatewayConfig"),
   gateway: z
     .strictObject({
