@@ -6,9 +6,9 @@
 // condition Accepted True (Applied) or False (Invalid: the config checks
 // failed; RestartRequired: a field only a restart changes; Refused: the
 // reload was refused, e.g. by Envoy), its message naming the fields, and the
-// generation it judged. The object is read, then watched from that version;
-// a watch that ends or fails is followed by a fresh read (capped backoff).
+// generation it judged.
 import type { CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
+import { customObjects, followObject } from "../kubernetes/object-watch.js";
 import { ConfigError, parseGatewayConfig, type GatewayConfig } from "../config.js";
 import { CONFIG_GROUP, CONFIG_KIND, CONFIG_PLURAL, CONFIG_VERSION } from "../kubernetes/crd.js";
 import { fixedFieldChanges } from "./config-diff.js";
@@ -46,10 +46,6 @@ export interface ConfigResourceOptions {
   log: (line: string) => void;
 }
 
-const BACKOFF_FIRST_MS = 500;
-const BACKOFF_MAX_MS = 30_000;
-
-type Client = typeof import("@kubernetes/client-node");
 
 /** The spec as a config; throws a ConfigError naming the fields. */
 export function configFromSpec(spec: unknown, source: string): GatewayConfig {
@@ -70,15 +66,15 @@ export class ConfigResource {
   private refuse: (reason: string) => void = () => {};
 
   private constructor(
-    private readonly client: Client,
+    api: CustomObjectsApi,
     private readonly opts: ConfigResourceOptions,
   ) {
-    this.api = opts.kubeConfig.makeApiClient(client.CustomObjectsApi);
+    this.api = api;
     this.source = `${CONFIG_KIND} ${opts.ref.namespace}/${opts.ref.name}`;
   }
 
   static async open(opts: ConfigResourceOptions): Promise<ConfigResource> {
-    return new ConfigResource(await import("@kubernetes/client-node"), opts);
+    return new ConfigResource((await customObjects(opts.kubeConfig)).api, opts);
   }
 
   private get params() {
@@ -111,35 +107,16 @@ export class ConfigResource {
   }
 
   private async loop(reload: (config: GatewayConfig) => Promise<ReloadResult>): Promise<void> {
-    let delay = BACKOFF_FIRST_MS;
-    const path = `/apis/${CONFIG_GROUP}/${CONFIG_VERSION}/namespaces/${encodeURIComponent(this.opts.ref.namespace)}/${CONFIG_PLURAL}`;
-    const watch = new this.client.Watch(this.opts.kubeConfig);
-    while (!this.stop.signal.aborted) {
-      try {
-        const obj = (await this.api.getNamespacedCustomObject(this.params)) as ConfigObject;
-        await this.judge(obj, reload);
-        await new Promise<void>((resolve, reject) => {
-          const onEvent = (type: string, o: ConfigObject & { code?: number; message?: string }) => {
-            if (type === "ERROR") return reject(new Error(`watch error: HTTP ${o.code}: ${o.message}`));
-            if (type === "ADDED" || type === "MODIFIED") void this.judge(o, reload).catch((err) => this.opts.log(`${this.source}: ${(err as Error).message}`));
-          };
-          const params = { fieldSelector: `metadata.name=${this.opts.ref.name}`, resourceVersion: obj.metadata?.resourceVersion, timeoutSeconds: 300 };
-          watch.watch(path, params, onEvent, (err) => (err ? reject(err) : resolve())).then(
-            (controller) => {
-              delay = BACKOFF_FIRST_MS;
-              if (this.stop.signal.aborted) controller.abort();
-              else this.stop.signal.addEventListener("abort", () => controller.abort(), { once: true });
-            },
-            reject,
-          );
-        });
-      } catch (err) {
-        if (this.stop.signal.aborted) return;
-        this.opts.log(`${this.source}: ${(err as Error).message}; reading it again in ${delay} ms`);
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, BACKOFF_MAX_MS);
-      }
-    }
+    await followObject({
+      kubeConfig: this.opts.kubeConfig,
+      ref: this.params,
+      seen: (obj) => {
+        if (obj) void this.judge(obj, reload).catch((err) => this.opts.log(`${this.source}: ${(err as Error).message}`));
+        else this.opts.log(`${this.source} does not exist (any more): the config in force stays`);
+      },
+      failed: (reason) => this.opts.log(`${this.source}: ${reason}`),
+      signal: this.stop.signal,
+    });
   }
 
   /** Judges a generation not judged yet: parse, reload, write the verdict. Generations are judged one at a time, in order. */

@@ -56,3 +56,19 @@ describe("the config file's apiVersion", () => {
     expect(parseGatewayConfig(text("llm-gateway.io/v1")).apiVersion).toBe("llm-gateway.io/v1");
   });
 });
+
+describe("a pool from an InferencePool", () => {
+  const text = (pool: string) => `pools: [{ name: a, baseModel: m, ${pool} }]\n`;
+
+  it("names the object, with no endpoints of its own", () => {
+    const [pool] = parseGatewayConfig(text("inferencePool: { namespace: models, name: llama }")).pools;
+    expect(pool.inferencePool).toEqual({ namespace: "models", name: "llama" });
+    expect(pool.endpoints).toEqual([]);
+  });
+
+  it("takes its pods from one place only", () => {
+    expect(() => parseGatewayConfig(text('endpoints: ["127.0.0.1:1"], inferencePool: { namespace: models, name: llama }'))).toThrow(
+      "pools[0].inferencePool: a pool takes its pods from endpoints or from inferencePool, not both",
+    );
+  });
+});
