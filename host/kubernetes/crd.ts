@@ -80,7 +80,7 @@ export function configCrd(): Schema {
           additionalPrinterColumns: [
             { name: "Accepted", type: "string", jsonPath: '.status.conditions[?(@.type=="Accepted")].status' },
             { name: "Reason", type: "string", jsonPath: '.status.conditions[?(@.type=="Accepted")].reason' },
-            { name: "Restart", type: "string", jsonPath: '.status.conditions[?(@.type=="RestartRequired")].status', priority: 1 },
+            { name: "Message", type: "string", jsonPath: '.status.conditions[?(@.type=="Accepted")].message', priority: 1 },
             { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
           ],
           schema: {

@@ -122,6 +122,27 @@ describeWithApiServer(
       aggregator.child.kill("SIGTERM");
       expect(await aggregator.exitWithin(10_000)).toEqual({ code: 0, signal: null });
     });
+
+    const startAggregator = () => launch(process.execPath, [join(projectRoot, "dist/host/aggregator/main.js"), "--config-resource", `${NAMESPACE}/${NAME}`]);
+
+    it("a restarted aggregator (the documented rollout) takes the listener change: Accepted again", async () => {
+      aggregator = startAggregator();
+      await aggregator.waitForOutput(/^aggregator listening grpc=/m);
+      expect(await verdictOf(4)).toMatchObject({ status: "True", reason: "Applied" });
+      aggregator.child.kill("SIGTERM");
+      expect(await aggregator.exitWithin(10_000)).toEqual({ code: 0, signal: null });
+    });
+
+    it("an aggregator does not start on an invalid object, and says why in its status", async () => {
+      expect(apply(spec((s) => ((s.gateway.port = 8081), (s.aggregator.staleAfterMs = 10), (s.aggregator.scrapeIntervalMs = 50)))).status).toBe(0);
+      aggregator = startAggregator();
+      const exit = await aggregator.exitWithin(20_000);
+      expect(exit.code).toBe(1);
+      expect(aggregator.output()).toContain("aggregator.staleAfterMs: must be greater than scrapeIntervalMs (50)");
+      const cond = await verdictOf(5);
+      expect(cond).toMatchObject({ status: "False", reason: "Invalid" });
+      expect(cond.message).toContain("aggregator.staleAfterMs");
+    });
   },
   { kubectl: true },
 );
