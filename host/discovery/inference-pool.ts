@@ -41,7 +41,10 @@ export function inferencePoolSource(pool: { name: string; inferencePool: Inferen
       const kubeConfig = opts.kubeConfig ?? (await loadKubeConfig(pool.inferencePool.kubeconfig));
       let answered: () => void = () => {};
       const first = new Promise<void>((resolve) => (answered = resolve));
+      /** Whether the sink has heard of the pool at all (the pod watch reports for itself once started). */
+      let reported = false;
       const seen = (obj: KubeObject | null) => {
+        reported = true;
         const want = podsOf(obj);
         const key = typeof want === "string" ? "" : `${want.selector} ${want.port}`;
         if (pods && pods.key === key) return answered();
@@ -64,6 +67,9 @@ export function inferencePoolSource(pool: { name: string; inferencePool: Inferen
         seen,
         failed: (reason) => {
           sink.event(pool.name, "error", reason);
+          // A pool whose object cannot be read at all has no pods yet: say so, so start() can finish.
+          if (!reported) sink.targets(pool.name, []);
+          reported = true;
           answered();
         },
         signal: stop.signal,
