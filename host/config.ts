@@ -103,6 +103,8 @@ export interface PoolConfig {
   endpoints: string[];
   /** Present when the pool's pods are the Ready pods a label selector matches (then `endpoints` is empty). */
   kubernetes?: KubernetesPoolConfig;
+  /** Present when the pool's pods are an InferencePool's (then `endpoints` is empty). */
+  inferencePool?: InferencePoolRefConfig;
   /** Sequences each pod's engine runs in one batch (vLLM max_num_seqs); the file's, else the engine's default. */
   batchSlots: number;
   /**
@@ -126,6 +128,18 @@ export interface KubernetesPoolConfig {
    * relative path is resolved against the config file's folder. Absent: the
    * KUBECONFIG variable, else the in-cluster service account.
    */
+  kubeconfig?: string;
+}
+
+/**
+ * A pool whose pods are those of a Gateway API Inference Extension
+ * InferencePool (inference.networking.k8s.io/v1): its selector and first
+ * target port, followed as the object changes (host/discovery/inference-pool.ts).
+ */
+export interface InferencePoolRefConfig {
+  namespace: string;
+  name: string;
+  /** As KubernetesPoolConfig.kubeconfig. */
   kubeconfig?: string;
 }
 
@@ -221,7 +235,8 @@ export interface TrafficConfig {
 }
 
 export interface GatewayConfig {
-  apiVersion: "llm-gateway/v1";
+  /** The file's own version, or the InferenceGatewayConfig resource's group/version (host/kubernetes/crd.ts). */
+  apiVersion: "llm-gateway/v1" | "llm-gateway.io/v1";
   kind: "InferenceGatewayConfig";
   gateway: GatewayListenerConfig;
   aggregator: AggregatorConfig;
@@ -554,6 +569,12 @@ const kubernetesSchema = z.strictObject({
   kubeconfig: z.string({ error: msg("expected the path of a kubeconfig file") }).min(1, { error: "expected the path of a kubeconfig file" }).optional(),
 });
 
+const inferencePoolSchema = z.strictObject({
+  namespace: kubernetesSchema.shape.namespace,
+  name: z.string({ error: msg(NAMESPACE_TEXT) }).regex(/^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/, { error: "expected an object name (lower case letters, digits, '-' and '.')" }),
+  kubeconfig: kubernetesSchema.shape.kubeconfig,
+});
+
 const poolSchema = z
   .strictObject({
     name,
@@ -564,19 +585,22 @@ const poolSchema = z
     weights: partialWeightsSchema.default({}),
     endpoints: z.array(endpointEntry, { error: msg("expected a list of host:port") }).min(1, { error: "expected at least one endpoint" }).optional(),
     kubernetes: kubernetesSchema.optional(),
+    inferencePool: inferencePoolSchema.optional(),
     batchSlots: intUpTo(100_000),
   })
   // A pool's pods come from one place: two sources would each report the whole set and overwrite the other's.
   .superRefine((pool, ctx) => {
-    if (pool.endpoints && pool.kubernetes) {
-      ctx.addIssue({ code: "custom", path: ["kubernetes"], message: "a pool takes its pods from endpoints or from kubernetes, not both" });
-    } else if (!pool.endpoints && !pool.kubernetes) {
+    const given = (["endpoints", "kubernetes", "inferencePool"] as const).filter((k) => pool[k] !== undefined);
+    if (given.length > 1) {
+      ctx.addIssue({ code: "custom", path: [given[1]], message: `a pool takes its pods from ${given[0]} or from ${given[1]}, not both` });
+    } else if (given.length === 0) {
       ctx.addIssue({ code: "custom", path: ["endpoints"], message: "is required (or kubernetes: { namespace, selector, port } to discover the pool's pods by label)" });
     }
   })
-  .transform(({ endpoints, kubernetes, batchSlots, ...rest }): Omit<PoolConfig, "weights" | "weightOverrides"> & { weights: Partial<ScorerWeights> } => {
+  .transform(({ endpoints, kubernetes, inferencePool, batchSlots, ...rest }): Omit<PoolConfig, "weights" | "weightOverrides"> & { weights: Partial<ScorerWeights> } => {
     const pool = { ...rest, batchSlots: batchSlots ?? DEFAULT_BATCH_SLOTS[rest.engine] };
     if (kubernetes) return { ...pool, endpoints: [], kubernetes };
+    if (inferencePool) return { ...pool, endpoints: [], inferencePool };
     const entries = (endpoints ?? []).map((e) => (typeof e === "string" ? { address: e, capacity: undefined } : e));
     const configured = entries.some((e) => e.capacity !== undefined);
     return {
@@ -588,7 +612,7 @@ const poolSchema = z
 
 /** The whole file's schema; exported so scripts/docs/config-reference.mjs can list its fields and defaults. */
 export const configSchema = z.strictObject({
-  apiVersion: z.literal("llm-gateway/v1", { error: 'expected "llm-gateway/v1"' }).default("llm-gateway/v1"),
+  apiVersion: z.enum(["llm-gateway/v1", "llm-gateway.io/v1"], { error: 'expected "llm-gateway/v1" or "llm-gateway.io/v1"' }).default("llm-gateway/v1"),
   kind: z.literal("InferenceGatewayConfig", { error: 'expected "InferenceGatewayConfig"' }).default("InferenceGatewayConfig"),
   gateway: z
     .strictObject({
@@ -853,6 +877,7 @@ export function parseConfigFile(text: string, path: string): GatewayConfig {
   resolveControlPlanePaths(config, dirname(path));
   for (const pool of config.pools) {
     if (pool.kubernetes?.kubeconfig) pool.kubernetes.kubeconfig = resolve(dirname(path), pool.kubernetes.kubeconfig);
+    if (pool.inferencePool?.kubeconfig) pool.inferencePool.kubeconfig = resolve(dirname(path), pool.inferencePool.kubeconfig);
   }
   return config;
 }

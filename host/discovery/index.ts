@@ -4,6 +4,7 @@
 import { isIP } from "node:net";
 import { parseEndpoint, type GatewayConfig, type PoolConfig } from "../config.js";
 import { dnsSource, type Lookup } from "./dns.js";
+import { inferencePoolSource } from "./inference-pool.js";
 import { kubernetesSource } from "./kubernetes.js";
 import type { DiscoverySink, DiscoverySource, Target } from "./source.js";
 import { staticSource, type ConfiguredEndpoint } from "./static.js";
@@ -25,6 +26,7 @@ function configuredEndpoints(pool: PoolConfig): ConfiguredEndpoint[] {
 
 function poolSource(pool: PoolConfig, opts: DiscoveryOptions): DiscoverySource {
   if (pool.kubernetes) return kubernetesSource({ name: pool.name, kubernetes: pool.kubernetes }, { log: opts.log });
+  if (pool.inferencePool) return inferencePoolSource({ name: pool.name, inferencePool: pool.inferencePool }, { log: opts.log });
   const endpoints = configuredEndpoints(pool);
   const literals = endpoints.filter((e) => isIP(e.host) !== 0);
   const names = endpoints.filter((e) => isIP(e.host) === 0);

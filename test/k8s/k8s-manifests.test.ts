@@ -33,6 +33,17 @@ function objects(stream: string): Obj[] {
   return parseAllDocuments(stream).map((d) => d.toJS() as Obj);
 }
 
+/** Kinds without a namespace. */
+const CLUSTER_SCOPED = new Set(["Namespace", "CustomResourceDefinition"]);
+
+/**
+ * Left out of the dry run: a version the 1.20 API server cannot serve
+ * (policy/v1 came in 1.21: checked by structure), and the Namespace the
+ * dry run's objects need to exist already (k8s-manifests-native.test.ts
+ * applies it for real).
+ */
+const notInDryRun = (o: Obj) => (o.apiVersion === "policy/v1" && o.kind === "PodDisruptionBudget") || o.kind === "Namespace";
+
 function one(objs: Obj[], kind: string, name: string): Obj {
   const found = objs.filter((o) => o.kind === kind && o.metadata.name === name);
   expect(found, `${kind}/${name}`).toHaveLength(1);
@@ -91,7 +102,7 @@ describe.skipIf(!haveKubectl).each(Object.entries(kustomizations))("kustomizatio
 
   it("puts every object in one namespace", () => {
     const { objs } = m;
-    const namespaces = new Set(objs.map((o) => o.metadata.namespace));
+    const namespaces = new Set(objs.filter((o) => !CLUSTER_SCOPED.has(o.kind)).map((o) => o.metadata.namespace));
     expect([...namespaces]).toHaveLength(1);
     expect([...namespaces][0]).toMatch(/^[a-z0-9-]+$/);
   });
@@ -274,13 +285,16 @@ describe.skipIf(!haveKubectl || !haveApiServer)("kubectl apply --dry-run=server 
     server = await startLocalApiServer();
     kubeconfig = server.writeKubeconfig();
     const core = server.kubeConfig().makeApiClient(CoreV1Api);
-    const namespaces = new Set(Object.values(kustomizations).flatMap((dir) => objects(build(dir)).map((o) => o.metadata.namespace!)));
+    const namespaces = new Set(Object.values(kustomizations).flatMap((dir) => objects(build(dir)).flatMap((o) => (o.metadata.namespace ? [o.metadata.namespace] : []))));
     for (const name of namespaces) await core.createNamespace({ body: { metadata: { name } } });
   }, 120_000);
   afterAll(() => server?.stop());
 
-  it.each(Object.entries(kustomizations))("accepts every object of %s", (_, dir) => {
-    const stream = build(dir);
+  it.each(Object.entries(kustomizations))("accepts every object of %s (that it can serve)", (_, dir) => {
+    const stream = objects(build(dir))
+      .filter((o) => !notInDryRun(o))
+      .map((o) => stringify(o))
+      .join("---\n");
     const r = dryRun(kubeconfig, stream);
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);

@@ -73,10 +73,15 @@ describeWithApiServer("the aggregator's RBAC (deploy/kubernetes/base/rbac.yaml) 
     if (workDir) rmSync(workDir, { recursive: true, force: true });
   });
 
-  it("grants get, list and watch on pods in its namespace, bound to the aggregator's ServiceAccount", async () => {
+  it("grants get, list and watch on pods (and its config object and InferencePools) in its namespace, bound to the aggregator's ServiceAccount", async () => {
     const rbac = server.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
     const role = await rbac.readNamespacedRole({ name: "llm-gateway-pod-reader", namespace: NS });
-    expect(role.rules).toEqual([{ apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] }]);
+    expect(role.rules).toEqual([
+      { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["inference.networking.k8s.io"], resources: ["inferencepools"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["llm-gateway.io"], resources: ["inferencegatewayconfigs"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["llm-gateway.io"], resources: ["inferencegatewayconfigs/status"], verbs: ["update"] },
+    ]);
     const binding = await rbac.readNamespacedRoleBinding({ name: "llm-gateway-aggregator-pods", namespace: NS });
     expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "llm-gateway-aggregator", namespace: NS }]);
   });

@@ -107,7 +107,7 @@ describe("gateway config", () => {
     expect(issues(`${MINIMAL}\naggregator: { scrapeIntervalMs: "fast" }\n`)).toEqual(["aggregator.scrapeIntervalMs: expected an integer > 0"]);
     expect(issues("pools: []")).toEqual(["pools: expected at least one pool"]);
     expect(issues("gateway: {}")).toEqual(["pools: is required"]);
-    expect(issues(`${MINIMAL}\napiVersion: v2\n`)).toEqual(['apiVersion: expected "llm-gateway/v1"']);
+    expect(issues(`${MINIMAL}\napiVersion: v2\n`)).toEqual(['apiVersion: expected "llm-gateway/v1" or "llm-gateway.io/v1"']);
   });
 
   it("rejects unknown fields, naming them", () => {
