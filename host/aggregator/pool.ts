@@ -56,7 +56,7 @@ export class PoolState {
         if (pod.target.capacity !== t.capacity || pod.target.name !== t.name) pod.retarget(t, now);
         next.set(t.address, pod);
       } else {
-        next.set(t.address, new Pod(t, this.config.engine, this.config.batchSlots));
+        next.set(t.address, new Pod(t, this.config.engine, this.config.batchSlots, this.config.tls));
       }
     }
     for (const [address, pod] of before) if (next.get(address) !== pod) pod.close();

@@ -11,7 +11,9 @@ import {
   type StaleViewConfig,
   type TrafficConfig,
 } from "../config.js";
+import type { EdgeLimitsConfig, ListenerTlsConfig, PodTlsConfig } from "../config/edge.js";
 import { CONTRACT } from "../contract.js";
+import { DEFAULT_EDGE_LIMITS, withEdgeLimits, withListenerTls, withPodTls } from "./edge.js";
 import { projectRoot } from "../paths.js";
 
 /**
@@ -77,6 +79,14 @@ export interface EnvoyConfigParams {
   modelRoutes?: ModelRouteParams[];
   /** Who may claim Critical and get debug output; the filter's defaults (none, off) when absent. */
   traffic?: TrafficConfig;
+  /** HTTPS at the listener; its SDS files (listenerSdsFiles) must be written to sdsDir before Envoy starts. */
+  tls?: ListenerTlsConfig;
+  /** Absolute folder of the SDS files, needed with tls: beside the bootstrap. */
+  sdsDir?: string;
+  /** Timeouts, stream cap and overload manager; the config file's defaults when absent. */
+  limits?: EdgeLimitsConfig;
+  /** TLS to the pods, by pool name. */
+  poolTls?: Readonly<Record<string, PodTlsConfig>>;
 }
 
 export function gatewayTemplatePath(): string {
@@ -100,15 +110,18 @@ export function envoyParamsFromGatewayConfig(
     staleView: cfg.gateway.staleView,
     passiveHealth: cfg.gateway.passiveHealth,
     jwt: cfg.gateway.jwt,
+    tls: cfg.gateway.tls,
+    limits: cfg.gateway.limits,
     traffic: cfg.traffic,
     ...routeParamsOf(cfg),
   };
 }
 
 /** What the route table and the pools' clusters are made of. */
-function routeParamsOf(cfg: GatewayConfig): Pick<EnvoyConfigParams, "pools" | "streamIdleMs" | "modelRoutes"> {
+function routeParamsOf(cfg: GatewayConfig): Pick<EnvoyConfigParams, "pools" | "streamIdleMs" | "modelRoutes" | "poolTls"> {
   return {
     pools: cfg.pools.map((p) => p.name),
+    poolTls: Object.fromEntries(cfg.pools.flatMap((p) => (p.tls ? [[p.name, p.tls]] : []))),
     streamIdleMs: Object.fromEntries(cfg.pools.map((p) => [p.name, cfg.profiles[p.profile].deadlines.streamIdleMs])),
     modelRoutes: modelRoutesOf(cfg),
   };
@@ -275,6 +288,7 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   const doc = parseDocument(filled);
   repeatPerPool(doc, ROUTES, pools);
   const poolClusters = repeatPerPool(doc, CLUSTERS, pools);
+  for (const [pool, tls] of Object.entries(params.poolTls ?? {})) withPodTls(doc, `llm_gateway_pool_${pool}`, tls);
   withModelRoutes(doc, params.modelRoutes ?? [], pools);
   withStreamRoutes(doc, streamIdleOf(params));
   const claims = claimHeaders(params.traffic);
@@ -282,6 +296,11 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   if (params.jwt) withJwtAuthn(doc, params.jwt, claims);
   if (params.wasmFilter === false) withoutWasmFilter(doc);
   if (params.statsPort !== undefined) withStatsListener(doc, params);
+  withEdgeLimits(doc, params.limits ?? DEFAULT_EDGE_LIMITS);
+  if (params.tls) {
+    if (params.sdsDir === undefined) throw new Error("gateway.tls needs sdsDir, the folder its SDS files are written to");
+    withListenerTls(doc, params.tls, params.sdsDir);
+  }
   return { doc, poolClusters };
 }
 

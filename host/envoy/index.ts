@@ -1,4 +1,5 @@
 export { envoyVersion, findEnvoy } from "./paths.js";
+export { DEFAULT_EDGE_LIMITS, listenerSdsFiles, type SdsFile } from "./edge.js";
 export {
   BUFFER_SLACK_BYTES,
   CLAIM_HEADERS,

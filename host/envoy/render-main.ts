@@ -10,6 +10,7 @@ import { parseArgs } from "node:util";
 import { loadGatewayConfig } from "../config.js";
 import { filterWasmPath } from "../paths.js";
 import { envoyParamsFromGatewayConfig, renderEnvoyConfig, renderEnvoyXds } from "./config.js";
+import { listenerSdsFiles } from "./edge.js";
 
 const USAGE = "usage: render-main --config FILE --out FILE [--wasm PATH] [--complete]";
 
@@ -24,12 +25,19 @@ function main(): void {
   });
   if (!values.config || !values.out) throw new Error(USAGE);
 
+  const outDir = dirname(resolve(values.out));
   const params = envoyParamsFromGatewayConfig(loadGatewayConfig(values.config), {
     // The path as Envoy will see it, which in a container differs from ours.
     wasmPath: resolve(values.wasm ?? filterWasmPath),
   });
+  // The listener's SDS files go beside the bootstrap; they name the certificate files, which Envoy watches.
+  params.sdsDir = outDir;
   const yaml = values.complete ? renderEnvoyConfig(params) : renderEnvoyXds(params).bootstrap;
-  mkdirSync(dirname(resolve(values.out)), { recursive: true });
+  mkdirSync(outDir, { recursive: true });
+  for (const f of params.tls ? listenerSdsFiles(params.tls, outDir) : []) {
+    writeFileSync(f.path, f.content);
+    process.stdout.write(`wrote ${f.path}\n`);
+  }
   writeFileSync(values.out, yaml);
   process.stdout.write(`wrote ${values.out}\n`);
 }

@@ -4,7 +4,10 @@
 import { parseConfigFile, resolveConfigHosts, type Engine, type GatewayConfig } from "../../host/config.js";
 import { watchConfigFile, type ConfigWatch } from "../../host/aggregator/config-watch.js";
 import { startAggregator, type Aggregator } from "../../host/aggregator/index.js";
-import { envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/index.js";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { envoyParamsFromGatewayConfig, listenerSdsFiles, renderEnvoyXds } from "../../host/envoy/index.js";
 import { startEnvoy, type EnvoyProcess } from "./envoy-process.js";
 import { stringify } from "yaml";
 import { parseGatewayConfig } from "../../host/config.js";
@@ -113,9 +116,15 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
     // The aggregator serves the pools' clusters and the route table; the
     // bootstrap holds what only a restart changes.
     const params = envoyParamsFromGatewayConfig(config, { wasmPath: opts.wasmPath ?? filterWasmPath });
+    const sdsDir = config.gateway.tls ? mkdtempSync(join(tmpdir(), "llm-gateway-sds-")) : undefined;
+    if (sdsDir) {
+      started.push(async () => rmSync(sdsDir, { recursive: true, force: true }));
+      for (const f of listenerSdsFiles(config.gateway.tls!, sdsDir)) writeFileSync(f.path, f.content);
+    }
     const envoy = await startEnvoy({
       configYaml: renderEnvoyXds({
         ...params,
+        sdsDir,
         gatewayPort: opts.gatewayPort ?? params.gatewayPort,
         adminPort: opts.adminPort ?? params.adminPort,
         aggregatorPort: aggregator.grpcPort,
@@ -144,7 +153,7 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
 
     return {
       config,
-      gatewayUrl: `http://${envoy.listenerAddresses.llm_gateway}`,
+      gatewayUrl: `${config.gateway.tls ? "https" : "http"}://${envoy.listenerAddresses.llm_gateway}`,
       envoy,
       aggregator,
       fleet,

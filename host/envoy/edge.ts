@@ -1,0 +1,163 @@
+// The listener's edge in the Envoy bootstrap: HTTPS with certificates from
+// file-watched SDS, the timeouts and buffer bounds that stop a slow client
+// from holding memory, and the overload manager on heap; plus TLS to a
+// pool's pods on its cluster.
+import { dirname, isAbsolute, join } from "node:path";
+import { isMap, isSeq, type Document } from "yaml";
+import { edgeLimitsSchema, type EdgeLimitsConfig, type ListenerTlsConfig, type PodTlsConfig } from "../config/edge.js";
+
+/** The limits a renderer uses when its caller gives none: the config file's defaults. */
+export const DEFAULT_EDGE_LIMITS: Readonly<EdgeLimitsConfig> = edgeLimitsSchema.parse(undefined);
+
+const TLS_SOCKET = "envoy.transport_sockets.tls";
+const SECRET_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+const LISTENER_CERT = "llm_gateway_listener_certificate";
+const CLIENT_CA = "llm_gateway_client_ca";
+/** The SDS files' names in the folder given as `sdsDir`. */
+const CERT_SDS_FILE = "listener-certificate.sds.yaml";
+const CA_SDS_FILE = "client-ca.sds.yaml";
+
+/** A file the bootstrap refers to, to be written beside it before Envoy starts. */
+export interface SdsFile {
+  path: string;
+  content: string;
+}
+
+function checkAbsolute(field: string, path: string | undefined): void {
+  if (path !== undefined && !isAbsolute(path)) throw new Error(`${field} must be absolute, got ${path}`);
+}
+
+/**
+ * The SDS documents for the listener's certificate and client CA. Each
+ * secret names the PEM files and watches their folder: a Kubernetes Secret
+ * volume swaps its `..data` symlink in one rename, which Envoy sees there
+ * and answers by reading certificate and key again, together; new
+ * handshakes get the new certificate, open connections keep theirs.
+ */
+export function listenerSdsFiles(tls: ListenerTlsConfig, sdsDir: string): SdsFile[] {
+  for (const key of ["certFile", "keyFile", "clientCaFile"] as const) checkAbsolute(`gateway.tls.${key}`, tls[key]);
+  checkAbsolute("sdsDir", sdsDir);
+  const secret = (name: string, body: Record<string, unknown>) =>
+    JSON.stringify({ resources: [{ "@type": SECRET_TYPE, name, ...body }] }, null, 2) + "\n";
+  const files: SdsFile[] = [{
+    path: join(sdsDir, CERT_SDS_FILE),
+    content: secret(LISTENER_CERT, {
+      tls_certificate: {
+        certificate_chain: { filename: tls.certFile },
+        private_key: { filename: tls.keyFile },
+        watched_directory: { path: dirname(tls.certFile) },
+      },
+    }),
+  }];
+  if (tls.clientCaFile) {
+    files.push({
+      path: join(sdsDir, CA_SDS_FILE),
+      content: secret(CLIENT_CA, {
+        validation_context: { trusted_ca: { filename: tls.clientCaFile }, watched_directory: { path: dirname(tls.clientCaFile) } },
+      }),
+    });
+  }
+  return files;
+}
+
+/** An SDS source reading `file`, reloaded when it (or a rename in its folder) changes. */
+const fileSds = (name: string, file: string) => ({
+  name,
+  sds_config: { path_config_source: { path: file, watched_directory: { path: dirname(file) } }, resource_api_version: "V3" },
+});
+
+/** The listener's filter chain terminates TLS 1.2+ and offers h2 before http/1.1. */
+export function withListenerTls(doc: Document, tls: ListenerTlsConfig, sdsDir: string): void {
+  const chain = doc.getIn(FILTER_CHAIN);
+  if (!isMap(chain)) throw new Error("the Envoy template's listener has no filter chain");
+  const [cert, ca] = listenerSdsFiles(tls, sdsDir);
+  chain.set("transport_socket", doc.createNode({
+    name: TLS_SOCKET,
+    typed_config: {
+      "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+      require_client_certificate: tls.requireClientCert,
+      common_tls_context: {
+        tls_params: { tls_minimum_protocol_version: "TLSv1_2" },
+        alpn_protocols: ["h2", "http/1.1"],
+        tls_certificate_sds_secret_configs: [fileSds(LISTENER_CERT, cert.path)],
+        ...(ca ? { validation_context_sds_secret_config: fileSds(CLIENT_CA, ca.path) } : {}),
+      },
+    },
+  }));
+}
+
+const MiB = 1024 * 1024;
+const seconds = (ms: number) => `${ms / 1000}s`;
+
+/**
+ * Timeouts on the listener's connection manager, the HTTP/2 stream cap,
+ * and the overload manager. Every stream may buffer a whole body (the
+ * filter reads it before choosing a pod), so memory is bounded by the heap
+ * monitor: past half of maxHeapBytes Envoy returns freed memory to the
+ * system and resets the streams holding the largest buffers first (more
+ * of them as the heap fills); near the cap it answers new requests 503.
+ */
+export function withEdgeLimits(doc: Document, limits: EdgeLimitsConfig): void {
+  if (limits.maxHeapBytes < 64 * MiB) throw new Error(`maxHeapBytes must be at least 64 MiB, got ${limits.maxHeapBytes}`);
+  const hcm = doc.getIn(HCM);
+  if (!isMap(hcm)) throw new Error("the Envoy template has no HTTP connection manager");
+  hcm.set("request_headers_timeout", seconds(limits.requestHeadersTimeoutMs));
+  hcm.set("request_timeout", seconds(limits.requestTimeoutMs));
+  hcm.set("stream_idle_timeout", seconds(limits.streamIdleTimeoutMs));
+  hcm.set("common_http_protocol_options", doc.createNode({ idle_timeout: seconds(limits.connectionIdleTimeoutMs) }));
+  hcm.set("http2_protocol_options", doc.createNode({ max_concurrent_streams: limits.maxConcurrentStreams }));
+
+  const heap = "envoy.resource_monitors.fixed_heap";
+  const connections = "envoy.resource_monitors.global_downstream_max_connections";
+  doc.set("overload_manager", doc.createNode({
+    refresh_interval: "0.25s",
+    // Streams holding 256 KiB or more are tracked, by size, for the reset action.
+    buffer_factory_config: { minimum_account_to_track_power_of_two: 18 },
+    resource_monitors: [
+      {
+        name: heap,
+        typed_config: { "@type": "type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig", max_heap_size_bytes: limits.maxHeapBytes },
+      },
+      {
+        name: connections,
+        typed_config: {
+          "@type": "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
+          max_active_downstream_connections: limits.maxConnections,
+        },
+      },
+    ],
+    actions: [
+      { name: "envoy.overload_actions.shrink_heap", triggers: [{ name: heap, threshold: { value: 0.5 } }] },
+      { name: "envoy.overload_actions.reset_high_memory_stream", triggers: [{ name: heap, scaled: { scaling_threshold: 0.5, saturation_threshold: 0.8 } }] },
+      { name: "envoy.overload_actions.stop_accepting_requests", triggers: [{ name: heap, threshold: { value: 0.95 } }] },
+    ],
+  }));
+}
+
+/** The pool's cluster speaks TLS to its pods, verifying them against the pool's CA (and name, when given). */
+export function withPodTls(doc: Document, clusterName: string, tls: PodTlsConfig): void {
+  for (const key of ["caFile", "certFile", "keyFile"] as const) checkAbsolute(`tls.${key} of ${clusterName}`, tls[key]);
+  const clusters = doc.getIn(CLUSTERS);
+  if (!isSeq(clusters)) throw new Error("the Envoy template has no clusters list");
+  const cluster = clusters.items.find((c) => isMap(c) && c.get("name") === clusterName);
+  if (!isMap(cluster)) throw new Error(`the Envoy template has no cluster ${clusterName}`);
+  const validation: Record<string, unknown> = { trusted_ca: { filename: tls.caFile } };
+  if (tls.serverName) validation.match_typed_subject_alt_names = [{ san_type: "DNS", matcher: { exact: tls.serverName } }];
+  cluster.set("transport_socket", doc.createNode({
+    name: TLS_SOCKET,
+    typed_config: {
+      "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+      ...(tls.serverName ? { sni: tls.serverName } : {}),
+      common_tls_context: {
+        tls_params: { tls_minimum_protocol_version: "TLSv1_2" },
+        validation_context: validation,
+        ...(tls.certFile ? { tls_certificates: [{ certificate_chain: { filename: tls.certFile }, private_key: { filename: tls.keyFile } }] } : {}),
+      },
+    },
+  }));
+}
+
+const LISTENER = ["static_resources", "listeners", 0];
+const FILTER_CHAIN = [...LISTENER, "filter_chains", 0];
+const HCM = [...FILTER_CHAIN, "filters", 0, "typed_config"];
+const CLUSTERS = ["static_resources", "clusters"];
