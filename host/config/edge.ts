@@ -43,6 +43,8 @@ export interface EdgeLimitsConfig {
   maxHeapBytes: number;
   /** Open client connections, all listeners together. */
   maxConnections: number;
+  /** What Envoy reads from one connection before it stops reading; a stream still buffers up to maxBodyBytes. */
+  connectionBufferBytes: number;
 }
 
 const path = (what: string) => z.string({ error: msg(`expected the path of ${what}`) }).min(1, { error: `expected the path of ${what}` });
@@ -99,6 +101,8 @@ export const edgeLimitsSchema = z
     maxHeapBytes: z.number({ error: msg("expected an integer number of bytes >= 64 MiB") }).int().min(64 * MiB, { error: "expected an integer number of bytes >= 64 MiB" }).default(256 * MiB),
     // Far above what one gateway's GPUs can serve; bounds file descriptors.
     maxConnections: count(10_000_000).default(50_000),
+    // Small, so a flood of uploads is read a little at a time and the heap monitor keeps up.
+    connectionBufferBytes: z.number({ error: msg("expected an integer 16384..16777216 (bytes)") }).int().min(16 * 1024).max(16 * MiB).default(64 * 1024),
   })
   .prefault({});
 

@@ -99,6 +99,11 @@ const seconds = (ms: number) => `${ms / 1000}s`;
  */
 export function withEdgeLimits(doc: Document, limits: EdgeLimitsConfig): void {
   if (limits.maxHeapBytes < 64 * MiB) throw new Error(`maxHeapBytes must be at least 64 MiB, got ${limits.maxHeapBytes}`);
+  // A connection's reads stay small, so a flood of uploads is read a little
+  // at a time and the heap monitor sees it grow in time; a request's body
+  // may still be buffered whole, up to the buffer filter's limit.
+  doc.setIn([...LISTENER, "per_connection_buffer_limit_bytes"], limits.connectionBufferBytes);
+  bufferBeforeWasm(doc);
   const hcm = doc.getIn(HCM);
   if (!isMap(hcm)) throw new Error("the Envoy template has no HTTP connection manager");
   hcm.set("request_headers_timeout", seconds(limits.requestHeadersTimeoutMs));
@@ -109,8 +114,10 @@ export function withEdgeLimits(doc: Document, limits: EdgeLimitsConfig): void {
 
   const heap = "envoy.resource_monitors.fixed_heap";
   const connections = "envoy.resource_monitors.global_downstream_max_connections";
+  // Freed buffers go back to the system within a second, so the resident set follows the heap down.
+  doc.set("memory_allocator_manager", doc.createNode({ bytes_to_release: 64 * MiB, memory_release_interval: "1s" }));
   doc.set("overload_manager", doc.createNode({
-    refresh_interval: "0.25s",
+    refresh_interval: "0.1s",
     // Streams holding 256 KiB or more are tracked, by size, for the reset action.
     buffer_factory_config: { minimum_account_to_track_power_of_two: 18 },
     resource_monitors: [
@@ -127,11 +134,44 @@ export function withEdgeLimits(doc: Document, limits: EdgeLimitsConfig): void {
       },
     ],
     actions: [
-      { name: "envoy.overload_actions.shrink_heap", triggers: [{ name: heap, threshold: { value: 0.5 } }] },
+      { name: "envoy.overload_actions.shrink_heap", triggers: [{ name: heap, threshold: { value: 0.3 } }] },
+      {
+        name: "envoy.overload_actions.reduce_timeouts",
+        triggers: [{ name: heap, scaled: { scaling_threshold: 0.3, saturation_threshold: 0.45 } }],
+        typed_config: {
+          "@type": "type.googleapis.com/envoy.config.overload.v3.ScaleTimersOverloadActionConfig",
+          timer_scale_factors: [
+            { timer: "HTTP_DOWNSTREAM_STREAM_IDLE", min_timeout: "2s" },
+            { timer: "HTTP_DOWNSTREAM_CONNECTION_IDLE", min_timeout: "2s" },
+          ],
+        },
+      },
       { name: "envoy.overload_actions.reset_high_memory_stream", triggers: [{ name: heap, scaled: { scaling_threshold: 0.5, saturation_threshold: 0.8 } }] },
-      { name: "envoy.overload_actions.stop_accepting_requests", triggers: [{ name: heap, threshold: { value: 0.95 } }] },
+      { name: "envoy.overload_actions.stop_accepting_requests", triggers: [{ name: heap, threshold: { value: 0.9 } }] },
+    ],
+    loadshed_points: [
+      { name: "envoy.load_shed_points.http1_server_abort_dispatch", triggers: [{ name: heap, threshold: { value: 0.5 } }] },
+      { name: "envoy.load_shed_points.http2_server_go_away_on_dispatch", triggers: [{ name: heap, threshold: { value: 0.5 } }] },
+      { name: "envoy.load_shed_points.http_connection_manager_decode_headers", triggers: [{ name: heap, threshold: { value: 0.6 } }] },
     ],
   }));
+}
+
+/**
+ * The buffer filter, moved to just before our filter (after jwt_authn, so
+ * a request without a valid token is still refused before its body is
+ * read), sets the stream's own buffer limit to a whole body, above the
+ * connection's small one.
+ */
+function bufferBeforeWasm(doc: Document): void {
+  const filters = doc.getIn([...HCM, "http_filters"]);
+  if (!isSeq(filters)) throw new Error("the Envoy template has no http_filters list");
+  const named = (name: string) => filters.items.findIndex((f) => isMap(f) && f.get("name") === name);
+  const buffer = named("envoy.filters.http.buffer");
+  if (buffer < 0) throw new Error("the Envoy template has no buffer filter");
+  const [node] = filters.items.splice(buffer, 1);
+  const wasm = named("envoy.filters.http.wasm");
+  filters.items.splice(wasm < 0 ? filters.items.length - 1 : wasm, 0, node);
 }
 
 /** The pool's cluster speaks TLS to its pods, verifying them against the pool's CA (and name, when given). */
