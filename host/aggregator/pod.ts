@@ -37,6 +37,11 @@ export class Pod extends PodEntry {
     this.wanted = wantedMetrics(engine);
   }
 
+  /** A reload's pools[].tls, from the next scrape on. */
+  setTls(tls: PodTlsConfig | undefined): void {
+    this.connection.setTls(tls);
+  }
+
   /** One scrape: fetch, parse, normalise, book. Never throws. */
   async scrape(timeoutMs: number): Promise<ScrapeOutcome> {
     const started = performance.now();

@@ -25,7 +25,10 @@ export class PoolState {
   /** A reload that leaves the pool's discovery alone hands it the new config (weights, adapters, batch slots, ...). */
   reconfigure(config: PoolConfig, now: number): void {
     this.current = config;
-    for (const pod of this.members.values()) pod.setBatchSlots(config.batchSlots, now);
+    for (const pod of this.members.values()) {
+      pod.setBatchSlots(config.batchSlots, now);
+      pod.setTls(config.tls);
+    }
   }
 
   get name(): string {

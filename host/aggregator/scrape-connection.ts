@@ -97,12 +97,14 @@ export class ScrapeConnection {
   private used = false;
   private pending: Pending | null = null;
   private closed = false;
+  /** The TLS settings changed: the kept-alive socket is replaced at the next scrape. */
+  private redial = false;
   private readonly request: Buffer;
 
   constructor(
     private readonly address: ScrapeAddress,
     /** The pod serves HTTPS. */
-    private readonly tlsConfig?: PodTlsConfig,
+    private tlsConfig?: PodTlsConfig,
   ) {
     this.request = Buffer.from(`GET /metrics HTTP/1.1\r\nHost: ${address.hostHeader}\r\nAccept: text/plain\r\nUser-Agent: llm-gateway-aggregator\r\n\r\n`, "latin1");
   }
@@ -129,8 +131,19 @@ export class ScrapeConnection {
     this.drop();
   }
 
+  /** A reload changed how the pod is reached: the next scrape dials again with it. */
+  setTls(tls: PodTlsConfig | undefined): void {
+    if (JSON.stringify(tls) === JSON.stringify(this.tlsConfig)) return;
+    this.tlsConfig = tls;
+    this.redial = true;
+  }
+
   private send(): void {
     const p = this.pending!;
+    if (this.redial) {
+      this.redial = false;
+      this.drop();
+    }
     if (this.socket === null) this.connect();
     p.reused = this.used;
     this.socket!.write(this.request);
