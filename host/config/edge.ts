@@ -106,7 +106,7 @@ export const edgeLimitsSchema = z
   })
   .prefault({});
 
-/** The longest wait a profile may hold a request: the request timeout must outlast it. */
+/** Checks across the edge fields; `longestHoldMs` is the longest a profile may hold a request, which the timeouts must outlast. */
 export function checkEdge(
   gateway: { host: string; tls?: ListenerTlsConfig; plaintext: boolean; limits: EdgeLimitsConfig },
   longestHoldMs: number,
@@ -118,6 +118,9 @@ export function checkEdge(
   if (gateway.tls && gateway.plaintext) issues.push("gateway.plaintext: true contradicts gateway.tls (drop one)");
   if (gateway.limits.requestTimeoutMs <= longestHoldMs) {
     issues.push(`gateway.limits.requestTimeoutMs: must be greater than the longest hold a profile allows (${longestHoldMs} ms), or a held request is cut with a 408`);
+  }
+  if (gateway.limits.streamIdleTimeoutMs <= longestHoldMs) {
+    issues.push(`gateway.limits.streamIdleTimeoutMs: must be greater than the longest hold a profile allows (${longestHoldMs} ms): a held request is silent, and would be cut with a 408`);
   }
   return issues;
 }

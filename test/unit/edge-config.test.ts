@@ -58,6 +58,9 @@ describe("plain HTTP fails closed", () => {
     expect(issues(`gateway: { limits: { requestTimeoutMs: 20000 } }\n${POOLS}`)).toEqual([
       "gateway.limits.requestTimeoutMs: must be greater than the longest hold a profile allows (300000 ms), or a held request is cut with a 408",
     ]);
+    expect(issues(`gateway: { limits: { streamIdleTimeoutMs: 60000 } }\n${POOLS}`)).toEqual([
+      "gateway.limits.streamIdleTimeoutMs: must be greater than the longest hold a profile allows (300000 ms): a held request is silent, and would be cut with a 408",
+    ]);
   });
 
   it("resolves certificate paths against the config file's folder", () => {
