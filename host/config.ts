@@ -8,6 +8,7 @@ import { dirname, resolve } from "node:path";
 import * as z from "zod";
 import { CONTRACT } from "./contract.js";
 import { isLabelKey, isLabelValue, LABEL_KEY_TEXT, LABEL_VALUE_TEXT, matchLabelsSelector, selectorProblem } from "./discovery/label-selector.js";
+import { checkEdge, edgeLimitsSchema, listenerTlsSchema, podTlsSchema, resolveEdgePaths, type EdgeLimitsConfig, type ListenerTlsConfig, type PodTlsConfig } from "./config/edge.js";
 import { SCORERS } from "./scorers.generated.js";
 import { msg, validateYaml } from "./validation.js";
 import {
@@ -36,6 +37,11 @@ export interface GatewayListenerConfig {
   jwt?: JwtConfig;
   /** Envoy's client certificate for the aggregator link (mutual TLS); required with aggregator.tls. */
   controlPlaneTls?: ControlPlaneClientTlsConfig;
+  /** HTTPS at the listener; absent, plain HTTP, allowed only on loopback or with `plaintext`. */
+  tls?: ListenerTlsConfig;
+  /** Plain HTTP on a non-loopback host, on purpose (e.g. behind a TLS-terminating load balancer). */
+  plaintext: boolean;
+  limits: EdgeLimitsConfig;
 }
 
 /** What the filter does when it has not heard from the aggregator for a while. */
@@ -114,6 +120,8 @@ export interface PoolConfig {
    * configured ones are in different units.
    */
   capacities?: number[];
+  /** The pods serve HTTPS: Envoy's requests and the aggregator's scrapes verify them with this. */
+  tls?: PodTlsConfig;
 }
 
 /** A pool discovered like an InferencePool: the Ready pods with an IP that a label selector matches in one namespace. */
@@ -587,6 +595,7 @@ const poolSchema = z
     kubernetes: kubernetesSchema.optional(),
     inferencePool: inferencePoolSchema.optional(),
     batchSlots: intUpTo(100_000),
+    tls: podTlsSchema.optional(),
   })
   // A pool's pods come from one place: two sources would each report the whole set and overwrite the other's.
   .superRefine((pool, ctx) => {
@@ -645,6 +654,9 @@ export const configSchema = z.strictObject({
         })
         .optional(),
       controlPlaneTls: controlPlaneClientTlsSchema.optional(),
+      tls: listenerTlsSchema.optional(),
+      plaintext: z.boolean({ error: msg("expected true or false") }).default(false),
+      limits: edgeLimitsSchema,
     })
     .prefault({}),
   aggregator: z
@@ -717,6 +729,7 @@ function crossCheck(raw: RawConfig): string[] {
   if (statsPort !== undefined && adminPort === 0) issues.push("gateway.statsPort: needs a fixed gateway.adminPort (the stats listener forwards to it), not 0");
   if (statsPort !== undefined && (statsPort === adminPort || statsPort === listenerPort)) issues.push(`gateway.statsPort: ${statsPort} is already gateway.${statsPort === adminPort ? "adminPort" : "port"}`);
   issues.push(...checkTraffic(raw));
+  issues.push(...checkEdge(raw.gateway, longestHoldMs(resolveProfiles(raw.profiles))));
 
   const agg = raw.aggregator;
   if (raw.gateway.staleView.maxAgeMs <= agg.heartbeatMs) {
@@ -727,6 +740,11 @@ function crossCheck(raw: RawConfig): string[] {
     issues.push(`aggregator.staleAfterMs: must be greater than scrapeIntervalMs (${agg.scrapeIntervalMs}), or every endpoint flaps between fresh and stale`);
   }
   return issues;
+}
+
+/** The longest a profile lets the gateway hold a request. */
+function longestHoldMs(profiles: Record<string, ProfileConfig>): number {
+  return Math.max(...Object.values(profiles).map(({ admission: a }) => Math.max(a.waitCriticalMs, a.waitStandardMs, a.waitSheddableMs)));
 }
 
 /** Served model names (each pool's baseModel and adapters), each with the index of the pool that serves it. */
@@ -875,7 +893,9 @@ export function parseConfigFile(text: string, path: string): GatewayConfig {
   const jwt = config.gateway.jwt;
   if (jwt) jwt.jwksFile = resolve(dirname(path), jwt.jwksFile);
   resolveControlPlanePaths(config, dirname(path));
+  if (config.gateway.tls) config.gateway.tls = resolveEdgePaths(config.gateway.tls, path);
   for (const pool of config.pools) {
+    if (pool.tls) pool.tls = resolveEdgePaths(pool.tls, path);
     if (pool.kubernetes?.kubeconfig) pool.kubernetes.kubeconfig = resolve(dirname(path), pool.kubernetes.kubeconfig);
     if (pool.inferencePool?.kubeconfig) pool.inferencePool.kubeconfig = resolve(dirname(path), pool.inferencePool.kubeconfig);
   }

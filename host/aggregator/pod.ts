@@ -3,6 +3,7 @@
 // and books the result; the entry is rebuilt only at the cycle's end, and
 // only when a scrape landed or the pod's freshness ran out.
 import type { Engine } from "../config.js";
+import type { PodTlsConfig } from "../config/edge.js";
 import type { Target } from "../discovery/source.js";
 import { normalise, wantedMetrics } from "./normalise.js";
 import { PodEntry } from "./pod-entry.js";
@@ -29,10 +30,16 @@ export class Pod extends PodEntry {
     public target: Target,
     private readonly engine: Engine,
     batchSlots: number,
+    tls?: PodTlsConfig,
   ) {
     super(target.address, target.capacity, batchSlots);
-    this.connection = new ScrapeConnection(target);
+    this.connection = new ScrapeConnection(target, tls);
     this.wanted = wantedMetrics(engine);
+  }
+
+  /** A reload's pools[].tls, from the next scrape on. */
+  setTls(tls: PodTlsConfig | undefined): void {
+    this.connection.setTls(tls);
   }
 
   /** One scrape: fetch, parse, normalise, book. Never throws. */

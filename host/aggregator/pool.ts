@@ -25,7 +25,10 @@ export class PoolState {
   /** A reload that leaves the pool's discovery alone hands it the new config (weights, adapters, batch slots, ...). */
   reconfigure(config: PoolConfig, now: number): void {
     this.current = config;
-    for (const pod of this.members.values()) pod.setBatchSlots(config.batchSlots, now);
+    for (const pod of this.members.values()) {
+      pod.setBatchSlots(config.batchSlots, now);
+      pod.setTls(config.tls);
+    }
   }
 
   get name(): string {
@@ -56,7 +59,7 @@ export class PoolState {
         if (pod.target.capacity !== t.capacity || pod.target.name !== t.name) pod.retarget(t, now);
         next.set(t.address, pod);
       } else {
-        next.set(t.address, new Pod(t, this.config.engine, this.config.batchSlots));
+        next.set(t.address, new Pod(t, this.config.engine, this.config.batchSlots, this.config.tls));
       }
     }
     for (const [address, pod] of before) if (next.get(address) !== pod) pod.close();

@@ -12,6 +12,9 @@
 // quarter less CPU per scrape measured), and a few buffers serve a whole
 // fleet, as responses mostly arrive one at a time.
 import net from "node:net";
+import tls from "node:tls";
+import type { PodTlsConfig } from "../config/edge.js";
+import { scrapeTlsOptions } from "./scrape-tls.js";
 
 /** vLLM's /metrics with histograms is ~50-300 KB; anything far beyond is not a model server. */
 export const MAX_BODY_BYTES = 8 * 1024 * 1024;
@@ -94,9 +97,15 @@ export class ScrapeConnection {
   private used = false;
   private pending: Pending | null = null;
   private closed = false;
+  /** The TLS settings changed: the kept-alive socket is replaced at the next scrape. */
+  private redial = false;
   private readonly request: Buffer;
 
-  constructor(private readonly address: ScrapeAddress) {
+  constructor(
+    private readonly address: ScrapeAddress,
+    /** The pod serves HTTPS. */
+    private tlsConfig?: PodTlsConfig,
+  ) {
     this.request = Buffer.from(`GET /metrics HTTP/1.1\r\nHost: ${address.hostHeader}\r\nAccept: text/plain\r\nUser-Agent: llm-gateway-aggregator\r\n\r\n`, "latin1");
   }
 
@@ -122,15 +131,26 @@ export class ScrapeConnection {
     this.drop();
   }
 
+  /** A reload changed how the pod is reached: the next scrape dials again with it. */
+  setTls(tls: PodTlsConfig | undefined): void {
+    if (JSON.stringify(tls) === JSON.stringify(this.tlsConfig)) return;
+    this.tlsConfig = tls;
+    this.redial = true;
+  }
+
   private send(): void {
     const p = this.pending!;
+    if (this.redial) {
+      this.redial = false;
+      this.drop();
+    }
     if (this.socket === null) this.connect();
     p.reused = this.used;
     this.socket!.write(this.request);
   }
 
   private connect(): void {
-    const socket = net.connect({
+    const socket = this.tlsConfig ? this.connectTls(this.tlsConfig) : net.connect({
       host: this.address.ip,
       port: this.address.port,
       onread: {
@@ -146,6 +166,13 @@ export class ScrapeConnection {
     socket.on("close", () => this.onClose(socket));
     this.socket = socket;
     this.used = false;
+  }
+
+  /** TLS sockets do not take `onread`: their reads arrive as data events. */
+  private connectTls(config: PodTlsConfig): net.Socket {
+    const socket = tls.connect({ host: this.address.ip, port: this.address.port, ...scrapeTlsOptions(config) });
+    socket.on("data", (chunk: Buffer) => this.onData(socket, chunk));
+    return socket;
   }
 
   private onData(socket: net.Socket, chunk: Buffer): void {

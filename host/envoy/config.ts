@@ -11,7 +11,9 @@ import {
   type StaleViewConfig,
   type TrafficConfig,
 } from "../config.js";
+import type { EdgeLimitsConfig, ListenerTlsConfig, PodTlsConfig } from "../config/edge.js";
 import { CONTRACT } from "../contract.js";
+import { DEFAULT_EDGE_LIMITS, withEdgeLimits, withListenerTls, withPodTls } from "./edge.js";
 import { projectRoot } from "../paths.js";
 import { withControlPlaneTls, type ControlPlaneTlsParams } from "./control-plane-tls.js";
 
@@ -80,6 +82,14 @@ export interface EnvoyConfigParams {
   traffic?: TrafficConfig;
   /** Mutual TLS to the aggregator (its SDS files: controlPlaneSdsFiles); plaintext when absent. */
   controlPlaneTls?: ControlPlaneTlsParams;
+  /** HTTPS at the listener; its SDS files (envoySdsFiles) must be written to sdsDir before Envoy starts. */
+  tls?: ListenerTlsConfig;
+  /** Absolute folder of the SDS files, needed with tls: beside the bootstrap. */
+  sdsDir?: string;
+  /** Timeouts, stream cap and overload manager; the config file's defaults when absent. */
+  limits?: EdgeLimitsConfig;
+  /** TLS to the pods, by pool name. */
+  poolTls?: Readonly<Record<string, PodTlsConfig>>;
 }
 
 export function gatewayTemplatePath(): string {
@@ -89,7 +99,7 @@ export function gatewayTemplatePath(): string {
 /** Template parameters from a gateway config file's gateway and aggregator sections. */
 export function envoyParamsFromGatewayConfig(
   cfg: GatewayConfig,
-  /** `sdsDir`: where the control-plane TLS SDS files go (next to the bootstrap); needed with gateway.controlPlaneTls. */
+  /** `sdsDir`: where the SDS files go (next to the bootstrap); needed with gateway.tls or gateway.controlPlaneTls. */
   opts: { wasmPath: string; sdsDir?: string },
 ): EnvoyConfigParams {
   const tls = cfg.gateway.controlPlaneTls;
@@ -106,6 +116,9 @@ export function envoyParamsFromGatewayConfig(
     staleView: cfg.gateway.staleView,
     passiveHealth: cfg.gateway.passiveHealth,
     jwt: cfg.gateway.jwt,
+    tls: cfg.gateway.tls,
+    sdsDir: opts.sdsDir,
+    limits: cfg.gateway.limits,
     traffic: cfg.traffic,
     ...(tls ? { controlPlaneTls: { ...tls, sdsDir: opts.sdsDir! } } : {}),
     ...routeParamsOf(cfg),
@@ -113,9 +126,10 @@ export function envoyParamsFromGatewayConfig(
 }
 
 /** What the route table and the pools' clusters are made of. */
-function routeParamsOf(cfg: GatewayConfig): Pick<EnvoyConfigParams, "pools" | "streamIdleMs" | "modelRoutes"> {
+function routeParamsOf(cfg: GatewayConfig): Pick<EnvoyConfigParams, "pools" | "streamIdleMs" | "modelRoutes" | "poolTls"> {
   return {
     pools: cfg.pools.map((p) => p.name),
+    poolTls: Object.fromEntries(cfg.pools.flatMap((p) => (p.tls ? [[p.name, p.tls]] : []))),
     streamIdleMs: Object.fromEntries(cfg.pools.map((p) => [p.name, cfg.profiles[p.profile].deadlines.streamIdleMs])),
     modelRoutes: modelRoutesOf(cfg),
   };
@@ -282,6 +296,7 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   const doc = parseDocument(filled);
   repeatPerPool(doc, ROUTES, pools);
   const poolClusters = repeatPerPool(doc, CLUSTERS, pools);
+  for (const [pool, tls] of Object.entries(params.poolTls ?? {})) withPodTls(doc, `llm_gateway_pool_${pool}`, tls);
   withModelRoutes(doc, params.modelRoutes ?? [], pools);
   withStreamRoutes(doc, streamIdleOf(params));
   const claims = claimHeaders(params.traffic);
@@ -290,6 +305,11 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   if (params.wasmFilter === false) withoutWasmFilter(doc);
   if (params.statsPort !== undefined) withStatsListener(doc, params);
   if (params.controlPlaneTls) withControlPlaneTls(doc, params.controlPlaneTls, params.aggregatorHost);
+  withEdgeLimits(doc, params.limits ?? DEFAULT_EDGE_LIMITS);
+  if (params.tls) {
+    if (params.sdsDir === undefined) throw new Error("gateway.tls needs sdsDir, the folder its SDS files are written to");
+    withListenerTls(doc, params.tls, params.sdsDir);
+  }
   return { doc, poolClusters };
 }
 

@@ -4,52 +4,23 @@
 // to the bootstrap), so a rotated Secret is picked up without a restart; the
 // aggregator's certificate must chain to the CA and carry the server name.
 import { isIP } from "node:net";
-import { dirname, join } from "node:path";
 import { isMap, isSeq, type Document } from "yaml";
+import { certificateBody, sdsSecretConfig, sdsSecretFile, trustedCaBody, type SdsFile } from "./sds.js";
 import type { ControlPlaneClientTlsConfig } from "../control-plane-config.js";
 
 export const AGGREGATOR_CLUSTER = "llm_gateway_aggregator";
 const CLIENT_SECRET = "llm_gateway_aggregator_client";
 const CA_SECRET = "llm_gateway_aggregator_ca";
-const SECRET_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
 /** The client side's files, and the folder its SDS files go in (where the bootstrap is written). */
 export interface ControlPlaneTlsParams extends ControlPlaneClientTlsConfig {
   sdsDir: string;
 }
 
-/** An SDS file Envoy reads (and watches) for one secret. */
-export interface SdsFile {
-  path: string;
-  text: string;
-}
-
-const sdsPath = (dir: string, secret: string) => join(dir, `${secret}.sds.json`);
-
 /** The SDS files the bootstrap's aggregator cluster refers to; write them before Envoy starts. */
 export function controlPlaneSdsFiles(tls: ControlPlaneTlsParams): SdsFile[] {
-  const client = {
-    "@type": SECRET_TYPE,
-    name: CLIENT_SECRET,
-    tls_certificate: {
-      certificate_chain: { filename: tls.certFile },
-      private_key: { filename: tls.keyFile },
-      // A Secret volume swaps a symlink in this folder: a move Envoy sees here.
-      watched_directory: { path: dirname(tls.certFile) },
-    },
-  };
-  const ca = {
-    "@type": SECRET_TYPE,
-    name: CA_SECRET,
-    validation_context: { trusted_ca: { filename: tls.caFile }, watched_directory: { path: dirname(tls.caFile) } },
-  };
-  return [client, ca].map((secret) => ({ path: sdsPath(tls.sdsDir, secret.name), text: `${JSON.stringify({ resources: [secret] }, null, 2)}\n` }));
+  return [sdsSecretFile(tls.sdsDir, CLIENT_SECRET, certificateBody(tls.certFile, tls.keyFile)), sdsSecretFile(tls.sdsDir, CA_SECRET, trustedCaBody(tls.caFile))];
 }
-
-const sdsConfig = (dir: string, secret: string) => ({
-  name: secret,
-  sds_config: { path_config_source: { path: sdsPath(dir, secret), watched_directory: { path: dir } }, resource_api_version: "V3" },
-});
 
 /** Puts the UpstreamTlsContext on the bootstrap's aggregator cluster; `aggregatorHost` is the default server name. */
 export function withControlPlaneTls(doc: Document, tls: ControlPlaneTlsParams, aggregatorHost: string): void {
@@ -57,6 +28,7 @@ export function withControlPlaneTls(doc: Document, tls: ControlPlaneTlsParams, a
   if (!isSeq(clusters)) throw new Error("the Envoy template has no static clusters list");
   const cluster = clusters.items.find((c) => isMap(c) && c.get("name") === AGGREGATOR_CLUSTER);
   if (!isMap(cluster)) throw new Error(`the Envoy template has no ${AGGREGATOR_CLUSTER} cluster`);
+  const [client, ca] = controlPlaneSdsFiles(tls);
   const serverName = tls.serverName ?? aggregatorHost;
   const byIp = isIP(serverName) !== 0;
   cluster.set("transport_socket", doc.createNode({
@@ -68,12 +40,12 @@ export function withControlPlaneTls(doc: Document, tls: ControlPlaneTlsParams, a
       common_tls_context: {
         tls_params: { tls_minimum_protocol_version: "TLSv1_2" },
         alpn_protocols: ["h2"],
-        tls_certificate_sds_secret_configs: [sdsConfig(tls.sdsDir, CLIENT_SECRET)],
+        tls_certificate_sds_secret_configs: [sdsSecretConfig(client, CLIENT_SECRET)],
         combined_validation_context: {
           default_validation_context: {
             match_typed_subject_alt_names: [{ san_type: byIp ? "IP_ADDRESS" : "DNS", matcher: { exact: serverName } }],
           },
-          validation_context_sds_secret_config: sdsConfig(tls.sdsDir, CA_SECRET),
+          validation_context_sds_secret_config: sdsSecretConfig(ca, CA_SECRET),
         },
       },
     },

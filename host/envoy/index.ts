@@ -1,4 +1,6 @@
 export { envoyVersion, findEnvoy } from "./paths.js";
+export { DEFAULT_EDGE_LIMITS, listenerSdsFiles } from "./edge.js";
+export { envoySdsFiles, type SdsFile } from "./sds.js";
 export {
   BUFFER_SLACK_BYTES,
   CLAIM_HEADERS,
@@ -15,4 +17,3 @@ export {
   type XdsResources,
   type ModelRouteParams,
 } from "./config.js";
-export { controlPlaneSdsFiles, type SdsFile } from "./control-plane-tls.js";

@@ -10,7 +10,7 @@ import { parseArgs } from "node:util";
 import { loadGatewayConfig } from "../config.js";
 import { filterWasmPath } from "../paths.js";
 import { envoyParamsFromGatewayConfig, renderEnvoyConfig, renderEnvoyXds } from "./config.js";
-import { controlPlaneSdsFiles } from "./control-plane-tls.js";
+import { envoySdsFiles } from "./sds.js";
 
 const USAGE = "usage: render-main --config FILE --out FILE [--wasm PATH] [--complete]";
 
@@ -25,16 +25,20 @@ function main(): void {
   });
   if (!values.config || !values.out) throw new Error(USAGE);
 
+  const outDir = dirname(resolve(values.out));
   const params = envoyParamsFromGatewayConfig(loadGatewayConfig(values.config), {
     // The path as Envoy will see it, which in a container differs from ours.
     wasmPath: resolve(values.wasm ?? filterWasmPath),
-    // The control-plane TLS SDS files go next to the bootstrap, for Envoy to read there.
-    sdsDir: dirname(resolve(values.out)),
+    // The SDS files go beside the bootstrap; they name the certificate files, which Envoy watches.
+    sdsDir: outDir,
   });
   const yaml = values.complete ? renderEnvoyConfig(params) : renderEnvoyXds(params).bootstrap;
-  mkdirSync(dirname(resolve(values.out)), { recursive: true });
+  mkdirSync(outDir, { recursive: true });
+  for (const f of envoySdsFiles(params)) {
+    writeFileSync(f.path, f.content);
+    process.stdout.write(`wrote ${f.path}\n`);
+  }
   writeFileSync(values.out, yaml);
-  for (const sds of params.controlPlaneTls ? controlPlaneSdsFiles(params.controlPlaneTls) : []) writeFileSync(sds.path, sds.text);
   process.stdout.write(`wrote ${values.out}\n`);
 }
 

@@ -64,7 +64,8 @@ describe("renderEnvoyConfig", () => {
     const [listener] = doc.static_resources.listeners;
     expect(listener.address.socket_address).toEqual({ address: "127.0.0.1", port_value: 8080 });
     expect(listener.enable_reuse_port).toBe(false);
-    expect(listener.per_connection_buffer_limit_bytes).toBe(params.maxBodyBytes + BUFFER_SLACK_BYTES);
+    // Small reads per connection (gateway.limits); the buffer filter holds a whole body.
+    expect(listener.per_connection_buffer_limit_bytes).toBe(64 * 1024);
     expect(BUFFER_SLACK_BYTES).toBe(64 * 1024);
     expect(hcm.stat_prefix).toBe("llm_gateway");
     expect(hcm.codec_type).toBe("AUTO");
@@ -79,11 +80,11 @@ describe("renderEnvoyConfig", () => {
       },
     }]);
     expect(hcm.http_filters.map((f: Doc) => f.name)).toEqual([
-      "envoy.filters.http.wasm",
       "envoy.filters.http.buffer",
+      "envoy.filters.http.wasm",
       "envoy.filters.http.router",
     ]);
-    expect(hcm.http_filters[1].typed_config.max_request_bytes).toBe(params.maxBodyBytes + BUFFER_SLACK_BYTES);
+    expect(hcm.http_filters[0].typed_config.max_request_bytes).toBe(params.maxBodyBytes + BUFFER_SLACK_BYTES);
   });
 
   it("routes each pool's inference POSTs by x-gateway-pool, fails closed without it, and answers the rest itself", () => {
@@ -126,7 +127,7 @@ describe("renderEnvoyConfig", () => {
       streamRoute("llama", "1.5s"), poolRoute("llama"), streamRoute("org/qwen:32b", "300s"), poolRoute("org/qwen:32b"),
     ]);
     const rest = routes.slice(4).map((r) => ({
-      regex: r.match.safe_regex?.regex ?? r.match.prefix,
+      regex: r.match.safe_regex?.regex ?? r.match.prefix ?? (r.match.connect_matcher ? "CONNECT" : undefined),
       method: r.match.headers?.[0].string_match.exact,
       status: r.direct_response.status,
       allow: r.response_headers_to_add?.[0].header.value,
@@ -138,6 +139,7 @@ describe("renderEnvoyConfig", () => {
       { regex: MODELS, method: "GET", status: 503, allow: undefined },
       { regex: MODELS, method: undefined, status: 405, allow: "GET" },
       { regex: "/", method: undefined, status: 404, allow: undefined },
+      { regex: "CONNECT", method: undefined, status: 405, allow: undefined },
     ]);
     // The patterns (RE2; these use nothing RE2 and JavaScript disagree on).
     const inference = new RegExp(INFERENCE);
@@ -277,10 +279,10 @@ describe("renderEnvoyConfig", () => {
     expect(restWithout).toEqual(restWith);
   });
 
-  it("puts jwt_authn right before the Wasm filter", () => {
+  it("puts jwt_authn before the buffer and Wasm filters", () => {
     const jwt = { issuer: "https://issuer.test", audiences: [], jwksFile: "/etc/jwks.json" };
     const names = hcmOf(parseYaml(renderEnvoyConfig({ ...params, jwt }))).http_filters.map((f: Doc) => f.name);
-    expect(names).toEqual(["envoy.filters.http.jwt_authn", "envoy.filters.http.wasm", "envoy.filters.http.buffer", "envoy.filters.http.router"]);
+    expect(names).toEqual(["envoy.filters.http.jwt_authn", "envoy.filters.http.buffer", "envoy.filters.http.wasm", "envoy.filters.http.router"]);
   });
 
   it("keeps DNS names for the aggregator (docker-compose service names)", () => {
@@ -371,8 +373,8 @@ describe("renderEnvoyConfig: model-name routes and traffic gates", () => {
 
   it("rate-limits a model with Envoy's local_ratelimit, configured on its route only, with retry-after", () => {
     expect(hcm.http_filters.map((f: Doc) => f.name)).toEqual([
-      "envoy.filters.http.wasm",
       "envoy.filters.http.buffer",
+      "envoy.filters.http.wasm",
       "envoy.filters.http.local_ratelimit",
       "envoy.filters.http.router",
     ]);
@@ -390,7 +392,7 @@ describe("renderEnvoyConfig: model-name routes and traffic gates", () => {
         response_headers_to_add: [{ header: { key: "retry-after", value: "1" }, append_action: "OVERWRITE_IF_EXISTS_OR_ADD" }],
       },
     });
-    for (const r of routes.filter((x) => modelHeader(x) !== "batch.v2")) expect(r).not.toHaveProperty("typed_per_filter_config");
+    for (const r of routes.filter((x) => modelHeader(x) !== "batch.v2" && !x.match.connect_matcher)) expect(r).not.toHaveProperty("typed_per_filter_config");
     // Without a rate-limited model, no rate-limit filter at all.
     expect(render({ modelRoutes: modelRoutes.slice(0, 2) }).http_filters.map((f: Doc) => f.name)).not.toContain("envoy.filters.http.local_ratelimit");
   });
@@ -501,7 +503,7 @@ describe("renderEnvoyXds: the same rendering split for the aggregator as control
 
   it("always has the local rate limit filter, so a reload can give a model a rate limit", () => {
     const names = hcmOf(parseYaml(renderEnvoyXds(params).bootstrap)).http_filters.map((f: Doc) => f.name);
-    expect(names).toEqual(["envoy.filters.http.wasm", "envoy.filters.http.buffer", "envoy.filters.http.local_ratelimit", "envoy.filters.http.router"]);
+    expect(names).toEqual(["envoy.filters.http.buffer", "envoy.filters.http.wasm", "envoy.filters.http.local_ratelimit", "envoy.filters.http.router"]);
     expect(hcmOf(bootstrap).http_filters.map((f: Doc) => f.name)).toEqual(names);
   });
 

@@ -38,7 +38,8 @@ function writeConfig(p: Ports, gatewayHost = "127.0.0.1"): string {
   const path = join(dir, `gateway-${configCount++}.yaml`);
   writeFileSync(
     path,
-    `gateway: { host: ${gatewayHost}, port: ${p.gateway}, adminPort: ${p.admin} }
+    // A host that is not loopback needs plaintext said (or tls) to get as far as its lookup.
+    `gateway: { host: ${gatewayHost}, port: ${p.gateway}, adminPort: ${p.admin}${gatewayHost === "127.0.0.1" ? "" : ", plaintext: true"} }
 aggregator: { host: 127.0.0.1, port: ${p.aggregator}, metricsPort: ${p.metrics}, scrapeIntervalMs: 50, staleAfterMs: 1000 }
 pools:
   - name: llama

@@ -47,6 +47,11 @@ describe("gateway config", () => {
       host: "127.0.0.1", port: 8080, adminPort: 9901, maxBodyBytes: 4194304,
       staleView: { maxAgeMs: 3000, policy: "failOpen", retryAfterS: 1 },
       passiveHealth: { ejectAfterFailures: 3, ejectMs: 10000 },
+      plaintext: false,
+      limits: {
+        requestHeadersTimeoutMs: 10_000, requestTimeoutMs: 660_000, streamIdleTimeoutMs: 600_000, connectionIdleTimeoutMs: 300_000,
+        maxConcurrentStreams: 100, maxHeapBytes: 256 * 1024 * 1024, maxConnections: 50_000, connectionBufferBytes: 64 * 1024,
+      },
     });
     expect(c.aggregator).toEqual({
       host: "127.0.0.1", port: 50051, metricsPort: 9464, scrapeIntervalMs: 50, scrapeTimeoutMs: 1000, staleAfterMs: 1000, heartbeatMs: 1000, plaintext: false, maxStreams: 256,
@@ -212,7 +217,7 @@ pools:
 
 describe("resolveConfigHosts", () => {
   const withHosts = (gateway: string, aggregator: string) =>
-    parseGatewayConfig(`${MINIMAL}\ngateway: { host: "${gateway}" }\naggregator: { host: "${aggregator}", plaintext: true }\n`);
+    parseGatewayConfig(`${MINIMAL}\ngateway: { host: "${gateway}", plaintext: true }\naggregator: { host: "${aggregator}", plaintext: true }\n`);
 
   it("turns names into IPs (IPv4 first) and leaves literals and pool endpoints alone", async () => {
     const config = parseGatewayConfig(`

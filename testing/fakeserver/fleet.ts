@@ -64,6 +64,8 @@ export interface FleetOptions {
   admin?: boolean;
   /** Interface to listen on; loopback unless a container must be reachable from others. */
   host?: string;
+  /** Serve HTTPS with this certificate and key (PEM), like pods behind TLS. */
+  tls?: { cert: string; key: string };
 }
 
 export interface Pod {
@@ -151,7 +153,7 @@ export async function startFleet(specs: PodSpec[], opts: FleetOptions = {}): Pro
         faults,
         admin: opts.admin ?? false,
         injectLoad,
-      });
+      }, opts.tls);
       servers.push(server);
       const port = await listen(server, spec.port, opts.host ?? "127.0.0.1");
       pods.push({
@@ -161,7 +163,7 @@ export async function startFleet(specs: PodSpec[], opts: FleetOptions = {}): Pro
         metricsFormat: spec.metricsFormat,
         port,
         address: `127.0.0.1:${port}`,
-        url: `http://127.0.0.1:${port}`,
+        url: `${opts.tls ? "https" : "http"}://127.0.0.1:${port}`,
         engine,
         driver,
         injectLoad,

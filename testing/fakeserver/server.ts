@@ -7,7 +7,8 @@
  * can check that the gateway routed on the same name.
  */
 import { randomUUID } from "node:crypto";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type RequestListener as HttpHandler, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import { RequestRejectedError, type RequestStats } from "../engine/index.js";
 import type { RealtimeDriver, RequestListener } from "./driver.js";
 import { FAULT_MODES, type FaultMode, type PodFaults } from "./faults.js";
@@ -50,8 +51,9 @@ export interface PodContext {
 
 const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
-export function createPodServer(ctx: PodContext): Server {
-  return createServer((req, res) => {
+/** The pod's HTTP server; with `tls`, HTTPS on the same handlers. */
+export function createPodServer(ctx: PodContext, tls?: { cert: string; key: string }): Server {
+  const handler: HttpHandler = (req, res) => {
     res.setHeader("x-served-by", ctx.name);
     route(ctx, req, res).catch((err: unknown) => {
       const apiErr =
@@ -63,7 +65,8 @@ export function createPodServer(ctx: PodContext): Server {
       if (!res.headersSent) sendJson(res, apiErr.status, apiErr.body());
       else res.destroy();
     });
-  });
+  };
+  return tls ? (createHttpsServer(tls, handler) as unknown as Server) : createServer(handler);
 }
 
 async function route(ctx: PodContext, req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { parseConfigFile, resolveConfigHosts, type Engine, type GatewayConfig } from "../../host/config.js";
 import { watchConfigFile, type ConfigWatch } from "../../host/aggregator/config-watch.js";
 import { startAggregator, type Aggregator } from "../../host/aggregator/index.js";
-import { controlPlaneSdsFiles, envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/index.js";
+import { envoyParamsFromGatewayConfig, envoySdsFiles, renderEnvoyXds } from "../../host/envoy/index.js";
 import { startEnvoy, type EnvoyProcess } from "./envoy-process.js";
 import { stringify } from "yaml";
 import { parseGatewayConfig } from "../../host/config.js";
@@ -118,7 +118,7 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
     const sdsDir = mkdtempSync(join(tmpdir(), "llm-gateway-sds-"));
     started.push(async () => rmSync(sdsDir, { recursive: true, force: true }));
     const params = envoyParamsFromGatewayConfig(config, { wasmPath: opts.wasmPath ?? filterWasmPath, sdsDir });
-    for (const sds of params.controlPlaneTls ? controlPlaneSdsFiles(params.controlPlaneTls) : []) writeFileSync(sds.path, sds.text);
+    for (const f of envoySdsFiles(params)) writeFileSync(f.path, f.content);
     const envoy = await startEnvoy({
       configYaml: renderEnvoyXds({
         ...params,
@@ -150,7 +150,7 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
 
     return {
       config,
-      gatewayUrl: `http://${envoy.listenerAddresses.llm_gateway}`,
+      gatewayUrl: `${config.gateway.tls ? "https" : "http"}://${envoy.listenerAddresses.llm_gateway}`,
       envoy,
       aggregator,
       fleet,
