@@ -10,6 +10,9 @@ import { CONTRACT } from "./contract.js";
 import { isLabelKey, isLabelValue, LABEL_KEY_TEXT, LABEL_VALUE_TEXT, matchLabelsSelector, selectorProblem } from "./discovery/label-selector.js";
 import { SCORERS } from "./scorers.generated.js";
 import { msg, validateYaml } from "./validation.js";
+import { jwtSchema, type JwtConfig } from "./config/jwt.js";
+
+export type { JwtConfig };
 
 export const ENGINES = ["vllm", "sglang", "tgi"] as const;
 export type Engine = (typeof ENGINES)[number];
@@ -40,14 +43,6 @@ export interface StaleViewConfig {
 export interface PassiveHealthConfig {
   ejectAfterFailures: number;
   ejectMs: number;
-}
-
-export interface JwtConfig {
-  issuer: string;
-  /** Accepted `aud` values; empty accepts any audience. */
-  audiences: string[];
-  /** A JWKS file; a relative path is resolved against the config file's folder. */
-  jwksFile: string;
 }
 
 export interface AggregatorConfig {
@@ -596,13 +591,7 @@ export const configSchema = z.strictObject({
           ejectMs: positiveInt.default(10_000),
         })
         .prefault({}),
-      jwt: z
-        .strictObject({
-          issuer: z.string({ error: msg("expected the token issuer (iss)") }).min(1, { error: "expected the token issuer (iss)" }),
-          audiences: z.array(z.string().min(1), { error: msg("expected a list of audiences") }).default([]),
-          jwksFile: z.string({ error: msg("expected the path of a JWKS file") }).min(1, { error: "expected the path of a JWKS file" }),
-        })
-        .optional(),
+      jwt: jwtSchema.optional(),
     })
     .prefault({}),
   aggregator: z
@@ -827,7 +816,10 @@ export function loadGatewayConfig(path: string): GatewayConfig {
 export function parseConfigFile(text: string, path: string): GatewayConfig {
   const config = parseGatewayConfig(text, path);
   const jwt = config.gateway.jwt;
-  if (jwt) jwt.jwksFile = resolve(dirname(path), jwt.jwksFile);
+  if (jwt) {
+    if (jwt.jwksFile !== undefined) jwt.jwksFile = resolve(dirname(path), jwt.jwksFile);
+    jwt.jwksCaFile = resolve(dirname(path), jwt.jwksCaFile);
+  }
   for (const pool of config.pools) {
     if (pool.kubernetes?.kubeconfig) pool.kubernetes.kubeconfig = resolve(dirname(path), pool.kubernetes.kubeconfig);
   }

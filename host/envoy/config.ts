@@ -13,6 +13,7 @@ import {
 } from "../config.js";
 import { CONTRACT } from "../contract.js";
 import { projectRoot } from "../paths.js";
+import { jwtAuthn } from "./jwt.js";
 
 /**
  * Extra room above max_body_bytes in Envoy's buffer limit, so an oversized
@@ -407,25 +408,11 @@ function withoutWasmFilter(doc: Document): void {
  * local_reply_config.
  */
 function withJwtAuthn(doc: Document, jwt: JwtConfig, claims: Array<{ header_name: string; claim_name: string }>): void {
-  if (!isAbsolute(jwt.jwksFile)) throw new Error(`jwt.jwksFile must be absolute, got ${jwt.jwksFile}`);
-  httpFilters(doc).items.splice(wasmFilterIndex(doc), 0, doc.createNode({
-    name: "envoy.filters.http.jwt_authn",
-    typed_config: {
-      "@type": "type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication",
-      providers: {
-        gateway: {
-          issuer: jwt.issuer,
-          ...(jwt.audiences.length > 0 ? { audiences: jwt.audiences } : {}),
-          local_jwks: { filename: jwt.jwksFile },
-          // Copied after verification, so the header can only hold a claim
-          // of a valid token: a client's own copy never got past
-          // early_header_mutation.
-          ...(claims.length > 0 ? { claim_to_headers: claims } : {}),
-        },
-      },
-      rules: [{ match: { prefix: "/" }, requires: { provider_name: "gateway" } }],
-    },
-  }));
+  const { filter, clusters } = jwtAuthn(jwt, claims);
+  httpFilters(doc).items.splice(wasmFilterIndex(doc), 0, doc.createNode(filter));
+  const seq = doc.getIn(CLUSTERS);
+  if (!isSeq(seq)) throw new Error("the Envoy template has no static clusters list");
+  for (const c of clusters) seq.items.push(doc.createNode(c));
 }
 
 /**
