@@ -419,6 +419,16 @@ profiles:
     ]);
   });
 
+  it("reads gateway.jwt: exp required, 60 s skew, no query token, the system CA, and exactly one key source", () => {
+    const jwt = parseGatewayConfig(`${MINIMAL}${JWT}`, "/etc/gw/config.yaml").gateway.jwt!;
+    expect(jwt).toMatchObject({ requireExpiration: true, clockSkewSeconds: 60, allowQueryToken: false, jwksCacheDurationS: 300, jwksCaFile: "/etc/ssl/certs/ca-certificates.crt" });
+    const remote = (extra: string) => `${MINIMAL}\ngateway: { jwt: { issuer: "https://auth.test"${extra} } }\n`;
+    expect(parseGatewayConfig(remote(", jwksUri: https://idp.test/keys")).gateway.jwt?.jwksUri).toBe("https://idp.test/keys");
+    expect(issues(remote(""))).toEqual(["gateway.jwt.jwksFile: expected exactly one of jwksFile and jwksUri"]);
+    expect(issues(remote(", jwksFile: a.json, jwksUri: https://idp.test/keys"))).toEqual(["gateway.jwt.jwksFile: expected exactly one of jwksFile and jwksUri"]);
+    expect(issues(remote(", jwksUri: http://idp.test/keys"))).toEqual(["gateway.jwt.jwksUri: expected an https:// URL of a JWKS"]);
+  });
+
   it("reads the traffic gates, and a claim gate only with gateway.jwt", () => {
     const gated = parseGatewayConfig(`${MINIMAL}${JWT}traffic: { critical: { claim: tier, values: [gold, platinum] }, debug: all }\n`);
     expect(gated.traffic).toEqual({ critical: { claim: "tier", values: ["gold", "platinum"] }, debug: "all", tenant: "none", queue: DEFAULT_QUEUE });
