@@ -12,7 +12,9 @@ import { SCORERS } from "./scorers.generated.js";
 import { msg, validateYaml } from "./validation.js";
 import { jwtSchema, type JwtConfig } from "./config/jwt.js";
 
-export type { JwtConfig };
+import { accessLogSchema, tracingSchema, type AccessLogConfig, type TracingConfig } from "./config/telemetry.js";
+
+export type { AccessLogConfig, JwtConfig, TracingConfig };
 
 export const ENGINES = ["vllm", "sglang", "tgi"] as const;
 export type Engine = (typeof ENGINES)[number];
@@ -28,6 +30,10 @@ export interface GatewayListenerConfig {
   passiveHealth: PassiveHealthConfig;
   /** When set, every request needs a valid JWT (Envoy's jwt_authn). */
   jwt?: JwtConfig;
+  /** When set, Envoy writes one JSON line per request. */
+  accessLog?: AccessLogConfig;
+  /** When set, Envoy sends OpenTelemetry spans to a collector. */
+  tracing?: TracingConfig;
 }
 
 /** What the filter does when it has not heard from the aggregator for a while. */
@@ -592,6 +598,8 @@ export const configSchema = z.strictObject({
         })
         .prefault({}),
       jwt: jwtSchema.optional(),
+      accessLog: accessLogSchema.optional(),
+      tracing: tracingSchema.optional(),
     })
     .prefault({}),
   aggregator: z

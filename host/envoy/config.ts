@@ -6,7 +6,9 @@ import {
   landingPools,
   servedModels,
   type GatewayConfig,
+  type AccessLogConfig,
   type JwtConfig,
+  type TracingConfig,
   type PassiveHealthConfig,
   type StaleViewConfig,
   type TrafficConfig,
@@ -14,6 +16,7 @@ import {
 import { CONTRACT } from "../contract.js";
 import { projectRoot } from "../paths.js";
 import { jwtAuthn } from "./jwt.js";
+import { accessLog, otlpCluster, tracing } from "./telemetry.js";
 
 /**
  * Extra room above max_body_bytes in Envoy's buffer limit, so an oversized
@@ -72,6 +75,10 @@ export interface EnvoyConfigParams {
   streamIdleMs?: Readonly<Record<string, number>>;
   /** Require a JWT on every request (Envoy's jwt_authn filter, ahead of ours). */
   jwt?: JwtConfig;
+  /** A JSON access log line per request. */
+  accessLog?: AccessLogConfig;
+  /** OpenTelemetry spans to a collector. */
+  tracing?: TracingConfig;
   /** false leaves our Wasm HTTP filter out (tests: the routes alone must never reach a wrong host). */
   wasmFilter?: boolean;
   /** Routes matching x-gateway-model-name, each placed before its pool's route. */
@@ -101,6 +108,8 @@ export function envoyParamsFromGatewayConfig(
     staleView: cfg.gateway.staleView,
     passiveHealth: cfg.gateway.passiveHealth,
     jwt: cfg.gateway.jwt,
+    accessLog: cfg.gateway.accessLog,
+    tracing: cfg.gateway.tracing,
     traffic: cfg.traffic,
     ...routeParamsOf(cfg),
   };
@@ -282,6 +291,7 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   if (claims.length > 0 && !params.jwt) throw new Error("traffic gates that name a claim need jwt");
   if (params.jwt) withJwtAuthn(doc, params.jwt, claims);
   if (params.wasmFilter === false) withoutWasmFilter(doc);
+  withTelemetry(doc, params);
   if (params.statsPort !== undefined) withStatsListener(doc, params);
   return { doc, poolClusters };
 }
@@ -413,6 +423,17 @@ function withJwtAuthn(doc: Document, jwt: JwtConfig, claims: Array<{ header_name
   const seq = doc.getIn(CLUSTERS);
   if (!isSeq(seq)) throw new Error("the Envoy template has no static clusters list");
   for (const c of clusters) seq.items.push(doc.createNode(c));
+}
+
+/** The access log and the tracer on the listener's connection manager, and the collector's cluster. */
+function withTelemetry(doc: Document, p: EnvoyConfigParams): void {
+  if (p.accessLog) doc.setIn([...HCM, "access_log"], doc.createNode(accessLog(p.accessLog)));
+  if (p.tracing) {
+    doc.setIn([...HCM, "tracing"], doc.createNode(tracing(p.tracing)));
+    const seq = doc.getIn(CLUSTERS);
+    if (!isSeq(seq)) throw new Error("the Envoy template has no static clusters list");
+    seq.items.push(doc.createNode(otlpCluster(p.tracing)));
+  }
 }
 
 /**
