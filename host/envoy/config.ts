@@ -325,6 +325,8 @@ function filterSettings(p: EnvoyConfigParams): Record<string, number | string> {
   }
   const tenant = p.traffic?.tenant ?? "none";
   if (tenant !== "none") out.tenant_from = typeof tenant === "string" ? tenant : "claim";
+  // The access log's tokens field: one host call per answer with usage, so only when a log reads it.
+  if (p.accessLog) out.usage_to_filter_state = "on";
   const queue = p.traffic?.queue;
   if (queue && queue.maxBytesPerWorker !== FILTER_QUEUE_DEFAULTS.maxBytesPerWorker) out.max_queued_bytes = queue.maxBytesPerWorker;
   if (queue && queue.maxRequestsPerWorker !== FILTER_QUEUE_DEFAULTS.maxRequestsPerWorker) out.max_queued_requests = queue.maxRequestsPerWorker;

@@ -38,6 +38,8 @@ export const ACCESS_LOG_FIELDS: Readonly<Record<string, string>> = {
   bytes_sent: "%BYTES_SENT%",
   user_agent: req("user-agent"),
   trace_id: "%TRACE_ID%",
+  // {"prompt_tokens":N,"completion_tokens":M} from the answer's usage, left by the filter.
+  tokens: "%FILTER_STATE(wasm.llm_gateway_usage:PLAIN)%",
 };
 
 export function accessLog(cfg: AccessLogConfig): Array<Record<string, unknown>> {

@@ -15,6 +15,7 @@ const dir = mkdtempSync(join(tmpdir(), "gw-telemetry-"));
 const logPath = join(dir, "access.log");
 // Envoy's tracer sends once it holds 5 spans (or every 5 s).
 const REQUESTS = 6;
+const MAX_TOKENS = 3;
 let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
 let stack: TestStack;
 
@@ -31,7 +32,7 @@ describe.skipIf(skip)("access log and tracing", () => {
     });
     const client = new OpenAI({ baseURL: `${stack.gatewayUrl}/v1`, apiKey: "unused", maxRetries: 0, defaultHeaders: { "x-llm-priority": "sheddable" } });
     for (let i = 0; i < REQUESTS; i++) {
-      await client.chat.completions.create({ model: "llama-3.1-8b", messages: [{ role: "user", content: `hi ${i}` }], max_tokens: 3 });
+      await client.chat.completions.create({ model: "llama-3.1-8b", messages: [{ role: "user", content: `hi ${i}` }], max_tokens: MAX_TOKENS });
     }
   });
 
@@ -53,7 +54,7 @@ describe.skipIf(skip)("access log and tracing", () => {
     }
   });
 
-  it("writes one JSON line per request with model, pool, pod, class, status and timings, its trace id the span's", async () => {
+  it("writes one JSON line per request with model, pool, pod, class, status, timings and tokens, its trace id the span's", async () => {
     await waitFor(`${REQUESTS} access log lines`, () => logLines().length >= REQUESTS, 10_000);
     const pods = stack.fleet.pods.map((p) => p.address);
     const traceIds = new Set(receiver.spans().map((s) => s.trace_id));
@@ -64,6 +65,10 @@ describe.skipIf(skip)("access log and tracing", () => {
       expect(String(line.request_id)).toMatch(/^[0-9a-f-]{36}$/);
       for (const field of ["decision_us", "first_byte_ms", "duration_ms"]) expect(line[field]).toBeTypeOf("number");
       expect(traceIds.has(String(line.trace_id))).toBe(true);
+      // The answer's usage, as the filter read it.
+      const tokens = JSON.parse(String(line.tokens)) as { prompt_tokens: number; completion_tokens: number };
+      expect(tokens.prompt_tokens).toBeGreaterThan(0);
+      expect(tokens.completion_tokens).toBe(MAX_TOKENS);
     }
   });
 });
