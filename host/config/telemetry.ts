@@ -14,7 +14,7 @@ export interface TracingConfig {
   port: number;
   /** The spans' service.name. */
   serviceName: string;
-  /** Share of requests traced, 0-100 (a client's traceparent with its sampled flag is honoured as well). */
+  /** Share of requests traced, 0-100 (Envoy's random_sampling). */
   samplingPercent: number;
 }
 
