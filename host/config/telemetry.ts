@@ -4,8 +4,8 @@ import * as z from "zod";
 import { msg } from "../validation.js";
 
 export interface AccessLogConfig {
-  /** The file each request's JSON line is appended to; /dev/stdout by default (a container's log). */
-  path: string;
+  /** The file each request's JSON line is appended to; absent, Envoy's stdout (a container's log). */
+  path?: string;
 }
 
 export interface TracingConfig {
@@ -22,7 +22,7 @@ const NAME_TEXT = "expected a non-empty string without whitespace";
 const word = z.string({ error: msg(NAME_TEXT) }).regex(/^\S+$/, { error: NAME_TEXT });
 
 export const accessLogSchema = z.strictObject({
-  path: z.string({ error: msg("expected an absolute file path") }).regex(/^\/\S*$/, { error: "expected an absolute file path" }).default("/dev/stdout"),
+  path: z.string({ error: msg("expected an absolute file path") }).regex(/^\/\S*$/, { error: "expected an absolute file path" }).optional(),
 });
 
 export const tracingSchema = z.strictObject({

@@ -42,14 +42,18 @@ export const ACCESS_LOG_FIELDS: Readonly<Record<string, string>> = {
   tokens: "%FILTER_STATE(wasm.llm_gateway_usage:PLAIN)%",
 };
 
+/** A file, or Envoy's stdout logger (opening /dev/stdout fails when stdout is a socket). */
 export function accessLog(cfg: AccessLogConfig): Array<Record<string, unknown>> {
+  const log_format = { json_format: ACCESS_LOG_FIELDS, omit_empty_values: true };
+  if (cfg.path === undefined) {
+    return [{
+      name: "envoy.access_loggers.stdout",
+      typed_config: { "@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog", log_format },
+    }];
+  }
   return [{
     name: "envoy.access_loggers.file",
-    typed_config: {
-      "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
-      path: cfg.path,
-      log_format: { json_format: ACCESS_LOG_FIELDS, omit_empty_values: true },
-    },
+    typed_config: { "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog", path: cfg.path, log_format },
   }];
 }
 

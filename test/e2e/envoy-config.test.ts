@@ -728,6 +728,17 @@ describe("validateEnvoyConfig", () => {
     }
   }, 30_000);
 
+  it("accepts the JSON access log and the OpenTelemetry tracer with its collector's cluster", async () => {
+    const telemetry = { accessLog: {}, tracing: { host: "otel.example.test", port: 4317, serviceName: "gw", samplingPercent: 5 } };
+    const doc: Doc = parseYaml(renderEnvoyConfig({ ...params, wasmPath: filterWasmPath, ...telemetry }));
+    expect(hcmOf(doc).access_log[0].typed_config.log_format.json_format).toMatchObject({ pool: "%REQ(x-gateway-pool)%", tokens: "%FILTER_STATE(wasm.llm_gateway_usage:PLAIN)%" });
+    expect(hcmOf(doc).access_log[0].name).toBe("envoy.access_loggers.stdout");
+    expect(hcmOf(parseYaml(renderEnvoyConfig({ ...params, accessLog: { path: "/var/log/gw.log" } }))).access_log[0].typed_config.path).toBe("/var/log/gw.log");
+    expect(hcmOf(doc).tracing.random_sampling).toEqual({ value: 5 });
+    expect(doc.static_resources.clusters.map((c: Doc) => c.name)).toContain("llm_gateway_otlp");
+    await validateEnvoyConfig(renderEnvoyXds({ ...params, wasmPath: filterWasmPath, ...telemetry }).bootstrap);
+  }, 30_000);
+
   it("accepts model routes with a timeout and a rate limit, and claim gates, with the built filter", async () => {
     const dir = mkdtempSync(join(tmpdir(), "gw-jwks-"));
     try {

@@ -28,7 +28,7 @@ function routed(gateway: EmulatedGateway, chunks: string[]): { state: Map<string
 
 describe("usage in the filter state", () => {
   it("is set once, with both counts, when an access log reads it, and costs nothing without one", () => {
-    const logged = routed(gatewayWith({ accessLog: { path: "/dev/stdout" } }), [answer.slice(0, 40), answer.slice(40)]);
+    const logged = routed(gatewayWith({ accessLog: {} }), [answer.slice(0, 40), answer.slice(40)]);
     expect(JSON.parse(Buffer.from(logged.state.get("llm_gateway_usage")!).toString())).toEqual({ prompt_tokens: 9, completion_tokens: 3 });
     expect(logged.calls.proxy_set_property).toBe(1);
 
@@ -38,7 +38,7 @@ describe("usage in the filter state", () => {
   });
 
   it("is not set for an answer without usage", () => {
-    const { state, calls } = routed(gatewayWith({ accessLog: { path: "/dev/stdout" } }), ['{"id":"c","choices":[]}']);
+    const { state, calls } = routed(gatewayWith({ accessLog: {} }), ['{"id":"c","choices":[]}']);
     expect(state.size).toBe(0);
     expect(calls.proxy_set_property ?? 0).toBe(0);
   });

@@ -429,6 +429,18 @@ profiles:
     expect(issues(remote(", jwksUri: http://idp.test/keys"))).toEqual(["gateway.jwt.jwksUri: expected an https:// URL of a JWKS"]);
   });
 
+  it("reads gateway.accessLog (Envoy's stdout without a path) and gateway.tracing (1% sampled by default), refusing bad fields", () => {
+    const c = parseGatewayConfig(`${MINIMAL}\ngateway: { accessLog: {}, tracing: { host: otel.observability, port: 4317 } }\n`);
+    expect(c.gateway.accessLog).toEqual({});
+    expect(c.gateway.tracing).toEqual({ host: "otel.observability", port: 4317, serviceName: "llm-gateway", samplingPercent: 1 });
+    expect(parseGatewayConfig(MINIMAL).gateway).not.toHaveProperty("tracing");
+    expect(issues(`${MINIMAL}\ngateway: { accessLog: { path: logs/a.log }, tracing: { host: otel, port: 0, samplingPercent: 101 } }\n`)).toEqual([
+      "gateway.accessLog.path: expected an absolute file path",
+      "gateway.tracing.port: expected a port 1..65535",
+      "gateway.tracing.samplingPercent: expected a number 0..100",
+    ]);
+  });
+
   it("reads the traffic gates, and a claim gate only with gateway.jwt", () => {
     const gated = parseGatewayConfig(`${MINIMAL}${JWT}traffic: { critical: { claim: tier, values: [gold, platinum] }, debug: all }\n`);
     expect(gated.traffic).toEqual({ critical: { claim: "tier", values: ["gold", "platinum"] }, debug: "all", tenant: "none", queue: DEFAULT_QUEUE });
