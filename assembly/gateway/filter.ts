@@ -26,6 +26,8 @@
 // answer that is not a stream, and streams that asked for
 // stream_options.include_usage) costs one read per chunk of at most its last
 // 2 KiB, kept in a bounded tail (core/openai/usage.ts); nothing is buffered.
+// With an access log configured, its usage also goes into the stream's
+// filter state at the answer's end (one call), for the log's tokens field.
 import { DataAction, HeaderAction, HttpContext, RootContext, streamOf } from "../abi/context";
 import {
   BufferType, getBufferBytes, getBufferSize, getHeaderPairs, getPropertyBytes, HostBytes, log, LogLevel, MapType,
