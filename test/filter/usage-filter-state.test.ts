@@ -17,13 +17,13 @@ function gatewayWith(settings: Partial<GatewaySettings>): EmulatedGateway {
 }
 
 /** One routed request answered with `chunks`; its filter state and the host calls it made. */
-function routed(gateway: EmulatedGateway, chunks: string[]): { state: Map<string, Uint8Array>; calls: Record<string, number> } {
+function routed(gateway: EmulatedGateway, chunks: string[]): { state: Map<string, Uint8Array>; calls: Record<string, number>; total: number } {
   const vm = gateway.workers[0].vm;
   vm.resetHostCalls();
   const stream = gateway.request({ headers, body });
   stream.respond(chunks);
   stream.finish({ responseCode: 200, upstreamAddress: stream.requestHeaders.get("x-gateway-destination-endpoint")!.split(",")[0] });
-  return { state: stream.filterState, calls: vm.hostCalls() };
+  return { state: stream.filterState, calls: vm.hostCalls(), total: vm.hostCallTotal() };
 }
 
 describe("usage in the filter state", () => {
@@ -32,9 +32,11 @@ describe("usage in the filter state", () => {
     expect(JSON.parse(Buffer.from(logged.state.get("llm_gateway_usage")!).toString())).toEqual({ prompt_tokens: 9, completion_tokens: 3 });
     expect(logged.calls.proxy_set_property).toBe(1);
 
-    const plain = routed(gatewayWith({}), [answer]);
+    const plain = routed(gatewayWith({}), [answer.slice(0, 40), answer.slice(40)]);
     expect(plain.state.size).toBe(0);
     expect(plain.calls.proxy_set_property ?? 0).toBe(0);
+    // The same request and answer (each gateway's first, so both time their decision): one call apart.
+    expect(logged.total - plain.total).toBe(1);
   });
 
   it("is not set for an answer without usage", () => {
