@@ -75,7 +75,8 @@ export function tracing(cfg: TracingConfig): Record<string, unknown> {
       name: "envoy.tracers.opentelemetry",
       typed_config: {
         "@type": "type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig",
-        grpc_service: { envoy_grpc: { cluster_name: OTLP_CLUSTER }, timeout: "1s" },
+        // A busy collector may take a while; a batch that times out is dropped.
+        grpc_service: { envoy_grpc: { cluster_name: OTLP_CLUSTER }, timeout: "5s" },
         service_name: cfg.serviceName,
       },
     },
