@@ -43,7 +43,11 @@ describe.skipIf(skip)("access log and tracing", () => {
   });
 
   it("sends spans over OTLP/gRPC with the decision as attributes", async () => {
-    await waitFor(`${REQUESTS} spans at the receiver`, () => receiver.spans().length >= REQUESTS, 15_000);
+    await waitFor(`${REQUESTS} spans at the receiver`, () => receiver.spans().length >= REQUESTS, 15_000).catch(async (err) => {
+      // Envoy's side of it: spans sent, and its calls to the collector's cluster.
+      const stats = await stack.envoy.stats("tracing|llm_gateway_otlp.upstream_rq");
+      throw new Error(`${(err as Error).message}; received ${receiver.spans().length}; Envoy: ${JSON.stringify(stats)}`);
+    });
     const pods = stack.fleet.pods.map((p) => p.address);
     for (const span of receiver.spans()) {
       expect(span.service).toBe("gw-test");
