@@ -20,6 +20,11 @@ import {
   type AggregatorTlsConfig,
   type ControlPlaneClientTlsConfig,
 } from "./control-plane-config.js";
+import { jwtSchema, type JwtConfig } from "./config/jwt.js";
+
+import { accessLogSchema, tracingSchema, type AccessLogConfig, type TracingConfig } from "./config/telemetry.js";
+
+export type { AccessLogConfig, JwtConfig, TracingConfig };
 
 export const ENGINES = ["vllm", "sglang", "tgi"] as const;
 export type Engine = (typeof ENGINES)[number];
@@ -42,6 +47,10 @@ export interface GatewayListenerConfig {
   /** Plain HTTP on a non-loopback host, on purpose (e.g. behind a TLS-terminating load balancer). */
   plaintext: boolean;
   limits: EdgeLimitsConfig;
+  /** When set, Envoy writes one JSON line per request. */
+  accessLog?: AccessLogConfig;
+  /** When set, Envoy sends OpenTelemetry spans to a collector. */
+  tracing?: TracingConfig;
 }
 
 /** What the filter does when it has not heard from the aggregator for a while. */
@@ -57,14 +66,6 @@ export interface StaleViewConfig {
 export interface PassiveHealthConfig {
   ejectAfterFailures: number;
   ejectMs: number;
-}
-
-export interface JwtConfig {
-  issuer: string;
-  /** Accepted `aud` values; empty accepts any audience. */
-  audiences: string[];
-  /** A JWKS file; a relative path is resolved against the config file's folder. */
-  jwksFile: string;
 }
 
 export interface AggregatorConfig {
@@ -646,13 +647,9 @@ export const configSchema = z.strictObject({
           ejectMs: positiveInt.default(10_000),
         })
         .prefault({}),
-      jwt: z
-        .strictObject({
-          issuer: z.string({ error: msg("expected the token issuer (iss)") }).min(1, { error: "expected the token issuer (iss)" }),
-          audiences: z.array(z.string().min(1), { error: msg("expected a list of audiences") }).default([]),
-          jwksFile: z.string({ error: msg("expected the path of a JWKS file") }).min(1, { error: "expected the path of a JWKS file" }),
-        })
-        .optional(),
+      jwt: jwtSchema.optional(),
+      accessLog: accessLogSchema.optional(),
+      tracing: tracingSchema.optional(),
       controlPlaneTls: controlPlaneClientTlsSchema.optional(),
       tls: listenerTlsSchema.optional(),
       plaintext: z.boolean({ error: msg("expected true or false") }).default(false),
@@ -891,7 +888,10 @@ export function loadGatewayConfig(path: string): GatewayConfig {
 export function parseConfigFile(text: string, path: string): GatewayConfig {
   const config = parseGatewayConfig(text, path);
   const jwt = config.gateway.jwt;
-  if (jwt) jwt.jwksFile = resolve(dirname(path), jwt.jwksFile);
+  if (jwt) {
+    if (jwt.jwksFile !== undefined) jwt.jwksFile = resolve(dirname(path), jwt.jwksFile);
+    jwt.jwksCaFile = resolve(dirname(path), jwt.jwksCaFile);
+  }
   resolveControlPlanePaths(config, dirname(path));
   if (config.gateway.tls) config.gateway.tls = resolveEdgePaths(config.gateway.tls, path);
   for (const pool of config.pools) {

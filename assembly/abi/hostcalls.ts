@@ -122,6 +122,11 @@ export function getPropertyBytes(path: ArrayBuffer, out: HostBytes): bool {
   return out.take(host.proxy_get_property(bufPtr(path), path.byteLength, RET_PTR, RET_SIZE));
 }
 
+/** Sets a stream's filter state; Envoy keeps it under "wasm." + the path (e.g. for %FILTER_STATE(wasm.name:PLAIN)% in access logs). */
+export function setProperty(path: ArrayBuffer, value: ArrayBuffer): void {
+  host.proxy_set_property(bufPtr(path), path.byteLength, bufPtr(value), value.byteLength);
+}
+
 export function sendLocalResponse(status: u32, details: ArrayBuffer, body: ArrayBuffer, headerPairs: ArrayBuffer): void {
   host.proxy_send_local_response(
     status,

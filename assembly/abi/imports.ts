@@ -38,6 +38,9 @@ export declare function proxy_remove_header_map_value(mapType: u32, keyPtr: usiz
 @external("env", "proxy_get_property")
 export declare function proxy_get_property(pathPtr: usize, pathLen: usize, retPtr: usize, retSize: usize): u32;
 
+@external("env", "proxy_set_property")
+export declare function proxy_set_property(pathPtr: usize, pathLen: usize, valuePtr: usize, valueLen: usize): u32;
+
 @external("env", "proxy_send_local_response")
 export declare function proxy_send_local_response(
   statusCode: u32,

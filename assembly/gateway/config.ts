@@ -61,6 +61,8 @@ export class FilterConfig {
   debug: Gate = Gate.Nobody;
   debugClaims: string[] = [];
   tenantFrom: TenantFrom = TenantFrom.Nobody;
+  /** Leave each answer's token counts in the stream's filter state, for Envoy's access log ("usage_to_filter_state": "on"). */
+  usageToFilterState: bool = false;
   /**
    * What one worker may hold while pools have no room: bodies stay in
    * Envoy's buffers, so these bound the memory held requests take (64 MiB is
@@ -95,9 +97,10 @@ export class FilterConfig {
       c.tenantFrom = <TenantFrom>s.choiceOr("tenant_from", ["none", "header", "claim"], c.tenantFrom);
       c.maxQueuedBytes = <i64>s.numberOr("max_queued_bytes", <f64>c.maxQueuedBytes, 0, 1099511627776);
       c.maxQueuedRequests = <i32>s.numberOr("max_queued_requests", <f64>c.maxQueuedRequests, 0, 1_000_000);
+      c.usageToFilterState = s.choiceOr("usage_to_filter_state", ["off", "on"], 0) == 1;
       s.onlyKeys(["max_body_bytes", "refresh_ms", "max_view_age_ms", "stale_view_policy", "retry_after_s",
         "eject_after_failures", "eject_ms", "critical_from", "critical_claim_values", "debug", "debug_claim_values",
-        "tenant_from", "max_queued_bytes", "max_queued_requests"]);
+        "tenant_from", "max_queued_bytes", "max_queued_requests", "usage_to_filter_state"]);
       // A claim gate with no value to match would silently admit nobody: say so instead.
       if (s.error.length == 0 && c.criticalFrom == Gate.Claim && c.criticalClaims.length == 0) s.error = "critical_claim_values must list the claim values that may claim Critical";
       if (s.error.length == 0 && c.debug == Gate.Claim && c.debugClaims.length == 0) s.error = "debug_claim_values must list the claim values that may ask for decisions";

@@ -26,11 +26,13 @@
 // answer that is not a stream, and streams that asked for
 // stream_options.include_usage) costs one read per chunk of at most its last
 // 2 KiB, kept in a bounded tail (core/openai/usage.ts); nothing is buffered.
+// With an access log configured, its usage also goes into the stream's
+// filter state at the answer's end (one call), for the log's tokens field.
 import { DataAction, HeaderAction, HttpContext, RootContext, streamOf } from "../abi/context";
 import {
   BufferType, getBufferBytes, getBufferSize, getHeaderPairs, getPropertyBytes, HostBytes, log, LogLevel, MapType,
   continueRequest, nowMillis, nowNanos, propertyPath, removeHeaderRaw, replaceHeader, replaceHeaderRaw, sendLocalResponse,
-  setBufferBytes, setEffectiveContext, setTickPeriod, utf8,
+  setBufferBytes, setEffectiveContext, setProperty, setTickPeriod, utf8,
 } from "../abi/hostcalls";
 import { encodePairs, PairsReader } from "../abi/pairs";
 import { ApiError, badRequest, bodyTooLarge, jsonString, modelNotFound } from "../core/openai/errors";
@@ -69,6 +71,8 @@ const MODEL_NAME_HEADER = utf8(HEADER_MODEL_NAME);
 const BASE_MODEL_HEADER = utf8(HEADER_BASE_MODEL);
 // The decision in words; the pool routes copy it onto the response (%REQ(...)%).
 const DECISION_HEADER = utf8(HEADER_DECISION);
+// Envoy's access log reads it as %FILTER_STATE(wasm.llm_gateway_usage:PLAIN)% (host/envoy/telemetry.ts).
+const USAGE_STATE = utf8("llm_gateway_usage");
 const CONTENT_LENGTH = utf8("content-length");
 // Set by Envoy's jwt_authn from a verified token (claim_to_headers).
 const CRITICAL_CLAIM = HEADER_CLAIM_CRITICAL;
@@ -303,6 +307,7 @@ class GatewayStream extends HttpContext {
   private served: ModelRoute | null = null;
   /** The end of the answer so far, kept when the answer will carry token counts or is a stream. */
   private tail: UsageTail | null = null;
+  private tokensCounted: bool = false;
   private readsUsage: bool = false;
   /** The request asked for a stream: its answer must end with the terminal event. */
   private stream: bool = false;
@@ -418,14 +423,17 @@ class GatewayStream extends HttpContext {
   onResponseBody(bodySize: i32, endOfStream: bool): DataAction {
     if (this.prefillTokens > 0 && bodySize > 0) this.prefilled();
     if (this.completeNs > 0 && this.stream && bodySize > 0) this.firstBytes();
-    if ((!this.readsUsage && !this.stream) || bodySize <= 0) return DataAction.Continue;
-    const wanted = UsageTail.wanted(bodySize, this.readsUsage);
-    const bytes = this.root.scratch;
-    if (getBufferBytes(BufferType.ResponseBody, bodySize - wanted, wanted, bytes)) {
-      if (this.tail == null) this.tail = new UsageTail();
-      this.tail!.push(bytes.ptr, bytes.len);
+    if ((this.readsUsage || this.stream) && bodySize > 0) {
+      const wanted = UsageTail.wanted(bodySize, this.readsUsage);
+      const bytes = this.root.scratch;
+      if (getBufferBytes(BufferType.ResponseBody, bodySize - wanted, wanted, bytes)) {
+        if (this.tail == null) this.tail = new UsageTail();
+        this.tail!.push(bytes.ptr, bytes.len);
+      }
+      bytes.release();
     }
-    bytes.release();
+    // Before the stream completes, so Envoy's access log sees the filter state.
+    if (endOfStream) this.countTokens();
     return DataAction.Continue;
   }
 
@@ -475,12 +483,21 @@ class GatewayStream extends HttpContext {
     this.root.inflight.add(this.primary!.addressHash, 0, -1, -tokens);
   }
 
-  /** The answer's usage, if it had one, into the pool's and model's token counters. */
+  /**
+   * The answer's usage, if it had one, into the pool's and model's token
+   * counters and, when the access log wants it, the stream's filter state
+   * (one host call); once, at the answer's end or when the stream is done.
+   */
   private countTokens(): void {
     const tail = this.tail;
-    if (tail == null || !this.readsUsage) return;
+    if (tail == null || !this.readsUsage || this.tokensCounted) return;
+    this.tokensCounted = true;
     const usage = this.root.usage;
-    if (tail.find(usage)) this.root.stats!.tokens(this.pool!, this.served!, usage);
+    if (!tail.find(usage)) return;
+    this.root.stats!.tokens(this.pool!, this.served!, usage);
+    if (this.root.config.usageToFilterState) {
+      setProperty(USAGE_STATE, utf8(`{"prompt_tokens":${usage.promptTokens},"completion_tokens":${usage.completionTokens}}`));
+    }
   }
 
   /** Routes the complete body, timing the decision; false after answering with an error. */

@@ -6,7 +6,9 @@ import {
   landingPools,
   servedModels,
   type GatewayConfig,
+  type AccessLogConfig,
   type JwtConfig,
+  type TracingConfig,
   type PassiveHealthConfig,
   type StaleViewConfig,
   type TrafficConfig,
@@ -16,6 +18,8 @@ import { CONTRACT } from "../contract.js";
 import { DEFAULT_EDGE_LIMITS, withEdgeLimits, withListenerTls, withPodTls } from "./edge.js";
 import { projectRoot } from "../paths.js";
 import { withControlPlaneTls, type ControlPlaneTlsParams } from "./control-plane-tls.js";
+import { jwtAuthn } from "./jwt.js";
+import { accessLog, otlpCluster, tracing } from "./telemetry.js";
 
 /**
  * Extra room above max_body_bytes in Envoy's buffer limit, so an oversized
@@ -74,6 +78,10 @@ export interface EnvoyConfigParams {
   streamIdleMs?: Readonly<Record<string, number>>;
   /** Require a JWT on every request (Envoy's jwt_authn filter, ahead of ours). */
   jwt?: JwtConfig;
+  /** A JSON access log line per request. */
+  accessLog?: AccessLogConfig;
+  /** OpenTelemetry spans to a collector. */
+  tracing?: TracingConfig;
   /** false leaves our Wasm HTTP filter out (tests: the routes alone must never reach a wrong host). */
   wasmFilter?: boolean;
   /** Routes matching x-gateway-model-name, each placed before its pool's route. */
@@ -119,6 +127,8 @@ export function envoyParamsFromGatewayConfig(
     tls: cfg.gateway.tls,
     sdsDir: opts.sdsDir,
     limits: cfg.gateway.limits,
+    accessLog: cfg.gateway.accessLog,
+    tracing: cfg.gateway.tracing,
     traffic: cfg.traffic,
     ...(tls ? { controlPlaneTls: { ...tls, sdsDir: opts.sdsDir! } } : {}),
     ...routeParamsOf(cfg),
@@ -303,6 +313,7 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   if (claims.length > 0 && !params.jwt) throw new Error("traffic gates that name a claim need jwt");
   if (params.jwt) withJwtAuthn(doc, params.jwt, claims);
   if (params.wasmFilter === false) withoutWasmFilter(doc);
+  withTelemetry(doc, params);
   if (params.statsPort !== undefined) withStatsListener(doc, params);
   if (params.controlPlaneTls) withControlPlaneTls(doc, params.controlPlaneTls, params.aggregatorHost);
   withEdgeLimits(doc, params.limits ?? DEFAULT_EDGE_LIMITS);
@@ -342,6 +353,8 @@ function filterSettings(p: EnvoyConfigParams): Record<string, number | string> {
   }
   const tenant = p.traffic?.tenant ?? "none";
   if (tenant !== "none") out.tenant_from = typeof tenant === "string" ? tenant : "claim";
+  // The access log's tokens field: one host call per answer with usage, so only when a log reads it.
+  if (p.accessLog) out.usage_to_filter_state = "on";
   const queue = p.traffic?.queue;
   if (queue && queue.maxBytesPerWorker !== FILTER_QUEUE_DEFAULTS.maxBytesPerWorker) out.max_queued_bytes = queue.maxBytesPerWorker;
   if (queue && queue.maxRequestsPerWorker !== FILTER_QUEUE_DEFAULTS.maxRequestsPerWorker) out.max_queued_requests = queue.maxRequestsPerWorker;
@@ -435,25 +448,22 @@ function withoutWasmFilter(doc: Document): void {
  * local_reply_config.
  */
 function withJwtAuthn(doc: Document, jwt: JwtConfig, claims: Array<{ header_name: string; claim_name: string }>): void {
-  if (!isAbsolute(jwt.jwksFile)) throw new Error(`jwt.jwksFile must be absolute, got ${jwt.jwksFile}`);
-  httpFilters(doc).items.splice(wasmFilterIndex(doc), 0, doc.createNode({
-    name: "envoy.filters.http.jwt_authn",
-    typed_config: {
-      "@type": "type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication",
-      providers: {
-        gateway: {
-          issuer: jwt.issuer,
-          ...(jwt.audiences.length > 0 ? { audiences: jwt.audiences } : {}),
-          local_jwks: { filename: jwt.jwksFile },
-          // Copied after verification, so the header can only hold a claim
-          // of a valid token: a client's own copy never got past
-          // early_header_mutation.
-          ...(claims.length > 0 ? { claim_to_headers: claims } : {}),
-        },
-      },
-      rules: [{ match: { prefix: "/" }, requires: { provider_name: "gateway" } }],
-    },
-  }));
+  const { filter, clusters } = jwtAuthn(jwt, claims);
+  httpFilters(doc).items.splice(wasmFilterIndex(doc), 0, doc.createNode(filter));
+  const seq = doc.getIn(CLUSTERS);
+  if (!isSeq(seq)) throw new Error("the Envoy template has no static clusters list");
+  for (const c of clusters) seq.items.push(doc.createNode(c));
+}
+
+/** The access log and the tracer on the listener's connection manager, and the collector's cluster. */
+function withTelemetry(doc: Document, p: EnvoyConfigParams): void {
+  if (p.accessLog) doc.setIn([...HCM, "access_log"], doc.createNode(accessLog(p.accessLog)));
+  if (p.tracing) {
+    doc.setIn([...HCM, "tracing"], doc.createNode(tracing(p.tracing)));
+    const seq = doc.getIn(CLUSTERS);
+    if (!isSeq(seq)) throw new Error("the Envoy template has no static clusters list");
+    seq.items.push(doc.createNode(otlpCluster(p.tracing)));
+  }
 }
 
 /**

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestStack, type TestStack } from "../helpers/stack.js";
+import { startTestStack, waitFor, type TestStack } from "../helpers/stack.js";
 
 const ISSUER = "https://auth.example.test";
 const AUDIENCE = "llm-gateway";
@@ -88,6 +88,33 @@ describe("JWT", () => {
     const err = await client(wrongAudience).chat.completions.create(ask).catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(err.error).toMatchObject({ type: "permission_error", code: "forbidden" });
+  });
+
+  it("refuses a token without exp (requireExpiration's default) with 401 in OpenAI format", async () => {
+    const err = await client(token({ iss: ISSUER, aud: AUDIENCE, sub: "alice" })).chat.completions.create(ask).catch((e) => e);
+    expect(err).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(err.error).toMatchObject({ type: "authentication_error", code: "invalid_token" });
+  });
+
+  it("takes no token from ?access_token= unless allowQueryToken is on", async () => {
+    const r = await fetch(`${stack.gatewayUrl}/v1/chat/completions?access_token=${valid()}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(ask),
+    });
+    expect(r.status).toBe(401);
+    expect(((await r.json()) as { error: { type: string } }).error.type).toBe("authentication_error");
+  });
+
+  it("leaves the readiness probe's GET /health open without a token", async () => {
+    await waitFor("/health to answer 200 without a token", async () => (await fetch(`${stack.gatewayUrl}/health`)).status === 200);
+    expect((await fetch(`${stack.gatewayUrl}/health?probe=1`)).status).toBe(200);
+  });
+
+  it.each(["/healthz", "/health/x", "/v1/models", "/metrics", "/"])("asks for a token on %s", async (path) => {
+    const r = await fetch(`${stack.gatewayUrl}${path}`);
+    expect(r.status).toBe(401);
+    expect(((await r.json()) as { error: { type: string } }).error.type).toBe("authentication_error");
   });
 
   it("surfaces a 401 to the OpenAI client as AuthenticationError", async () => {

@@ -12,6 +12,8 @@ import { CONTRACT } from "../../host/contract.js";
 import { CLUSTER_TYPE, ROUTE_CONFIGURATION_TYPE } from "../../host/aggregator/xds.js";
 import { BUILTIN_PROFILES, loadGatewayConfig, parseGatewayConfig } from "../../host/config.js";
 import { filterWasmPath, projectRoot } from "../../host/paths.js";
+import { jwtSchema } from "../../host/config/jwt.js";
+import { makeLoopbackCert } from "../helpers/jwks-server.js";
 
 const params: EnvoyConfigParams = {
   gatewayHost: "127.0.0.1",
@@ -280,9 +282,47 @@ describe("renderEnvoyConfig", () => {
   });
 
   it("puts jwt_authn before the buffer and Wasm filters", () => {
-    const jwt = { issuer: "https://issuer.test", audiences: [], jwksFile: "/etc/jwks.json" };
+    const jwt = jwtSchema.parse({ issuer: "https://issuer.test", jwksFile: "/etc/jwks.json" });
     const names = hcmOf(parseYaml(renderEnvoyConfig({ ...params, jwt }))).http_filters.map((f: Doc) => f.name);
     expect(names).toEqual(["envoy.filters.http.jwt_authn", "envoy.filters.http.buffer", "envoy.filters.http.wasm", "envoy.filters.http.router"]);
+  });
+
+  it("renders jwt_authn with /health alone open, exp required, the skew, and tokens from the Bearer header only", () => {
+    const authnOf = (jwt: Doc) => hcmOf(parseYaml(renderEnvoyConfig({ ...params, jwt: jwtSchema.parse(jwt) }))).http_filters[0].typed_config;
+    const authn = authnOf({ issuer: "https://issuer.test", jwksFile: "/etc/jwks.json" });
+    expect(authn.rules).toEqual([{ match: { path: "/health" } }, { match: { prefix: "/" }, requires: { provider_name: "gateway" } }]);
+    expect(authn.providers.gateway).toMatchObject({
+      require_expiration: true,
+      clock_skew_seconds: 60,
+      from_headers: [{ name: "authorization", value_prefix: "Bearer " }],
+      local_jwks: { filename: "/etc/jwks.json" },
+    });
+    expect(authn.providers.gateway).not.toHaveProperty("from_params");
+    const loose = authnOf({ issuer: "https://issuer.test", jwksFile: "/etc/jwks.json", requireExpiration: false, clockSkewSeconds: 5, allowQueryToken: true });
+    expect(loose.providers.gateway).toMatchObject({ require_expiration: false, clock_skew_seconds: 5, from_params: ["access_token"] });
+  });
+
+  it("fetches a remote JWKS through a TLS cluster that checks the host's certificate", () => {
+    const jwt = jwtSchema.parse({ issuer: "https://issuer.test", jwksUri: "https://idp.example.test:8443/keys", jwksCaFile: "/etc/ca.pem", jwksCacheDurationS: 60 });
+    const d: Doc = parseYaml(renderEnvoyXds({ ...params, jwt }).bootstrap);
+    const provider = hcmOf(d).http_filters[0].typed_config.providers.gateway;
+    expect(provider.remote_jwks).toMatchObject({
+      http_uri: { uri: "https://idp.example.test:8443/keys", cluster: "llm_gateway_jwks" },
+      cache_duration: "60s",
+      async_fetch: { fast_listener: false },
+    });
+    const cluster = d.static_resources.clusters.find((c: Doc) => c.name === "llm_gateway_jwks");
+    expect(cluster.type).toBe("STRICT_DNS");
+    expect(cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({ address: "idp.example.test", port_value: 8443 });
+    expect(cluster.transport_socket.typed_config).toMatchObject({
+      sni: "idp.example.test",
+      common_tls_context: {
+        validation_context: {
+          trusted_ca: { filename: "/etc/ca.pem" },
+          match_typed_subject_alt_names: [{ san_type: "DNS", matcher: { exact: "idp.example.test" } }],
+        },
+      },
+    });
   });
 
   it("keeps DNS names for the aggregator (docker-compose service names)", () => {
@@ -319,7 +359,7 @@ describe("renderEnvoyConfig: model-name routes and traffic gates", () => {
     { model: "chat", pools: ["llama", "org/qwen:32b"], timeoutMs: 30_000 },
     { model: "batch.v2", pools: ["org/qwen:32b"], rateLimit: { requestsPerS: 5, burst: 10 } },
   ];
-  const jwt = { issuer: "https://issuer.test", audiences: [], jwksFile: "/etc/jwks.json" };
+  const jwt = jwtSchema.parse({ issuer: "https://issuer.test", jwksFile: "/etc/jwks.json" });
   const render = (p: Partial<EnvoyConfigParams>) => hcmOf(parseYaml(renderEnvoyConfig({ ...params, ...p })));
   const hcm = render({ modelRoutes });
   const routes: Doc[] = hcm.route_config.virtual_hosts[0].routes;
@@ -681,11 +721,24 @@ describe("validateEnvoyConfig", () => {
       const jwksFile = join(dir, "jwks.json");
       const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
       writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k", alg: "ES256" }] }));
-      const jwt = { issuer: "https://issuer.test", audiences: ["gw"], jwksFile };
+      const jwt = jwtSchema.parse({ issuer: "https://issuer.test", audiences: ["gw"], jwksFile });
       await validateEnvoyConfig(renderEnvoyConfig({ ...params, wasmPath: filterWasmPath, wasmFilter: false, jwt }));
+      const remote = jwtSchema.parse({ issuer: "https://issuer.test", jwksUri: "https://127.0.0.1:8443/jwks.json", jwksCaFile: makeLoopbackCert(dir).caFile });
+      await validateEnvoyConfig(renderEnvoyXds({ ...params, wasmPath: filterWasmPath, wasmFilter: false, jwt: remote }).bootstrap);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  }, 30_000);
+
+  it("accepts the JSON access log and the OpenTelemetry tracer with its collector's cluster", async () => {
+    const telemetry = { accessLog: {}, tracing: { host: "otel.example.test", port: 4317, serviceName: "gw", samplingPercent: 5 } };
+    const doc: Doc = parseYaml(renderEnvoyConfig({ ...params, wasmPath: filterWasmPath, ...telemetry }));
+    expect(hcmOf(doc).access_log[0].typed_config.log_format.json_format).toMatchObject({ pool: "%REQ(x-gateway-pool)%", tokens: "%FILTER_STATE(wasm.llm_gateway_usage:PLAIN)%" });
+    expect(hcmOf(doc).access_log[0].name).toBe("envoy.access_loggers.stdout");
+    expect(hcmOf(parseYaml(renderEnvoyConfig({ ...params, accessLog: { path: "/var/log/gw.log" } }))).access_log[0].typed_config.path).toBe("/var/log/gw.log");
+    expect(hcmOf(doc).tracing.random_sampling).toEqual({ value: 5 });
+    expect(doc.static_resources.clusters.map((c: Doc) => c.name)).toContain("llm_gateway_otlp");
+    await validateEnvoyConfig(renderEnvoyXds({ ...params, wasmPath: filterWasmPath, ...telemetry }).bootstrap);
   }, 30_000);
 
   it("accepts model routes with a timeout and a rate limit, and claim gates, with the built filter", async () => {
@@ -697,7 +750,7 @@ describe("validateEnvoyConfig", () => {
       await validateEnvoyConfig(renderEnvoyConfig({
         ...params,
         wasmPath: filterWasmPath,
-        jwt: { issuer: "https://issuer.test", audiences: [], jwksFile },
+        jwt: jwtSchema.parse({ issuer: "https://issuer.test", jwksFile }),
         modelRoutes: [
           { model: "chat", pools: ["llama", "org/qwen:32b"], timeoutMs: 1500 },
           { model: "batch", pools: ["llama"], rateLimit: { requestsPerS: 5, burst: 10 } },

@@ -1,5 +1,6 @@
 // `npm start` end to end: the launcher as a child process, with its own
 // Envoy, aggregator and fake pods on fixed free ports.
+import { generateKeyPairSync } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
@@ -134,6 +135,21 @@ describe("npm start", () => {
     expect(first.launched.output()).toMatch(/^\[envoy\] .*\]\[warning\]\[main\] .*caught ENVOY_SIGTERM/m);
     expect(first.launched.output()).not.toMatch(/^\[envoy\] .*\]\[info\]\[/m);
   }, 90_000);
+
+  it("with gateway.jwt, says a token is needed and how to send it, and its readiness path answers without one", async () => {
+    const ports = await allocatePorts();
+    const config = writeConfig(ports);
+    const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+    writeFileSync(join(dir, "jwks.json"), JSON.stringify({ keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k", alg: "ES256" }] }));
+    writeFileSync(config, readFileSync(config, "utf8").replace(/^gateway: \{ (.*) \}$/m, 'gateway: { $1, jwt: { issuer: "https://auth.test", jwksFile: jwks.json } }'));
+    const started = await startGateway(config);
+    expect(started.launched.output()).toMatch(/^try: curl .* -H "authorization: Bearer \$TOKEN" /m);
+    expect(started.launched.output()).toMatch(/^JWT is on: every path but \/health needs a token from https:\/\/auth\.test \(.*docs\/jwt\.md\)$/m);
+    await waitFor("/health to answer 200 without a token", async () => (await fetch(`${started.url}/health`)).status === 200);
+    expect(await chat(started.url)).toBe(401);
+    started.launched.child.kill("SIGTERM");
+    expect(await started.launched.exitWithin(15_000)).toEqual({ code: 0, signal: null });
+  }, 60_000);
 
   it("stops the same way on SIGHUP; gateway.host localhost listens on 127.0.0.1", async () => {
     const ports = await allocatePorts();

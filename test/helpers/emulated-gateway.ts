@@ -17,7 +17,7 @@ export interface WasmPlugin {
   vmId: string;
 }
 
-export type GatewaySettings = Pick<EnvoyConfigParams, "maxBodyBytes" | "staleView" | "passiveHealth">;
+export type GatewaySettings = Pick<EnvoyConfigParams, "maxBodyBytes" | "staleView" | "passiveHealth" | "accessLog">;
 
 export interface GatewayRoot {
   vm: WasmVm;

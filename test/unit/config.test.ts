@@ -424,6 +424,28 @@ profiles:
     ]);
   });
 
+  it("reads gateway.jwt: exp required, 60 s skew, no query token, the system CA, and exactly one key source", () => {
+    const jwt = parseGatewayConfig(`${MINIMAL}${JWT}`, "/etc/gw/config.yaml").gateway.jwt!;
+    expect(jwt).toMatchObject({ requireExpiration: true, clockSkewSeconds: 60, allowQueryToken: false, jwksCacheDurationS: 300, jwksCaFile: "/etc/ssl/certs/ca-certificates.crt" });
+    const remote = (extra: string) => `${MINIMAL}\ngateway: { jwt: { issuer: "https://auth.test"${extra} } }\n`;
+    expect(parseGatewayConfig(remote(", jwksUri: https://idp.test/keys")).gateway.jwt?.jwksUri).toBe("https://idp.test/keys");
+    expect(issues(remote(""))).toEqual(["gateway.jwt.jwksFile: expected exactly one of jwksFile and jwksUri"]);
+    expect(issues(remote(", jwksFile: a.json, jwksUri: https://idp.test/keys"))).toEqual(["gateway.jwt.jwksFile: expected exactly one of jwksFile and jwksUri"]);
+    expect(issues(remote(", jwksUri: http://idp.test/keys"))).toEqual(["gateway.jwt.jwksUri: expected an https:// URL of a JWKS"]);
+  });
+
+  it("reads gateway.accessLog (Envoy's stdout without a path) and gateway.tracing (1% sampled by default), refusing bad fields", () => {
+    const c = parseGatewayConfig(`${MINIMAL}\ngateway: { accessLog: {}, tracing: { host: otel.observability, port: 4317 } }\n`);
+    expect(c.gateway.accessLog).toEqual({});
+    expect(c.gateway.tracing).toEqual({ host: "otel.observability", port: 4317, serviceName: "llm-gateway", samplingPercent: 1 });
+    expect(parseGatewayConfig(MINIMAL).gateway).not.toHaveProperty("tracing");
+    expect(issues(`${MINIMAL}\ngateway: { accessLog: { path: logs/a.log }, tracing: { host: otel, port: 0, samplingPercent: 101 } }\n`)).toEqual([
+      "gateway.accessLog.path: expected an absolute file path",
+      "gateway.tracing.port: expected a port 1..65535",
+      "gateway.tracing.samplingPercent: expected a number 0..100",
+    ]);
+  });
+
   it("reads the traffic gates, and a claim gate only with gateway.jwt", () => {
     const gated = parseGatewayConfig(`${MINIMAL}${JWT}traffic: { critical: { claim: tier, values: [gold, platinum] }, debug: all }\n`);
     expect(gated.traffic).toEqual({ critical: { claim: "tier", values: ["gold", "platinum"] }, debug: "all", tenant: "none", queue: DEFAULT_QUEUE });

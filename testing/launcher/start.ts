@@ -115,8 +115,11 @@ async function main(): Promise<void> {
   console.log(`envoy admin on ${stack.envoy.adminUrl} (pid ${stack.envoy.pid})`);
   if (stack.aggregator.metricsPort) console.log(`aggregator metrics on http://${formatHostPort(stack.config.aggregator.host, stack.aggregator.metricsPort)}/metrics`);
   console.log(`gateway ready at ${stack.gatewayUrl}`);
+  const jwt = stack.config.gateway.jwt;
   console.log(`try: curl ${stack.gatewayUrl}/v1/chat/completions -H 'content-type: application/json' ` +
+    (jwt ? `-H "authorization: Bearer $TOKEN" ` : "") +
     `-d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}]}'`);
+  if (jwt) console.log(`JWT is on: every path but /health needs a token from ${jwt.issuer} (how to mint one for a test: docs/jwt.md)`);
 }
 
 await main();

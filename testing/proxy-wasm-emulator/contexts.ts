@@ -38,6 +38,8 @@ export interface CallContext {
   /** The response data frame proxy_on_response_body is delivering; empty outside it. */
   responseBody(): Uint8Array;
   property(path: string): Uint8Array | undefined;
+  /** proxy_set_property: the stream's filter state; false where there is no stream. */
+  setProperty?(path: string, value: Uint8Array): boolean;
   sendLocalResponse(reply: LocalResponse): void;
   /** proxy_continue_stream on the request: lets a paused request go on (streams only). */
   continueRequest?(): boolean;

@@ -156,6 +156,14 @@ export function hostCalls(site: HostCallSite): Record<string, HostFunction> {
       return mem().copyOut(value, u(ptrPtr), u(sizePtr)) ? Status.Ok : Status.InvalidMemoryAccess;
     },
 
+    proxy_set_property(pathPtr: number, pathLen: number, valuePtr: number, valueLen: number): number {
+      const path = mem().readString(u(pathPtr), u(pathLen));
+      const value = mem().read(u(valuePtr), u(valueLen));
+      if (path === null || value === null) return Status.InvalidMemoryAccess;
+      const ctx = site.context();
+      return ctx.setProperty?.(path, value) ? Status.Ok : Status.NotFound;
+    },
+
     proxy_set_effective_context(id: number): number {
       return site.setEffectiveContext(u(id)) ? Status.Ok : Status.BadArgument;
     },

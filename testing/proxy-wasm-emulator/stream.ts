@@ -50,6 +50,8 @@ export class HttpStream implements CallContext {
   requestTrailers: HeaderMap | null = null;
   /** Stream properties for proxy_get_property by dotted path, e.g. "upstream.address". */
   readonly properties = new Map<string, Uint8Array>();
+  /** What the filter set with proxy_set_property, by path (Envoy keeps it under "wasm." + path). */
+  readonly filterState = new Map<string, Uint8Array>();
   readonly localResponses: LocalResponse[] = [];
   private headersHeld = false;
   private trailersHeld = false;
@@ -207,6 +209,11 @@ export class HttpStream implements CallContext {
 
   property(path: string): Uint8Array | undefined {
     return this.properties.get(path) ?? this.root.property(path);
+  }
+
+  setProperty(path: string, value: Uint8Array): boolean {
+    this.filterState.set(path, value);
+    return true;
   }
 
   sendLocalResponse(reply: LocalResponse): void {

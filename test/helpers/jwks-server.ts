@@ -1,0 +1,76 @@
+// Signing keys, tokens and an HTTPS server that serves their JWKS, with a CA
+// made at test time by openssl, for the JWT tests.
+import { execFileSync } from "node:child_process";
+import { generateKeyPairSync, sign, type KeyObject } from "node:crypto";
+import { readFileSync, writeFileSync } from "node:fs";
+import https from "node:https";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+
+export interface SigningKey {
+  kid: string;
+  privateKey: KeyObject;
+  /** The public half as a JWKS entry. */
+  jwk: Record<string, unknown>;
+}
+
+export function signingKey(kid: string): SigningKey {
+  const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+  return { kid, privateKey, jwk: { ...publicKey.export({ format: "jwk" }), kid, alg: "RS256", use: "sig" } };
+}
+
+const b64url = (value: object | Buffer) => (Buffer.isBuffer(value) ? value : Buffer.from(JSON.stringify(value))).toString("base64url");
+
+/** An RS256 JWT with these claims, signed by `key`. */
+export function signToken(claims: Record<string, unknown>, key: SigningKey): string {
+  const head = `${b64url({ alg: "RS256", typ: "JWT", kid: key.kid })}.${b64url(claims)}`;
+  return `${head}.${b64url(sign("sha256", Buffer.from(head), key.privateKey))}`;
+}
+
+export const jwksOf = (...keys: SigningKey[]) => JSON.stringify({ keys: keys.map((k) => k.jwk) });
+
+/** A CA and a certificate for 127.0.0.1 signed by it, written into `dir`; returns the CA's path. */
+export function makeLoopbackCert(dir: string): { caFile: string; certFile: string; keyFile: string } {
+  const at = (name: string) => join(dir, name);
+  const openssl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
+  openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test CA", "-keyout", at("ca.key"), "-out", at("ca.pem"));
+  openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", at("server.key"), "-out", at("server.csr"));
+  writeFileSync(at("san.ext"), "subjectAltName=IP:127.0.0.1\n");
+  openssl("x509", "-req", "-in", at("server.csr"), "-CA", at("ca.pem"), "-CAkey", at("ca.key"), "-CAcreateserial", "-days", "1", "-extfile", at("san.ext"), "-out", at("server.pem"));
+  return { caFile: at("ca.pem"), certFile: at("server.pem"), keyFile: at("server.key") };
+}
+
+export interface JwksServer {
+  /** https://127.0.0.1:PORT/jwks.json */
+  url: string;
+  /** Serve this JWKS from now on. */
+  serve(jwks: string): void;
+  /** Requests for the JWKS so far. */
+  fetches(): number;
+  close(): Promise<void>;
+}
+
+export async function startJwksServer(cert: { certFile: string; keyFile: string }, jwks: string): Promise<JwksServer> {
+  let body = jwks;
+  let fetches = 0;
+  const server = https.createServer({ cert: readFileSync(cert.certFile), key: readFileSync(cert.keyFile) }, (req, res) => {
+    if (req.url !== "/jwks.json") {
+      res.writeHead(404).end();
+      return;
+    }
+    fetches++;
+    res.writeHead(200, { "content-type": "application/json" }).end(body);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/jwks.json`,
+    serve: (next) => {
+      body = next;
+    },
+    fetches: () => fetches,
+    close: () => new Promise((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    }),
+  };
+}
