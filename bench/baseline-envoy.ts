@@ -117,6 +117,11 @@ export function baselineEnvoyConfig(gatewayYaml: string, pools: BaselinePool[], 
     route: { ...template.route, cluster: clusterName(pool) },
   }));
   host.routes = [...host.routes.slice(0, r), ...baselineRoutes, ...host.routes.slice(r).filter((x) => !isPoolRoute(x))];
+  // A route that turns the filter off (CONNECT's) names a filter that is no longer there.
+  for (const route of host.routes) {
+    const perFilter = route.typed_per_filter_config as Record<string, unknown> | undefined;
+    if (perFilter) delete perFilter[WASM_HTTP_FILTER];
+  }
   return stringify(cfg);
 }
 
