@@ -4,9 +4,10 @@
 // Service's DNS name as the server name; and scripts/kube/make-certs.sh
 // makes certificates that fit: the server certificate verifies against the
 // CA for that name, and a real mutual TLS handshake with them succeeds while
-// a client without a certificate is refused.
+// a client without a certificate is refused; applied to a real API server,
+// it stores the Secrets the Deployments mount and leaves no key behind.
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { once } from "node:events";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -16,6 +17,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { parseGatewayConfig, type GatewayConfig } from "../../host/config.js";
 import { projectRoot } from "../../host/paths.js";
+import { startLocalApiServer, type LocalApiServer } from "../../testing/localkube/apiserver.js";
+import { describeWithApiServer } from "../helpers/k8s.js";
 import { commandRuns } from "../helpers/requirements.js";
 
 type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; [k: string]: any };
@@ -162,3 +165,41 @@ describe.skipIf(!commandRuns("openssl", ["version"]))("scripts/kube/make-certs.s
     }
   });
 });
+
+describeWithApiServer(
+  "scripts/kube/make-certs.sh against a real API server",
+  () => {
+    let kube: LocalApiServer;
+    let kubeconfig: string;
+    let cwd: string;
+    const kubectl = (...args: string[]) => execFileSync("kubectl", ["--kubeconfig", kubeconfig, ...args], { encoding: "utf8" });
+
+    beforeAll(async () => {
+      kube = await startLocalApiServer();
+      kubeconfig = kube.writeKubeconfig();
+      cwd = mkdtempSync(join(tmpdir(), "make-certs-apply-"));
+    }, 90_000);
+    afterAll(() => {
+      kube?.stop();
+      if (cwd) rmSync(cwd, { recursive: true, force: true });
+    });
+
+    it("applies the three Secrets with the keys the config names, and keeps only the edge CA's certificate", () => {
+      kubectl("create", "namespace", "certs");
+      execFileSync("sh", [makeCerts, "--namespace", "certs", "--listener"], { cwd, env: { ...process.env, KUBECONFIG: kubeconfig }, encoding: "utf8" });
+      const secret = (name: string) => JSON.parse(kubectl("-n", "certs", "get", "secret", name, "-o", "json"));
+      for (const name of ["llm-gateway-aggregator-tls", "llm-gateway-envoy-client-tls"]) {
+        expect(Object.keys(secret(name).data).sort(), name).toEqual(["ca.crt", "tls.crt", "tls.key"]);
+      }
+      expect(Object.keys(secret("llm-gateway-tls").data).sort()).toEqual(["tls.crt", "tls.key"]);
+      // What the aggregator would be served from verifies for the name Envoy asks for in that namespace.
+      const data = secret("llm-gateway-aggregator-tls").data;
+      writeFileSync(join(cwd, "ca.pem"), Buffer.from(data["ca.crt"], "base64"));
+      writeFileSync(join(cwd, "server.pem"), Buffer.from(data["tls.crt"], "base64"));
+      const v = spawnSync("openssl", ["verify", "-CAfile", join(cwd, "ca.pem"), "-verify_hostname", "llm-gateway-aggregator.certs.svc", join(cwd, "server.pem")], { encoding: "utf8" });
+      expect(v.status, v.stderr).toBe(0);
+      expect(readdirSync(cwd).sort()).toEqual(["ca.pem", "llm-gateway-edge-ca.crt", "server.pem"]);
+    }, 60_000);
+  },
+  { kubectl: true },
+);
