@@ -18,6 +18,7 @@ const certs = certificateFolder();
 let serverCa: TestCa;
 let client: Pem;
 let strangerClient: Pem;
+let clientCa: TestCa;
 let volume: ReturnType<typeof secretVolume>;
 let fleet: Fleet;
 let stack: Stack;
@@ -25,7 +26,7 @@ let hostPort: string;
 
 beforeAll(async () => {
   serverCa = certs.ca("server-ca");
-  const clientCa = certs.ca("client-ca");
+  clientCa = certs.ca("client-ca");
   const podCa = certs.ca("pod-ca");
   client = clientCa.issue("app", "client");
   strangerClient = certs.ca("stranger-ca").issue("app", "client");
@@ -115,7 +116,7 @@ describe("HTTPS at the listener", () => {
     const nextSerial = new expected(next.cert).serialNumber;
     expect(nextSerial).not.toBe(before);
     const pid = stack.envoy.pid;
-    volume.publish({ "tls.crt": next.cert, "tls.key": next.key, "ca.crt": (await import("node:fs")).readFileSync(join(certs.dir, "client-ca.crt"), "utf8") });
+    volume.publish({ "tls.crt": next.cert, "tls.key": next.key, "ca.crt": clientCa.cert });
     await waitFor("the new certificate served", async () => (await handshake({ cert: client.cert, key: client.key })).serial === nextSerial, 15_000);
     expect(stack.envoy.pid).toBe(pid);
   });

@@ -1,11 +1,10 @@
 // Signing keys, tokens and an HTTPS server that serves their JWKS, with a CA
-// made at test time by openssl, for the JWT tests.
-import { execFileSync } from "node:child_process";
+// made at test time (test/helpers/certs.ts), for the JWT tests.
 import { generateKeyPairSync, sign, type KeyObject } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
+import { makeCa, makeServerCert } from "./certs.js";
 
 export interface SigningKey {
   kid: string;
@@ -29,15 +28,11 @@ export function signToken(claims: Record<string, unknown>, key: SigningKey): str
 
 export const jwksOf = (...keys: SigningKey[]) => JSON.stringify({ keys: keys.map((k) => k.jwk) });
 
-/** A CA and a certificate for 127.0.0.1 signed by it, written into `dir`; returns the CA's path. */
+/** A CA and a certificate for 127.0.0.1 signed by it, written into `dir`. */
 export function makeLoopbackCert(dir: string): { caFile: string; certFile: string; keyFile: string } {
-  const at = (name: string) => join(dir, name);
-  const openssl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
-  openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test CA", "-keyout", at("ca.key"), "-out", at("ca.pem"));
-  openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", at("server.key"), "-out", at("server.csr"));
-  writeFileSync(at("san.ext"), "subjectAltName=IP:127.0.0.1\n");
-  openssl("x509", "-req", "-in", at("server.csr"), "-CA", at("ca.pem"), "-CAkey", at("ca.key"), "-CAcreateserial", "-days", "1", "-extfile", at("san.ext"), "-out", at("server.pem"));
-  return { caFile: at("ca.pem"), certFile: at("server.pem"), keyFile: at("server.key") };
+  const ca = makeCa(dir, "jwks");
+  const server = makeServerCert(ca, dir, "jwks-server", ["127.0.0.1"]);
+  return { caFile: ca.certFile, certFile: server.certFile, keyFile: server.keyFile };
 }
 
 export interface JwksServer {

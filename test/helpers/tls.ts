@@ -1,10 +1,9 @@
-// Test certificates made at test time with openssl: a CA, and leaf
-// certificates it signs, in a temp folder removed by `remove()`.
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+// Test certificates in a temp folder removed by `remove()`, a fetch that
+// trusts them, and a folder that swaps files as a Kubernetes Secret does.
+import { certDir, issueLeaf, makeCa, writeLeaf } from "./certs.js";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import https from "node:https";
 import { Readable } from "node:stream";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 export interface Pem {
@@ -19,37 +18,22 @@ export interface TestCa extends Pem {
   issue(name: string, usage: "server" | "client", file?: string): Pem;
 }
 
-function openssl(args: string[], cwd: string): void {
-  execFileSync("openssl", args, { cwd, stdio: ["ignore", "ignore", "pipe"] });
-}
-
-function pem(dir: string, base: string): Pem {
-  const certFile = join(dir, `${base}.crt`);
-  const keyFile = join(dir, `${base}.key`);
-  return { certFile, keyFile, cert: readFileSync(certFile, "utf8"), key: readFileSync(keyFile, "utf8") };
-}
-
-/** A folder for certificates; `ca(name)` makes a self-signed CA in it. */
+/** A folder for certificates; `ca(name)` makes a self-signed CA in it (test/helpers/certs.ts does the signing). */
 export function certificateFolder(): { dir: string; ca(name: string): TestCa; remove(): void } {
-  const dir = mkdtempSync(join(tmpdir(), "llm-gateway-certs-"));
+  const dir = certDir();
   let serial = 1;
-  const key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
   return {
     dir,
     remove: () => rmSync(dir, { recursive: true, force: true }),
     ca(name) {
-      openssl(["req", "-x509", ...key, "-keyout", `${name}.key`, "-out", `${name}.crt`, "-days", "2", "-subj", `/CN=${name}`,
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"], dir);
-      const ca = pem(dir, name);
+      const ca = makeCa(dir, name);
       return {
-        ...ca,
-        issue(leaf, usage, file = `${name}-${leaf}-${serial}`) {
-          const ext = join(dir, `${file}.ext`);
-          execFileSync("sh", ["-c", `printf '%s\\n' "subjectAltName=DNS:${leaf},IP:127.0.0.1" "extendedKeyUsage=${usage === "server" ? "serverAuth" : "clientAuth"}" > '${ext}'`]);
-          openssl(["req", ...key, "-keyout", `${file}.key`, "-out", `${file}.csr`, "-subj", `/CN=${leaf}`], dir);
-          openssl(["x509", "-req", "-in", `${file}.csr`, "-CA", ca.certFile, "-CAkey", ca.keyFile, "-set_serial", String(serial++),
-            "-days", "2", "-out", `${file}.crt`, "-extfile", ext], dir);
-          return pem(dir, file);
+        certFile: ca.certFile,
+        keyFile: ca.keyFile,
+        cert: ca.cert,
+        key: readFileSync(ca.keyFile, "utf8"),
+        issue(leaf, usage, file = `${name}-${leaf}-${serial++}`) {
+          return writeLeaf(dir, file, issueLeaf(ca, { commonName: leaf, dnsNames: [leaf], ips: ["127.0.0.1"], usage }));
         },
       };
     },
