@@ -19,7 +19,7 @@ import {
   resolveControlPlanePaths,
   type AggregatorTlsConfig,
   type ControlPlaneClientTlsConfig,
-} from "./control-plane-config.js";
+} from "./config/control-plane.js";
 import { jwtSchema, type JwtConfig } from "./config/jwt.js";
 
 import { accessLogSchema, tracingSchema, type AccessLogConfig, type TracingConfig } from "./config/telemetry.js";

@@ -15,9 +15,10 @@ import {
 } from "../config.js";
 import type { EdgeLimitsConfig, ListenerTlsConfig, PodTlsConfig } from "../config/edge.js";
 import { CONTRACT } from "../contract.js";
-import { DEFAULT_EDGE_LIMITS, withEdgeLimits, withListenerTls, withPodTls } from "./edge.js";
+import { DEFAULT_EDGE_LIMITS, listenerSdsFiles, withEdgeLimits, withListenerTls, withPodTls } from "./edge.js";
+import type { SdsFile } from "./sds.js";
 import { projectRoot } from "../paths.js";
-import { withControlPlaneTls, type ControlPlaneTlsParams } from "./control-plane-tls.js";
+import { controlPlaneSdsFiles, withControlPlaneTls, type ControlPlaneTlsParams } from "./control-plane-tls.js";
 import { jwtAuthn } from "./jwt.js";
 import { accessLog, otlpCluster, tracing } from "./telemetry.js";
 
@@ -646,4 +647,15 @@ function modelRoute(r: ModelRouteParams, pool: string, poolRoute: RouteJson): Re
     };
   }
   return out;
+}
+
+/** Every SDS file a rendered bootstrap refers to (listener and aggregator link). */
+export function envoySdsFiles(params: EnvoyConfigParams): SdsFile[] {
+  const files: SdsFile[] = [];
+  if (params.tls) {
+    if (params.sdsDir === undefined) throw new Error("gateway.tls needs sdsDir, the folder its SDS files are written to");
+    files.push(...listenerSdsFiles(params.tls, params.sdsDir));
+  }
+  if (params.controlPlaneTls) files.push(...controlPlaneSdsFiles(params.controlPlaneTls));
+  return files;
 }

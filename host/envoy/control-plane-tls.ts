@@ -6,7 +6,7 @@
 import { isIP } from "node:net";
 import { isMap, isSeq, type Document } from "yaml";
 import { certificateBody, sdsSecretConfig, sdsSecretFile, trustedCaBody, type SdsFile } from "./sds.js";
-import type { ControlPlaneClientTlsConfig } from "../control-plane-config.js";
+import type { ControlPlaneClientTlsConfig } from "../config/control-plane.js";
 
 export const AGGREGATOR_CLUSTER = "llm_gateway_aggregator";
 const CLIENT_SECRET = "llm_gateway_aggregator_client";

@@ -9,8 +9,7 @@ import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { loadGatewayConfig } from "../config.js";
 import { filterWasmPath } from "../paths.js";
-import { envoyParamsFromGatewayConfig, renderEnvoyConfig, renderEnvoyXds } from "./config.js";
-import { envoySdsFiles } from "./sds.js";
+import { envoyParamsFromGatewayConfig, envoySdsFiles, renderEnvoyConfig, renderEnvoyXds } from "./config.js";
 
 const USAGE = "usage: render-main --config FILE --out FILE [--wasm PATH] [--complete]";
 

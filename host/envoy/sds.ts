@@ -3,9 +3,6 @@
 // and watching the PEMs' folder catches a Kubernetes Secret volume's atomic
 // `..data` symlink swap, so certificates rotate without a restart.
 import { dirname, join } from "node:path";
-import type { EnvoyConfigParams } from "./config.js";
-import { controlPlaneSdsFiles } from "./control-plane-tls.js";
-import { listenerSdsFiles } from "./edge.js";
 
 export const SECRET_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
@@ -35,14 +32,3 @@ export const sdsSecretConfig = (file: SdsFile, name: string) => ({
   name,
   sds_config: { path_config_source: { path: file.path, watched_directory: { path: dirname(file.path) } }, resource_api_version: "V3" },
 });
-
-/** Every SDS file a rendered bootstrap refers to (listener and aggregator link). */
-export function envoySdsFiles(params: EnvoyConfigParams): SdsFile[] {
-  const files: SdsFile[] = [];
-  if (params.tls) {
-    if (params.sdsDir === undefined) throw new Error("gateway.tls needs sdsDir, the folder its SDS files are written to");
-    files.push(...listenerSdsFiles(params.tls, params.sdsDir));
-  }
-  if (params.controlPlaneTls) files.push(...controlPlaneSdsFiles(params.controlPlaneTls));
-  return files;
-}

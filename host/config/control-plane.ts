@@ -4,7 +4,7 @@
 // aggregator must bind loopback, or the config must say `plaintext: true`.
 import { resolve } from "node:path";
 import * as z from "zod";
-import { msg } from "./validation.js";
+import { msg } from "../validation.js";
 
 /** The aggregator's side: its own identity, and the CA every client certificate must chain to. */
 export interface AggregatorTlsConfig {
