@@ -3,6 +3,7 @@ from opentelemetry-proto's generated code. Prints `listening on PORT`, then
 one JSON line per span received: its name, service.name and attributes."""
 import json
 import sys
+import threading
 from concurrent import futures
 
 import grpc
@@ -12,6 +13,11 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 def value_of(v):
     kind = v.WhichOneof("value")
     return getattr(v, kind) if kind in ("string_value", "bool_value", "int_value", "double_value") else str(v)
+
+
+# Exports arrive on several threads; one write per line under a lock keeps
+# their lines whole.
+_out = threading.Lock()
 
 
 class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
@@ -26,7 +32,9 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
                         "trace_id": span.trace_id.hex(),
                         "attributes": {a.key: value_of(a.value) for a in span.attributes},
                     }
-                    print(json.dumps(line), flush=True)
+                    with _out:
+                        sys.stdout.write(json.dumps(line) + "\n")
+                        sys.stdout.flush()
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
