@@ -203,6 +203,12 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
   progress("compiling the floor filter (assembly/floor-filter.ts)");
   const floorWasm = buildFloorFilter();
 
+  const cellCount = endpointCounts.length * bodySizes.length + (streamedAt === 0 ? 0 : 1);
+  const measuredS = cellCount * 2 * ORDER.length * (durationS / 2 + warmupS) + endpointCounts.length * MODES.length * startupWarmupS;
+  progress(
+    `${cellCount} cells (${endpointCounts.join("/")} endpoints × ${bodySizes.join("/")} B, ` +
+      `${streamedAt === 0 ? "no SSE cell" : `SSE at ${streamedAt} endpoints`}), 3 Envoys each: about ${Math.ceil(measuredS / 60)} min of load`,
+  );
   const cells: OverheadCell[] = [];
   for (const endpoints of endpointCounts) {
     const settings = { durationS, startupWarmupS, warmupS, connections, progress };

@@ -135,7 +135,7 @@ export interface OverheadReport {
 }
 
 export const FILTER_HOT_PATH: string[] = [
-  "Wasm → host calls per routed request: 12 (counted on the proxy-wasm emulator, test/filter/filter-parity.test.ts) — " +
+  "Wasm → host calls per routed request (counted, by import, in the table above) — " +
     "`proxy_get_header_map_pairs` (all request headers, once), `proxy_get_buffer_bytes` (the whole buffered body, once, " +
     "at end of stream), `proxy_get_shared_data` + `proxy_set_shared_data` (the in-flight table: read, add this request, " +
     "compare-and-swap write), `proxy_replace_header_map_value` four times (x-gateway-pool, x-gateway-model-name, " +
