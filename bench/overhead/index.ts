@@ -1,25 +1,32 @@
 // `npm run bench -- --overhead`: what our Wasm filter costs on top of the same
-// Envoy without it, against an instant upstream, plus the time of one routing
-// decision in the native build. Envoy, the upstream and the load generator
+// Envoy without it and on top of the floor (a minimal buffering Wasm filter,
+// assembly/floor-filter.ts), against an instant upstream, for JSON answers and
+// an SSE stream; the time of one routing decision in the native build; and
+// counts that do not move with noise (host calls and Wasm instructions per
+// request on the emulator). Envoy, the upstream and the load generator
 // (autocannon, in this process) all run on this machine.
 import { cpus, platform, release, totalmem } from "node:os";
 import { envoyVersion, findEnvoy, renderEnvoyConfig } from "../../host/envoy/index.js";
 import { startEnvoy, type EnvoyProcess } from "../../testing/launcher/envoy-process.js";
 import { filterWasmPath, packageVersion } from "../../host/paths.js";
 import { baselineEnvoyConfig } from "../baseline-envoy.js";
+import { buildFloorFilter, floorEnvoyConfig } from "../floor-envoy.js";
+import { countPerRequest } from "./counts.js";
 import { runLoad, type LoadTarget } from "./load.js";
 import { timeNativeDecisions } from "./native.js";
 import {
-  compareModes, FILTER_HOT_PATH, overheadMarkdown, Tally, type OverheadCell, type OverheadReport, type RunStats,
+  compareModes, FILTER_HOT_PATH, MODES, overheadMarkdown, streamingCost, Tally, type Mode, type OverheadCell, type OverheadReport,
+  type ResponseKind, type RunStats,
 } from "./report.js";
 import { startUpstream, type Upstream } from "./upstream.js";
-import { BENCH_POOL, CHAT_PATH, chatBody, MIN_CHAT_BODY_BYTES } from "./workload.js";
+import { BENCH_POOL, CHAT_PATH, chatBody, MIN_CHAT_BODY_BYTES, STREAM_CHUNKS } from "./workload.js";
 
 export { overheadMarkdown };
-export type { OverheadCell, OverheadReport, RunStats, ModeStats, NativeTiming } from "./report.js";
+export type { OverheadCell, OverheadReport, RunStats, ModeStats, NativeTiming, StreamingCost } from "./report.js";
+export type { RequestCounts } from "./counts.js";
 
 export interface OverheadOptions {
-  /** Measured seconds per mode (with / without filter) and measurement; default 5. */
+  /** Measured seconds per mode (ours / floor / no filter) and measurement; default 5. */
   durationS?: number;
   /** Connections for the saturation measurement; default 16. */
   connections?: number;
@@ -27,19 +34,19 @@ export interface OverheadOptions {
   bodySizes?: number[];
   /** Endpoints in the snapshot (and upstream ports); default 8, 64, 1000. */
   endpointCounts?: number[];
+  /** The endpoint count at which a streamed (SSE) answer is measured too; default 64 (else the first count); 0 for none. */
+  streamedAt?: number;
   /** Progress lines, without a prefix; default: stderr, prefixed "[overhead] ". */
   onProgress?: (line: string) => void;
 }
-
-type Mode = "with" | "without";
 
 const COMMAND = "npm run bench -- --overhead";
 // One connection, closed loop: each request crosses an otherwise idle proxy.
 const LATENCY_CONNECTIONS = 1;
 // On two cores, one Envoy worker leaves the other core to autocannon and the upstream.
 const ENVOY_CONCURRENCY = 1;
-// A-B-B-A: a linear drift over a measurement weighs on both modes alike.
-const ORDER: Mode[] = ["with", "without", "without", "with"];
+// A-B-C-C-B-A: a linear drift over a measurement weighs on every mode alike.
+const ORDER: Mode[] = ["with", "floor", "without", "without", "floor", "with"];
 const MAX_ENDPOINTS = 5_000; // one listening socket each, in one child process
 const ROUTABLE_TIMEOUT_MS = 15_000;
 // The gateway's default body limit, raised if a bench body is larger.
@@ -82,13 +89,15 @@ interface Bench {
   progress: (line: string) => void;
 }
 
-async function measureCell(b: Bench, bodyBytes: number): Promise<OverheadCell> {
-  const body = chatBody(bodyBytes);
+const MODE_NAMES: Record<Mode, string> = { with: "our filter", floor: "floor filter", without: "no filter" };
+
+async function measureCell(b: Bench, bodyBytes: number, response: ResponseKind): Promise<OverheadCell> {
+  const body = chatBody(bodyBytes, response === "sse");
   const endpoints = b.upstream.addresses.length;
-  const label = `${bodyBytes} B × ${endpoints} endpoints`;
+  const label = `${bodyBytes} B × ${endpoints} endpoints${response === "sse" ? `, SSE answer of ${STREAM_CHUNKS} chunks` : ""}`;
 
   const measure = async (what: string, connections: number): Promise<Record<Mode, RunStats>> => {
-    const tallies: Record<Mode, Tally> = { with: new Tally(endpoints), without: new Tally(endpoints) };
+    const tallies = Object.fromEntries(MODES.map((m) => [m, new Tally(endpoints)])) as Record<Mode, Tally>;
     const segmentS = b.durationS / ORDER.filter((m) => m === "with").length;
     for (const mode of ORDER) {
       const target = b.targets[mode];
@@ -98,34 +107,32 @@ async function measureCell(b: Bench, bodyBytes: number): Promise<OverheadCell> {
       tallies[mode].add(run, await b.upstream.take());
       const sorted = [...run.latenciesMs].sort((x, y) => x - y);
       b.progress(
-        `${label}, ${what} (${connections} conn), ${mode} filter: ` +
+        `${label}, ${what} (${connections} conn), ${MODE_NAMES[mode]}: ` +
           `${(run.requests / run.durationS).toFixed(0)} req/s, p50 ${(sorted[sorted.length >> 1] ?? NaN).toFixed(3)} ms, ` +
           `${run.non2xx} non-2xx, ${run.errors} errors`,
       );
     }
-    return { with: tallies.with.summary(connections), without: tallies.without.summary(connections) };
+    return Object.fromEntries(MODES.map((m) => [m, tallies[m].summary(connections)])) as Record<Mode, RunStats>;
   };
 
   const latency = await measure("latency", LATENCY_CONNECTIONS);
   const saturation = await measure("saturation", b.connections);
-  return compareModes(
-    bodyBytes,
-    endpoints,
-    { latency: latency.with, saturation: saturation.with },
-    { latency: latency.without, saturation: saturation.without },
-  );
+  const stats = (m: Mode) => ({ latency: latency[m], saturation: saturation[m] });
+  return compareModes(bodyBytes, endpoints, response, stats("with"), stats("floor"), stats("without"));
 }
 
 async function measureEndpointCount(
   endpoints: number,
   bodySizes: number[],
+  streamed: boolean,
   settings: Omit<Bench, "upstream" | "targets">,
   envoyBin: string,
+  floorWasm: string,
 ): Promise<OverheadCell[]> {
   const { progress } = settings;
   const cleanups: Array<() => Promise<void>> = [];
   try {
-    progress(`${endpoints} endpoints: starting the upstream (${endpoints} ports + snapshot server) and both Envoys`);
+    progress(`${endpoints} endpoints: starting the upstream (${endpoints} ports + snapshot server) and three Envoys`);
     const upstream = await startUpstream(endpoints);
     cleanups.push(() => upstream.stop());
 
@@ -139,34 +146,38 @@ async function measureEndpointCount(
       maxBodyBytes: Math.max(DEFAULT_MAX_BODY_BYTES, ...bodySizes),
       pools: [BENCH_POOL],
     });
-    const configs: Record<Mode, string> = { with: withYaml, without: baselineEnvoyConfig(withYaml, [{ name: "pods", endpoints: upstream.addresses }], "ROUND_ROBIN") };
+    const pools = [{ name: "pods", endpoints: upstream.addresses }];
+    const configs: Record<Mode, string> = {
+      with: withYaml,
+      floor: floorEnvoyConfig(withYaml, pools, "ROUND_ROBIN", floorWasm),
+      without: baselineEnvoyConfig(withYaml, pools, "ROUND_ROBIN"),
+    };
     const started = await Promise.allSettled(
-      (["with", "without"] as const).map((mode) =>
-        startEnvoy({ configYaml: configs[mode], concurrency: ENVOY_CONCURRENCY, envoyBin }),
-      ),
+      MODES.map((mode) => startEnvoy({ configYaml: configs[mode], concurrency: ENVOY_CONCURRENCY, envoyBin })),
     );
     for (const s of started) if (s.status === "fulfilled") cleanups.push(() => s.value.stop());
     for (const s of started) if (s.status === "rejected") throw s.reason;
-    const [withEnvoy, withoutEnvoy] = started.map((s) => (s as PromiseFulfilledResult<EnvoyProcess>).value);
+    const envoys = started.map((s) => (s as PromiseFulfilledResult<EnvoyProcess>).value);
 
     const target = (envoy: EnvoyProcess): LoadTarget => ({
       url: `http://${envoy.listenerAddresses.llm_gateway}${CHAT_PATH}`,
       envoyPid: envoy.pid,
       upstreamPid: upstream.pid,
     });
-    const targets: Record<Mode, LoadTarget> = { with: target(withEnvoy), without: target(withoutEnvoy) };
+    const targets = Object.fromEntries(MODES.map((m, i) => [m, target(envoys[i])])) as Record<Mode, LoadTarget>;
     const probe = chatBody(bodySizes[0]);
-    await waitRoutable(targets.with.url, probe, "Envoy with the filter");
-    await waitRoutable(targets.without.url, probe, "Envoy without the filter");
-    // V8 tiers the filter's Wasm (and Node autocannon's JS) up only once it is hot;
-    // until then both modes show millisecond outliers that have nothing to do with the filter.
-    for (const mode of ["with", "without"] as const) {
-      progress(`${endpoints} endpoints: ${settings.startupWarmupS} s start-up warm-up, ${mode} filter`);
+    for (const mode of MODES) await waitRoutable(targets[mode].url, probe, `Envoy with ${MODE_NAMES[mode]}`);
+    // V8 tiers the filters' Wasm (and Node autocannon's JS) up only once it is hot;
+    // until then every mode shows millisecond outliers that have nothing to do with the filter.
+    for (const mode of MODES) {
+      progress(`${endpoints} endpoints: ${settings.startupWarmupS} s start-up warm-up, ${MODE_NAMES[mode]}`);
       await runLoad(targets[mode], { body: probe, connections: settings.connections, durationS: settings.startupWarmupS });
     }
 
+    const bench = { ...settings, upstream, targets };
     const cells: OverheadCell[] = [];
-    for (const bodyBytes of bodySizes) cells.push(await measureCell({ ...settings, upstream, targets }, bodyBytes));
+    for (const bodyBytes of bodySizes) cells.push(await measureCell(bench, bodyBytes, "json"));
+    if (streamed) cells.push(await measureCell(bench, bodySizes[0], "sse"));
     return cells;
   } finally {
     for (const stop of cleanups.reverse()) await stop().catch(() => {});
@@ -181,16 +192,30 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
   const [connections] = checkList("connections", [opts.connections ?? 16], 1, 10_000);
   const bodySizes = checkList("bodySizes", opts.bodySizes ?? [4 * 1024, 64 * 1024], MIN_CHAT_BODY_BYTES, 64 * 1024 * 1024);
   const endpointCounts = checkList("endpointCounts", opts.endpointCounts ?? [8, 64, 1000], 1, MAX_ENDPOINTS);
+  const streamedAt = opts.streamedAt ?? (endpointCounts.includes(64) ? 64 : endpointCounts[0]);
+  if (streamedAt !== 0 && !endpointCounts.includes(streamedAt)) {
+    throw new Error(`streamedAt must be 0 or one of endpointCounts (${endpointCounts.join(", ")}), got ${streamedAt}`);
+  }
   const startupWarmupS = Math.min(3, durationS);
   // Long enough for new client connections and, with 1000 endpoints, every upstream pool to open.
   const warmupS = Math.min(0.5, durationS / 4);
   const envoyBin = findEnvoy();
+  progress("compiling the floor filter (assembly/floor-filter.ts)");
+  const floorWasm = buildFloorFilter();
 
+  const cellCount = endpointCounts.length * bodySizes.length + (streamedAt === 0 ? 0 : 1);
+  const measuredS = cellCount * 2 * ORDER.length * (durationS / 2 + warmupS) + endpointCounts.length * MODES.length * startupWarmupS;
+  progress(
+    `${cellCount} cells (${endpointCounts.join("/")} endpoints × ${bodySizes.join("/")} B, ` +
+      `${streamedAt === 0 ? "no SSE cell" : `SSE at ${streamedAt} endpoints`}), 3 Envoys each: about ${Math.ceil(measuredS / 60)} min of load`,
+  );
   const cells: OverheadCell[] = [];
   for (const endpoints of endpointCounts) {
-    cells.push(...(await measureEndpointCount(endpoints, bodySizes, { durationS, startupWarmupS, warmupS, connections, progress }, envoyBin)));
+    const settings = { durationS, startupWarmupS, warmupS, connections, progress };
+    cells.push(...(await measureEndpointCount(endpoints, bodySizes, endpoints === streamedAt, settings, envoyBin, floorWasm)));
   }
   const native = await timeNativeDecisions(bodySizes, endpointCounts, progress);
+  const counts = await countPerRequest(bodySizes[0], endpointCounts, streamedAt === 0 ? null : streamedAt, progress);
 
   const cpuList = cpus();
   return {
@@ -216,9 +241,13 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
       loadGenerator: `autocannon ${packageVersion("autocannon")}`,
       bodySizes,
       endpointCounts,
+      streamedAt,
+      streamChunks: STREAM_CHUNKS,
     },
     cells,
+    streaming: streamingCost(cells, STREAM_CHUNKS),
     native,
+    counts,
     filterHotPath: FILTER_HOT_PATH,
   };
 }

@@ -1,10 +1,17 @@
 // The overhead report's shape, how runs are summed into it, and its markdown.
 import type { RunResult } from "./load.js";
 import type { NativeTiming } from "./native.js";
+import { countsMarkdown, type RequestCounts } from "./counts.js";
 import { CHAT_PATH } from "./workload.js";
 import { nearestRank } from "../percentiles.js";
 
 export type { NativeTiming } from "./native.js";
+
+/** Envoy with our filter, with the floor filter, and with no filter. */
+export type Mode = "with" | "floor" | "without";
+export const MODES: Mode[] = ["with", "floor", "without"];
+/** What the upstream answers: one JSON body, or an SSE stream of many chunks ending in usage. */
+export type ResponseKind = "json" | "sse";
 
 export interface LatencySummary {
   p50: number;
@@ -61,14 +68,36 @@ export interface ModeStats {
 export interface OverheadCell {
   bodyBytes: number;
   endpoints: number;
+  response: ResponseKind;
   withFilter: ModeStats;
+  /** The minimal buffering filter (assembly/floor-filter.ts). */
+  floorFilter: ModeStats;
   withoutFilter: ModeStats;
   /** with - without, from the latency measurement. */
   addedLatencyMs: { p50: number; p99: number; mean: number };
+  /** with - floor, from the latency measurement. */
+  addedLatencyOverFloorMs: { p50: number; p99: number; mean: number };
   /** with / without requests per second at saturation. */
   throughputRatio: number;
+  /** with / floor requests per second at saturation. */
+  throughputRatioToFloor: number;
+  /** floor / without requests per second at saturation: what any buffering Wasm filter costs. */
+  floorThroughputRatio: number;
   /** with - without Envoy CPU per request at saturation. */
   addedEnvoyCpuUsPerRequest: number | null;
+  /** with - floor Envoy CPU per request at saturation. */
+  addedEnvoyCpuUsOverFloor: number | null;
+  /** floor - without Envoy CPU per request at saturation. */
+  floorAddedEnvoyCpuUsPerRequest: number | null;
+}
+
+/** Our filter's added Envoy CPU per response, streamed (SSE) against JSON, at one endpoint count and body size. */
+export interface StreamingCost {
+  endpoints: number;
+  bodyBytes: number;
+  chunks: number;
+  overPlain: { jsonUs: number | null; sseUs: number | null; ratio: number | null };
+  overFloor: { jsonUs: number | null; sseUs: number | null; ratio: number | null };
 }
 
 export interface OverheadReport {
@@ -83,23 +112,30 @@ export interface OverheadReport {
     startupWarmupS: number;
     /** Discarded run before every measured segment. */
     warmupS: number;
-    /** Segment order per measurement, e.g. with, without, without, with. */
-    order: Array<"with" | "without">;
+    /** Segment order per measurement, e.g. with, floor, without, without, floor, with. */
+    order: Mode[];
     latencyConnections: number;
     saturationConnections: number;
     envoyConcurrency: number;
     loadGenerator: string;
     bodySizes: number[];
     endpointCounts: number[];
+    /** The endpoint count with a streamed cell too; 0 for none. */
+    streamedAt: number;
+    /** Content chunks in the streamed answer (plus finish, usage and [DONE] events). */
+    streamChunks: number;
   };
   cells: OverheadCell[];
+  streaming: StreamingCost | null;
   native: NativeTiming[];
+  /** Deterministic: counted on the proxy-wasm emulator, the same on every run of the same build. */
+  counts: RequestCounts;
   /** Facts read from assembly/gateway/filter.ts, not measured. */
   filterHotPath: string[];
 }
 
 export const FILTER_HOT_PATH: string[] = [
-  "Wasm → host calls per routed request: 12 (counted on the proxy-wasm emulator, test/filter/filter-parity.test.ts) — " +
+  "Wasm → host calls per routed request (counted, by import, in the table above) — " +
     "`proxy_get_header_map_pairs` (all request headers, once), `proxy_get_buffer_bytes` (the whole buffered body, once, " +
     "at end of stream), `proxy_get_shared_data` + `proxy_set_shared_data` (the in-flight table: read, add this request, " +
     "compare-and-swap write), `proxy_replace_header_map_value` four times (x-gateway-pool, x-gateway-model-name, " +
@@ -184,24 +220,57 @@ export class Tally {
   }
 }
 
-export function compareModes(bodyBytes: number, endpoints: number, withFilter: ModeStats, withoutFilter: ModeStats): OverheadCell {
-  const w = withFilter;
-  const wo = withoutFilter;
+const diff = (a: number | null, b: number | null) => (a === null || b === null ? null : a - b);
+
+function latencyDiff(a: ModeStats, b: ModeStats) {
+  return {
+    p50: a.latency.latencyMs.p50 - b.latency.latencyMs.p50,
+    p99: a.latency.latencyMs.p99 - b.latency.latencyMs.p99,
+    mean: a.latency.latencyMs.mean - b.latency.latencyMs.mean,
+  };
+}
+
+export function compareModes(
+  bodyBytes: number,
+  endpoints: number,
+  response: ResponseKind,
+  withFilter: ModeStats,
+  floorFilter: ModeStats,
+  withoutFilter: ModeStats,
+): OverheadCell {
+  const rate = (m: ModeStats) => m.saturation.requestsPerS;
+  const cpu = (m: ModeStats) => m.saturation.cpu.envoyUs;
   return {
     bodyBytes,
     endpoints,
+    response,
     withFilter,
+    floorFilter,
     withoutFilter,
-    addedLatencyMs: {
-      p50: w.latency.latencyMs.p50 - wo.latency.latencyMs.p50,
-      p99: w.latency.latencyMs.p99 - wo.latency.latencyMs.p99,
-      mean: w.latency.latencyMs.mean - wo.latency.latencyMs.mean,
-    },
-    throughputRatio: w.saturation.requestsPerS / wo.saturation.requestsPerS,
-    addedEnvoyCpuUsPerRequest:
-      w.saturation.cpu.envoyUs === null || wo.saturation.cpu.envoyUs === null
-        ? null
-        : w.saturation.cpu.envoyUs - wo.saturation.cpu.envoyUs,
+    addedLatencyMs: latencyDiff(withFilter, withoutFilter),
+    addedLatencyOverFloorMs: latencyDiff(withFilter, floorFilter),
+    throughputRatio: rate(withFilter) / rate(withoutFilter),
+    throughputRatioToFloor: rate(withFilter) / rate(floorFilter),
+    floorThroughputRatio: rate(floorFilter) / rate(withoutFilter),
+    addedEnvoyCpuUsPerRequest: diff(cpu(withFilter), cpu(withoutFilter)),
+    addedEnvoyCpuUsOverFloor: diff(cpu(withFilter), cpu(floorFilter)),
+    floorAddedEnvoyCpuUsPerRequest: diff(cpu(floorFilter), cpu(withoutFilter)),
+  };
+}
+
+/** The streamed cell against the JSON cell of the same endpoint count and body; null without a streamed cell. */
+export function streamingCost(cells: OverheadCell[], chunks = 0): StreamingCost | null {
+  const sse = cells.find((c) => c.response === "sse");
+  const json = sse && cells.find((c) => c.response === "json" && c.endpoints === sse.endpoints && c.bodyBytes === sse.bodyBytes);
+  if (!sse || !json) return null;
+  const ratio = (a: number | null, b: number | null) => (a === null || b === null || b <= 0 ? null : a / b);
+  const pair = (f: (c: OverheadCell) => number | null) => ({ jsonUs: f(json), sseUs: f(sse), ratio: ratio(f(sse), f(json)) });
+  return {
+    endpoints: sse.endpoints,
+    bodyBytes: sse.bodyBytes,
+    chunks,
+    overPlain: pair((c) => c.addedEnvoyCpuUsPerRequest),
+    overFloor: pair((c) => c.addedEnvoyCpuUsOverFloor),
   };
 }
 
@@ -213,13 +282,16 @@ const ms = (v: number) => v.toFixed(3);
 const signed = (v: number, digits: number) => (v >= 0 ? "+" : "") + v.toFixed(digits);
 const us = (v: number | null) => (v === null ? "n/a" : v.toFixed(1));
 
+const cellLabel = (c: OverheadCell) => (c.response === "sse" ? "SSE" : "JSON");
+const MODE_LABELS: Record<Mode, string> = { with: "our filter", floor: "floor filter", without: "no filter" };
+
 function failures(cells: OverheadCell[]): string[] {
   const out: string[] = [];
   for (const c of cells) {
-    for (const [mode, stats] of [["with", c.withFilter], ["without", c.withoutFilter]] as const) {
+    for (const [mode, stats] of [["with", c.withFilter], ["floor", c.floorFilter], ["without", c.withoutFilter]] as const) {
       for (const run of [stats.latency, stats.saturation]) {
         if (run.non2xx + run.errors > 0) {
-          out.push(`${kib(c.bodyBytes)} × ${c.endpoints} endpoints, ${mode} filter, ${run.connections} connection(s): ` +
+          out.push(`${kib(c.bodyBytes)} × ${c.endpoints} endpoints, ${cellLabel(c)}, ${MODE_LABELS[mode]}, ${run.connections} connection(s): ` +
             `${run.non2xx} non-2xx, ${run.errors} errors (${run.timeouts} timeouts)`);
         }
       }
@@ -228,51 +300,54 @@ function failures(cells: OverheadCell[]): string[] {
   return out;
 }
 
+const added = (v: number | null) => (v === null ? "n/a" : signed(v, 1));
+
 export function overheadMarkdown(r: OverheadReport): string {
   const s = r.settings;
   const lines: string[] = [];
   lines.push("## Filter overhead", "");
   lines.push(`Command: \`${r.command}\` (${r.startedAt}, ${r.elapsedS.toFixed(0)} s in all)`, "");
   lines.push(
-    `Envoy with the gateway filter (rendered envoy/gateway.yaml, snapshot pushed by the real gRPC push server) vs the ` +
-      `same bootstrap without the Wasm service and filter, routing ROUND_ROBIN over the same upstream ports. ` +
-      `Instant upstream: node:http on one loopback port per endpoint. Load: ${s.loadGenerator}, POST ${CHAT_PATH} ` +
-      `with a chat body padded to size. Each measurement alternates ${s.order.join(", ")} ` +
-      `(${s.durationS} s measured per mode, each segment after a ${s.warmupS} s warm-up; every Envoy first gets ` +
-      `${s.startupWarmupS} s of load so V8 has tiered its code up).`,
+    `Three Envoys from one rendered envoy/gateway.yaml, in the same run: **ours** (the gateway filter, snapshot ` +
+      `pushed by the real gRPC push server), the **floor** (assembly/floor-filter.ts in the gateway filter's place: it ` +
+      `buffers the body until end of stream and sets one header, nothing else: what any buffering Wasm filter pays) and ` +
+      `**plain** (no Wasm at all); floor and plain route ROUND_ROBIN over the same upstream ports. Instant upstream: ` +
+      `node:http on one loopback port per endpoint, answering JSON, or for a streamed request (SSE) ${s.streamChunks} ` +
+      `content events, a finish, a usage event and [DONE]. Load: ${s.loadGenerator}, POST ${CHAT_PATH} with a chat body ` +
+      `padded to size. Each measurement alternates ${s.order.join(", ")} (${s.durationS} s measured per mode, each ` +
+      `segment after a ${s.warmupS} s warm-up; every Envoy first gets ${s.startupWarmupS} s of load so V8 has tiered its code up).`,
     "",
   );
 
   lines.push(`### Added latency (${s.latencyConnections} connection, closed loop)`, "");
-  lines.push("| Body | Endpoints | p50 without (ms) | p50 with (ms) | added p50 (ms) | p99 without (ms) | p99 with (ms) | added p99 (ms) |");
-  lines.push("|---|---:|---:|---:|---:|---:|---:|---:|");
+  lines.push("| Body | Endpoints | Answer | p50 plain (ms) | p50 floor | p50 ours | ours − plain | ours − floor | p99 plain | p99 floor | p99 ours |");
+  lines.push("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const c of r.cells) {
-    const wo = c.withoutFilter.latency.latencyMs;
-    const w = c.withFilter.latency.latencyMs;
+    const [wo, f, w] = [c.withoutFilter, c.floorFilter, c.withFilter].map((m) => m.latency.latencyMs);
     lines.push(
-      `| ${kib(c.bodyBytes)} | ${c.endpoints} | ${ms(wo.p50)} | ${ms(w.p50)} | ${signed(c.addedLatencyMs.p50, 3)} | ` +
-        `${ms(wo.p99)} | ${ms(w.p99)} | ${signed(c.addedLatencyMs.p99, 3)} |`,
+      `| ${kib(c.bodyBytes)} | ${c.endpoints} | ${cellLabel(c)} | ${ms(wo.p50)} | ${ms(f.p50)} | ${ms(w.p50)} | ` +
+        `${signed(c.addedLatencyMs.p50, 3)} | ${signed(c.addedLatencyOverFloorMs.p50, 3)} | ${ms(wo.p99)} | ${ms(f.p99)} | ${ms(w.p99)} |`,
     );
   }
   lines.push("");
 
-  lines.push(`### Throughput at saturation (${s.saturationConnections} connections)`, "");
+  lines.push(`### Throughput and Envoy CPU at saturation (${s.saturationConnections} connections)`, "");
   lines.push(
-    "| Body | Endpoints | req/s without | req/s with | ratio | Envoy CPU µs/req without | with | added | " +
-      "Envoy cores busy (without / with) | machine cores busy (without / with) | ports hit with filter (min–max req/port) |",
+    "| Body | Endpoints | Answer | req/s plain | floor | ours | floor/plain | ours/plain | ours/floor | " +
+      "Envoy CPU µs/req plain | floor | ours | ours over plain | ours over floor | Envoy cores busy (plain / floor / ours) | " +
+      "ports hit by ours (min–max req/port) |",
   );
-  lines.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  lines.push("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   const cores = (v: number | null) => (v === null ? "n/a" : v.toFixed(2));
   const envoyCores = (run: RunStats) => (run.cpu.envoyUs === null ? null : (run.cpu.envoyUs * run.requestsPerS) / 1e6);
   for (const c of r.cells) {
-    const wo = c.withoutFilter.saturation;
-    const w = c.withFilter.saturation;
+    const [wo, f, w] = [c.withoutFilter, c.floorFilter, c.withFilter].map((m) => m.saturation);
     lines.push(
-      `| ${kib(c.bodyBytes)} | ${c.endpoints} | ${wo.requestsPerS.toFixed(0)} | ${w.requestsPerS.toFixed(0)} | ` +
-        `${c.throughputRatio.toFixed(2)} | ${us(wo.cpu.envoyUs)} | ${us(w.cpu.envoyUs)} | ` +
-        `${c.addedEnvoyCpuUsPerRequest === null ? "n/a" : signed(c.addedEnvoyCpuUsPerRequest, 1)} | ` +
-        `${cores(envoyCores(wo))} / ${cores(envoyCores(w))} | ` +
-        `${cores(wo.cpu.machineBusyCores)} / ${cores(w.cpu.machineBusyCores)} | ` +
+      `| ${kib(c.bodyBytes)} | ${c.endpoints} | ${cellLabel(c)} | ${wo.requestsPerS.toFixed(0)} | ${f.requestsPerS.toFixed(0)} | ` +
+        `${w.requestsPerS.toFixed(0)} | ${c.floorThroughputRatio.toFixed(2)} | ${c.throughputRatio.toFixed(2)} | ` +
+        `${c.throughputRatioToFloor.toFixed(2)} | ${us(wo.cpu.envoyUs)} | ${us(f.cpu.envoyUs)} | ${us(w.cpu.envoyUs)} | ` +
+        `${added(c.addedEnvoyCpuUsPerRequest)} | ${added(c.addedEnvoyCpuUsOverFloor)} | ` +
+        `${cores(envoyCores(wo))} / ${cores(envoyCores(f))} / ${cores(envoyCores(w))} | ` +
         `${w.spread.endpointsHit}/${w.spread.endpoints} (${w.spread.minHits}–${w.spread.maxHits}) |`,
     );
   }
@@ -283,6 +358,24 @@ export function overheadMarkdown(r: OverheadReport): string {
       `throughput and the ratio understates it. Envoy CPU µs per request does not depend on that.`,
     "",
   );
+
+  if (r.streaming) {
+    const st = r.streaming;
+    const ratio = (v: number | null) => (v === null ? "n/a" : `${v.toFixed(2)}×`);
+    lines.push(`### Streaming (${kib(st.bodyBytes)} body, ${st.endpoints} endpoints, ${st.chunks}-chunk SSE answer)`, "");
+    lines.push("| Added Envoy CPU per response | JSON answer (µs) | SSE answer (µs) | SSE / JSON |");
+    lines.push("|---|---:|---:|---:|");
+    lines.push(`| ours over plain | ${added(st.overPlain.jsonUs)} | ${added(st.overPlain.sseUs)} | ${ratio(st.overPlain.ratio)} |`);
+    lines.push(`| ours over floor | ${added(st.overFloor.jsonUs)} | ${added(st.overFloor.sseUs)} | ${ratio(st.overFloor.ratio)} |`);
+    lines.push(
+      "",
+      "The upstream writes each event separately; Envoy hands the filter what one socket read brings, so the filter " +
+        "may see fewer data frames than events. The emulator counts below feed it one frame per event.",
+      "",
+    );
+  }
+
+  lines.push(...countsMarkdown(r.counts));
 
   lines.push("### Routing decision in the native build (build/native.wasm in Node)", "");
   lines.push("| Body | Endpoints | p50 (µs) | p99 (µs) | mean (µs) | decisions timed |");
@@ -303,7 +396,7 @@ export function overheadMarkdown(r: OverheadReport): string {
   lines.push("");
 
   const others = r.cells.flatMap((c) =>
-    [c.withFilter, c.withoutFilter].flatMap((m) => [m.latency.cpu.otherBusyCores, m.saturation.cpu.otherBusyCores]),
+    [c.withFilter, c.floorFilter, c.withoutFilter].flatMap((m) => [m.latency.cpu.otherBusyCores, m.saturation.cpu.otherBusyCores]),
   );
   const worstOther = Math.max(...others.map((o) => o ?? 0));
   if (worstOther > DISTURBED_CORES) {

@@ -9,17 +9,13 @@ import type { AddressInfo } from "node:net";
 import { startSnapshotServer } from "../../host/aggregator/push.js";
 import { createDiscoveryServer } from "../../host/aggregator/xds.js";
 import type { ChildMessage, ParentMessage } from "./upstream.js";
-import { benchSnapshot, BENCH_MODEL, BENCH_POOL } from "./workload.js";
+import { benchSnapshot, BENCH_POOL, JSON_ANSWER, streamEvents } from "./workload.js";
 
-const RESPONSE = JSON.stringify({
-  id: "chatcmpl-bench",
-  object: "chat.completion",
-  created: 0,
-  model: BENCH_MODEL,
-  choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
-  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-});
+const RESPONSE = JSON_ANSWER;
 const RESPONSE_HEADERS = { "content-type": "application/json", "content-length": Buffer.byteLength(RESPONSE) };
+const STREAM_EVENTS = streamEvents();
+const STREAM_HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache" };
+const STREAM_MARK = Buffer.from('"stream":true');
 
 function send(msg: ChildMessage): void {
   process.send!(msg);
@@ -33,10 +29,15 @@ async function main(): Promise<void> {
   const servers: Server[] = [];
   for (let i = 0; i < count; i++) {
     const server = createServer((req, res) => {
-      req.resume();
+      let streamed = false;
+      req.on("data", (data: Buffer) => (streamed ||= data.includes(STREAM_MARK)));
       req.on("end", () => {
         hits[i]++;
-        res.writeHead(200, RESPONSE_HEADERS).end(RESPONSE);
+        if (!streamed) return void res.writeHead(200, RESPONSE_HEADERS).end(RESPONSE);
+        // One write per event: each leaves as its own chunk (Envoy may still read several at once).
+        res.writeHead(200, STREAM_HEADERS);
+        for (const event of STREAM_EVENTS) res.write(event);
+        res.end();
       });
     });
     // No idle timeout: Envoy keeps pooled connections between runs, and Node

@@ -6,5 +6,6 @@ export { HeaderMap } from "./header-map.js";
 export type { GrpcStream } from "./hostcalls.js";
 export { ProxyWasmHost } from "./host.js";
 export { decodePairs, encodePairs, type Pair } from "./pairs.js";
+export { instrumentInstructionCount, INSTRUCTION_COUNTER_EXPORT } from "./instruction-counter.js";
 export { HttpStream, int64Bytes, type RequestSpec, type StreamEnd } from "./stream.js";
 export { PluginRejected, WasmVm, type LogEntry, type VmOptions } from "./vm.js";

@@ -139,6 +139,12 @@ export class WasmVm implements Dispatcher {
     this.calls.clear();
   }
 
+  /** An exported global's value, e.g. the count of an instrumented module (instruction-counter.ts); undefined if none. */
+  exportedGlobal(name: string): number | bigint | undefined {
+    const g: unknown = this.exports[name];
+    return g instanceof WebAssembly.Global ? (g.value as number | bigint) : undefined;
+  }
+
   /** Runs an exported callback (or any export) for `ctx`; undefined if the module does not export it. A trap fails the VM. */
   dispatch(name: string, ctx: CallContext, args: number[]): number | undefined {
     if (this.failure !== null) throw new Error(`${this.label} failed earlier (${this.failure}); Envoy would not call ${name}`);
