@@ -17,12 +17,13 @@
 // with Retry-After once it cannot be served within its wait budget.
 //
 // Per routed request the hot path makes these host calls: read the header
-// pairs, read the body, read and write the shared in-flight table, set four
-// headers, and at the end read two properties to learn how the request went
-// (passive health) and read and write the in-flight table. Counters are kept
-// in Wasm memory and handed to Envoy on the tick (traffic-stats.ts); one
-// decision in 16 is timed for the decision-time histogram (metrics.ts: two
-// clock reads and the record). An answer that will carry token counts (any
+// pairs, read the body, read and write the shared in-flight table, set the
+// routing headers (one call, request-headers.ts), and at the end read the
+// response code, the response flags (unless the answer ended whole and well)
+// and the upstream address to learn how the request went (passive health),
+// and read and write the in-flight table. Counters are kept in Wasm memory
+// and handed to Envoy on the tick (traffic-stats.ts); every decision is timed
+// for the decision-time histogram (two clock reads). An answer that will carry token counts (any
 // answer that is not a stream, and streams that asked for
 // stream_options.include_usage) costs one read per chunk of at most its last
 // 2 KiB, kept in a bounded tail (core/openai/usage.ts); nothing is buffered.
