@@ -91,6 +91,7 @@ const DETAILS = utf8("llm_gateway");
 const RESPONSE_CODE = propertyPath("response.code");
 const UPSTREAM_ADDRESS = propertyPath("upstream.address");
 const RESPONSE_FLAGS = propertyPath("response.flags");
+const MAX_SPARE_TAILS = 256;
 
 export class GatewayRoot extends RootContext {
   config: FilterConfig = new FilterConfig();
@@ -123,6 +124,8 @@ export class GatewayRoot extends RootContext {
   timeoutDigits: ArrayBuffer = new ArrayBuffer(10);
   lengthDigits: ArrayBuffer = new ArrayBuffer(10);
   headers: RequestHeaderWriter = new RequestHeaderWriter();
+  /** Answer tails no stream holds now, kept for the next answers instead of a 2 KiB buffer each. */
+  private spareTails: UsageTail[] = [];
   private modelList: ArrayBuffer = new ArrayBuffer(0);
   private jsonHeaders: ArrayBuffer = encodePairs(["content-type", "application/json"]);
   private unavailableHeaders: ArrayBuffer = new ArrayBuffer(0);
@@ -194,6 +197,17 @@ export class GatewayRoot extends RootContext {
   /** A held stream's place changed outside the tick (it was queued, or its client left): the board follows at once. */
   queueChanged(): void {
     this.queues.commit(this.router, this.nowMs);
+  }
+
+  takeTail(): UsageTail {
+    return this.spareTails.length > 0 ? this.spareTails.pop() : new UsageTail();
+  }
+
+  giveBackTail(tail: UsageTail): void {
+    // As many as streams were reading answers at once, within a bound.
+    if (this.spareTails.length >= MAX_SPARE_TAILS) return;
+    tail.clear();
+    this.spareTails.push(tail);
   }
 
   /** The current snapshot, loading one now if none has arrived yet. */
@@ -443,7 +457,7 @@ class GatewayStream extends HttpContext {
       const wanted = UsageTail.wanted(bodySize, this.readsUsage);
       const bytes = this.root.scratch;
       if (getBufferBytes(BufferType.ResponseBody, bodySize - wanted, wanted, bytes)) {
-        if (this.tail == null) this.tail = new UsageTail();
+        if (this.tail == null) this.tail = this.root.takeTail();
         this.tail!.push(bytes.ptr, bytes.len);
       }
       bytes.release();
@@ -470,14 +484,18 @@ class GatewayStream extends HttpContext {
       return;
     }
     this.countTokens();
+    const root = this.root;
+    const tail = this.tail;
+    const sawDone = tail != null && tail.endsWithDone();
+    if (tail != null) {
+      this.tail = null;
+      root.giveBackTail(tail);
+    }
     const primary = this.primary;
     if (primary == null) return;
-    const root = this.root;
     const bytes = root.scratch;
     let status: i64 = NO_RESPONSE;
     let flags: u64 = 0;
-    const tail = this.tail;
-    const sawDone = tail != null && tail.endsWithDone();
     if (getPropertyBytes(RESPONSE_CODE, bytes) && bytes.len == 8) {
       status = load<i64>(bytes.ptr);
       // Envoy's flags tell of an answer cut short (core/fleet/outcome.ts); one that ended whole and well has none to tell.

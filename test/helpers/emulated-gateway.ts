@@ -63,11 +63,12 @@ export class EmulatedGateway {
   readonly workers: GatewayRoot[];
 
   /** Starts the link, then `workers` filter VMs, at `startMs` on the emulated clock. */
-  constructor(options: { startMs: number; workers?: number; settings?: Partial<GatewaySettings> }) {
+  /** `module`: another build of the filter (e.g. counted-filter.ts); build/filter.wasm by default. */
+  constructor(options: { startMs: number; workers?: number; settings?: Partial<GatewaySettings>; module?: WebAssembly.Module }) {
     const plugins = renderedPlugins({ maxBodyBytes: 4 * 1024 * 1024, ...options.settings });
     this.host = new ProxyWasmHost(options.startMs);
     const start = (p: WasmPlugin, label: string): GatewayRoot => {
-      const vm = this.host.createVm(filterWasmModule(), { vmId: p.vmId, label });
+      const vm = this.host.createVm(options.module ?? filterWasmModule(), { vmId: p.vmId, label });
       return { vm, root: vm.startPlugin(p.plugin), configuredAtMs: this.host.nowMs() };
     };
     this.link = start(plugins.link, "main thread");
