@@ -9,6 +9,7 @@ import { PairsReader } from "../abi/pairs";
 import { startsWithAscii } from "../core/openai/routes";
 import { GATEWAY_HEADER_PREFIX } from "../core/wire/contract.generated";
 
+// The most the filter sets on one request: pool, model name, base model, destination, content-length, stream route, per-try timeout, decision.
 const MAX_SET = 8;
 
 export class RequestHeaderWriter {
