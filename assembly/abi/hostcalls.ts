@@ -96,6 +96,11 @@ export function getHeaderPairs(map: MapType, out: HostBytes): bool {
   return out.take(host.proxy_get_header_map_pairs(map, RET_PTR, RET_SIZE));
 }
 
+/** Replaces a whole header map by the encoded pairs at [ptr, ptr + len) (pairs.ts). */
+export function setHeaderPairsRaw(map: MapType, ptr: usize, len: i32): void {
+  host.proxy_set_header_map_pairs(map, ptr, len);
+}
+
 export function replaceHeader(map: MapType, name: ArrayBuffer, value: ArrayBuffer): void {
   host.proxy_replace_header_map_value(map, bufPtr(name), name.byteLength, bufPtr(value), value.byteLength);
 }

@@ -27,6 +27,9 @@ export declare function proxy_get_buffer_status(bufferType: u32, retLength: usiz
 @external("env", "proxy_get_header_map_pairs")
 export declare function proxy_get_header_map_pairs(mapType: u32, retPtr: usize, retSize: usize): u32;
 
+@external("env", "proxy_set_header_map_pairs")
+export declare function proxy_set_header_map_pairs(mapType: u32, ptr: usize, size: usize): u32;
+
 @external("env", "proxy_replace_header_map_value")
 export declare function proxy_replace_header_map_value(
   mapType: u32, keyPtr: usize, keyLen: usize, valuePtr: usize, valueLen: usize,

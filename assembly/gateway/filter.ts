@@ -17,12 +17,13 @@
 // with Retry-After once it cannot be served within its wait budget.
 //
 // Per routed request the hot path makes these host calls: read the header
-// pairs, read the body, read and write the shared in-flight table, set four
-// headers, and at the end read two properties to learn how the request went
-// (passive health) and read and write the in-flight table. Counters are kept
-// in Wasm memory and handed to Envoy on the tick (traffic-stats.ts); one
-// decision in 16 is timed for the decision-time histogram (metrics.ts: two
-// clock reads and the record). An answer that will carry token counts (any
+// pairs, read the body, read and write the shared in-flight table, set the
+// routing headers (one call, request-headers.ts), and at the end read the
+// response code, the response flags (unless the answer ended whole and well)
+// and the upstream address to learn how the request went (passive health),
+// and read and write the in-flight table. Counters are kept in Wasm memory
+// and handed to Envoy on the tick (traffic-stats.ts); every decision is timed
+// for the decision-time histogram (two clock reads). An answer that will carry token counts (any
 // answer that is not a stream, and streams that asked for
 // stream_options.include_usage) costs one read per chunk of at most its last
 // 2 KiB, kept in a bounded tail (core/openai/usage.ts); nothing is buffered.
@@ -31,7 +32,7 @@
 import { DataAction, HeaderAction, HttpContext, RootContext, streamOf } from "../abi/context";
 import {
   BufferType, getBufferBytes, getBufferSize, getHeaderPairs, getPropertyBytes, HostBytes, log, LogLevel, MapType,
-  continueRequest, nowMillis, nowNanos, propertyPath, removeHeaderRaw, replaceHeader, replaceHeaderRaw, sendLocalResponse,
+  continueRequest, nowMillis, nowNanos, propertyPath, removeHeaderRaw, replaceHeader, sendLocalResponse,
   setBufferBytes, setEffectiveContext, setProperty, setTickPeriod, utf8,
 } from "../abi/hostcalls";
 import { encodePairs, PairsReader } from "../abi/pairs";
@@ -65,6 +66,7 @@ import { SharedRefusals } from "./shared-refusals";
 import { SnapshotReader } from "./shared-snapshot";
 import { TrafficStats } from "./traffic-stats";
 import { takeWorkerId } from "./worker-id";
+import { decimalInto, RequestHeaderWriter } from "./request-headers";
 
 const POOL_HEADER = utf8(HEADER_POOL);
 const MODEL_NAME_HEADER = utf8(HEADER_MODEL_NAME);
@@ -89,6 +91,7 @@ const DETAILS = utf8("llm_gateway");
 const RESPONSE_CODE = propertyPath("response.code");
 const UPSTREAM_ADDRESS = propertyPath("upstream.address");
 const RESPONSE_FLAGS = propertyPath("response.flags");
+const MAX_SPARE_TAILS = 256;
 
 export class GatewayRoot extends RootContext {
   config: FilterConfig = new FilterConfig();
@@ -116,8 +119,13 @@ export class GatewayRoot extends RootContext {
   pairs: PairsReader = new PairsReader();
   /** Envoy's clock at the last tick: fine for ages and deadlines, and no host call per request. */
   nowMs: u64 = 0;
-  /** The destination header's value is assembled here. */
+  /** The destination header's value is assembled here, the per-try timeout's and content-length's digits beside it. */
   destination: ArrayBuffer = new ArrayBuffer(256);
+  timeoutDigits: ArrayBuffer = new ArrayBuffer(10);
+  lengthDigits: ArrayBuffer = new ArrayBuffer(10);
+  headers: RequestHeaderWriter = new RequestHeaderWriter();
+  /** Answer tails no stream holds now, kept for the next answers instead of a 2 KiB buffer each. */
+  private spareTails: UsageTail[] = [];
   private modelList: ArrayBuffer = new ArrayBuffer(0);
   private jsonHeaders: ArrayBuffer = encodePairs(["content-type", "application/json"]);
   private unavailableHeaders: ArrayBuffer = new ArrayBuffer(0);
@@ -189,6 +197,17 @@ export class GatewayRoot extends RootContext {
   /** A held stream's place changed outside the tick (it was queued, or its client left): the board follows at once. */
   queueChanged(): void {
     this.queues.commit(this.router, this.nowMs);
+  }
+
+  takeTail(): UsageTail {
+    return this.spareTails.length > 0 ? this.spareTails.pop() : new UsageTail();
+  }
+
+  giveBackTail(tail: UsageTail): void {
+    // As many as streams were reading answers at once, within a bound.
+    if (this.spareTails.length >= MAX_SPARE_TAILS) return;
+    tail.clear();
+    this.spareTails.push(tail);
   }
 
   /** The current snapshot, loading one now if none has arrived yet. */
@@ -308,6 +327,8 @@ class GatewayStream extends HttpContext {
   /** The end of the answer so far, kept when the answer will carry token counts or is a stream. */
   private tail: UsageTail | null = null;
   private tokensCounted: bool = false;
+  /** The answer's body reached its end here, in order (no reset, no deadline cut it). */
+  private answerEnded: bool = false;
   private readsUsage: bool = false;
   /** The request asked for a stream: its answer must end with the terminal event. */
   private stream: bool = false;
@@ -322,6 +343,14 @@ class GatewayStream extends HttpContext {
   private deadlineMs: u32 = 0;
   /** Prompt tokens the shared table counts as this stream's prefill on `primary`, until its first answer bytes. */
   private prefillTokens: i32 = 0;
+  /** The request's headers as they came, kept until its routing headers are set from them (request-headers.ts). */
+  private requestPairs: HostBytes = new HostBytes();
+  /** The routing headers' values, fixed when the body was read: the pool, the model asked for, its base model. */
+  private poolName: ArrayBuffer | null = null;
+  private modelName: ArrayBuffer | null = null;
+  private baseModel: ArrayBuffer | null = null;
+  /** The body's length after its model was rewritten (a canary split), else -1. */
+  private rewrittenLength: i32 = -1;
 
   constructor(id: u32, private root: GatewayRoot) {
     super(id);
@@ -330,7 +359,7 @@ class GatewayStream extends HttpContext {
   onRequestHeaders(headerCount: i32, endOfStream: bool): HeaderAction {
     const root = this.root;
     const pairs = root.pairs;
-    const raw = root.scratch;
+    const raw = this.requestPairs;
     let isPost = false;
     let isGet = false;
     let contentLength: i64 = -1;
@@ -378,7 +407,8 @@ class GatewayStream extends HttpContext {
     }
     const path = this.path;
     path.classify(isPost, isGet, pathPtr, pathLen);
-    raw.release();
+    // Only a request the router will place needs its headers again.
+    if (path.route != ApiRoute.Inference) raw.release();
     this.contentLength = contentLength;
     this.mayClaimCritical = mayClaimCritical(config.criticalFrom, criticalClaim);
     this.explain = explainsDecision(config.debug, debugAsked, debugClaim);
@@ -427,17 +457,22 @@ class GatewayStream extends HttpContext {
       const wanted = UsageTail.wanted(bodySize, this.readsUsage);
       const bytes = this.root.scratch;
       if (getBufferBytes(BufferType.ResponseBody, bodySize - wanted, wanted, bytes)) {
-        if (this.tail == null) this.tail = new UsageTail();
+        if (this.tail == null) this.tail = this.root.takeTail();
         this.tail!.push(bytes.ptr, bytes.len);
       }
       bytes.release();
     }
     // Before the stream completes, so Envoy's access log sees the filter state.
-    if (endOfStream) this.countTokens();
+    if (endOfStream) {
+      this.answerEnded = true;
+      this.countTokens();
+    }
     return DataAction.Continue;
   }
 
   onDone(): void {
+    // A request whose client left before it was sent still holds its headers.
+    this.requestPairs.release();
     if (this.queued) {
       // The client left while held: its place goes at once.
       this.queued = false;
@@ -449,22 +484,29 @@ class GatewayStream extends HttpContext {
       return;
     }
     this.countTokens();
+    const root = this.root;
+    const tail = this.tail;
+    const sawDone = tail != null && tail.endsWithDone();
+    if (tail != null) {
+      this.tail = null;
+      root.giveBackTail(tail);
+    }
     const primary = this.primary;
     if (primary == null) return;
-    const root = this.root;
     const bytes = root.scratch;
     let status: i64 = NO_RESPONSE;
     let flags: u64 = 0;
     if (getPropertyBytes(RESPONSE_CODE, bytes) && bytes.len == 8) {
       status = load<i64>(bytes.ptr);
-      if (getPropertyBytes(RESPONSE_FLAGS, bytes) && bytes.len == 8) flags = load<u64>(bytes.ptr);
+      // Envoy's flags tell of an answer cut short (core/fleet/outcome.ts); one that ended whole and well has none to tell.
+      const whole = this.answerEnded && status >= 200 && status < 300 && (!this.stream || sawDone);
+      if (!whole && getPropertyBytes(RESPONSE_FLAGS, bytes) && bytes.len == 8) flags = load<u64>(bytes.ptr);
       // No upstream: Envoy answered itself (e.g. a model route's rate limit), no pod did.
       if (!getPropertyBytes(UPSTREAM_ADDRESS, bytes)) bytes.release();
     } else {
       bytes.release();
     }
-    const tail = this.tail;
-    root.endRequest(primary, this.load, bytes, status, flags, this.stream, tail != null && tail.endsWithDone(), this.prefillTokens);
+    root.endRequest(primary, this.load, bytes, status, flags, this.stream, sawDone, this.prefillTokens);
     bytes.release();
   }
 
@@ -534,13 +576,12 @@ class GatewayStream extends HttpContext {
       return false;
     }
     const pool = router.pool!;
-    const requested = router.requested!;
-    replaceHeader(MapType.RequestHeaders, POOL_HEADER, pool.nameBytes);
-    replaceHeader(MapType.RequestHeaders, MODEL_NAME_HEADER, requested.nameBytes);
-    replaceHeader(MapType.RequestHeaders, BASE_MODEL_HEADER, pool.baseModelBytes);
+    this.poolName = pool.nameBytes;
+    this.modelName = router.requested!.nameBytes;
+    this.baseModel = pool.baseModelBytes;
     if (router.split != null) this.rewriteModel(router.target!.name, body.len);
     if (router.downgraded) stats.downgrade();
-    if (router.split != null) stats.split(requested, router.split!);
+    if (router.split != null) stats.split(router.requested!, router.split!);
     this.pool = pool;
     this.served = router.target;
     // Streams carry usage only when asked to; every other answer ends with it.
@@ -573,18 +614,26 @@ class GatewayStream extends HttpContext {
   /** Sets where the request goes, as the router just chose (now, or on the tick that released it), and counts it. */
   send(router: Router): void {
     const root = this.root;
+    const headers = root.headers;
+    headers.begin();
+    headers.setBytes(POOL_HEADER, this.poolName!);
+    headers.setBytes(MODEL_NAME_HEADER, this.modelName!);
+    headers.setBytes(BASE_MODEL_HEADER, this.baseModel!);
+    if (this.rewrittenLength >= 0) headers.set(CONTENT_LENGTH, changetype<usize>(root.lengthDigits), decimalInto(root.lengthDigits, <u32>this.rewrittenLength));
     // A stream's route bounds every silence instead (core/scheduling/deadline.ts).
-    if (this.stream) replaceHeader(MapType.RequestHeaders, STREAM_HEADER, ONE);
-    if (this.deadlineMs > 0) replaceHeader(MapType.RequestHeaders, PER_TRY_TIMEOUT_HEADER, utf8(this.deadlineMs.toString()));
+    if (this.stream) headers.setBytes(STREAM_HEADER, ONE);
+    if (this.deadlineMs > 0) headers.set(PER_TRY_TIMEOUT_HEADER, changetype<usize>(root.timeoutDigits), decimalInto(root.timeoutDigits, this.deadlineMs));
     const ranked = router.ranked;
     const primary = ranked.length > 0 ? ranked[0] : null;
     if (primary != null) {
       const tokens = router.prefillTokens;
       root.inflight.commit(primary.addressHash, 1, tokens > 0 ? 1 : 0, tokens);
       this.prefillTokens = tokens;
-      this.setDestination(ranked);
+      this.setDestination(ranked, headers);
     }
-    if (router.explanation.length > 0) replaceHeader(MapType.RequestHeaders, DECISION_HEADER, utf8(router.explanation));
+    if (router.explanation.length > 0) headers.setBytes(DECISION_HEADER, utf8(router.explanation));
+    headers.write(this.requestPairs.ptr, this.requestPairs.len);
+    this.requestPairs.release();
     // A held request is placed on the snapshot of its release: its pool's and model's objects may be newer.
     const pool = router.pool!;
     this.pool = pool;
@@ -622,11 +671,11 @@ class GatewayStream extends HttpContext {
   private rewriteModel(target: string, bodySize: i32): void {
     const rewritten = this.root.router.body.withModel(target);
     setBufferBytes(BufferType.RequestBody, 0, bodySize, rewritten);
-    if (this.contentLength >= 0) replaceHeader(MapType.RequestHeaders, CONTENT_LENGTH, utf8(rewritten.byteLength.toString()));
+    if (this.contentLength >= 0) this.rewrittenLength = rewritten.byteLength;
   }
 
   /** `ip:port[,ip:port...]`, best first, assembled without allocating per request. */
-  private setDestination(ranked: Endpoint[]): void {
+  private setDestination(ranked: Endpoint[], headers: RequestHeaderWriter): void {
     const root = this.root;
     let size = ranked.length - 1;
     for (let i = 0; i < ranked.length; i++) size += ranked[i].addressBytes.byteLength;
@@ -639,7 +688,7 @@ class GatewayStream extends HttpContext {
       memory.copy(out + pos, changetype<usize>(a), <usize>a.byteLength);
       pos += <usize>a.byteLength;
     }
-    replaceHeaderRaw(MapType.RequestHeaders, DESTINATION_HEADER, out, <i32>pos);
+    headers.set(DESTINATION_HEADER, out, <i32>pos);
   }
 
   private answerModel(id: string): HeaderAction {
@@ -680,6 +729,7 @@ class GatewayStream extends HttpContext {
 
   private reply(status: i32, body: ArrayBuffer, headers: ArrayBuffer): HeaderAction {
     this.holding = false;
+    this.requestPairs.release();
     this.answered = true;
     replaceHeader(MapType.RequestHeaders, REPLY_MARKER, ONE);
     sendLocalResponse(<u32>status, DETAILS, body, headers);

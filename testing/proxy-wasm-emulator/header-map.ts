@@ -30,6 +30,10 @@ export class HeaderMap {
     this.entries.push([key.toLowerCase(), value]);
   }
 
+  replaceAll(pairs: Iterable<Pair>): void {
+    this.entries = [...pairs].map(([k, v]) => [k.toLowerCase(), v]);
+  }
+
   remove(key: string): void {
     const k = key.toLowerCase();
     this.entries = this.entries.filter(([name]) => name !== k);

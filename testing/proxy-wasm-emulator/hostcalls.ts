@@ -126,6 +126,17 @@ export function hostCalls(site: HostCallSite): Record<string, HostFunction> {
       return mem().copyOut(bytes, u(ptrPtr), u(sizePtr)) ? Status.Ok : Status.InvalidMemoryAccess;
     },
 
+    // Envoy's Context::setHeaderMapPairs: every entry removed, then each pair added in order.
+    proxy_set_header_map_pairs(type: number, ptr: number, size: number): number {
+      if (u(type) > MAX_MAP_TYPE) return Status.BadArgument;
+      const bytes = mem().read(u(ptr), u(size));
+      if (bytes === null) return Status.InvalidMemoryAccess;
+      const map = site.context().headerMap(u(type));
+      if (map === null) return Status.BadArgument;
+      map.replaceAll(decodePairs(bytes));
+      return Status.Ok;
+    },
+
     proxy_replace_header_map_value(type: number, keyPtr: number, keyLen: number, valuePtr: number, valueLen: number): number {
       if (u(type) > MAX_MAP_TYPE) return Status.BadArgument;
       const key = mem().readString(u(keyPtr), u(keyLen));

@@ -46,6 +46,12 @@ export class UsageTail {
   /** Bytes held, at most TAIL_BYTES. */
   private held: i32 = 0;
 
+  /** Empties the tail for another answer, keeping its buffer. */
+  clear(): void {
+    this.next = 0;
+    this.held = 0;
+  }
+
   /**
    * How many bytes at the end of a chunk of `size` are worth reading: the
    * rest could never stay in the tail (or, with `forUsage` false, matter to
