@@ -80,9 +80,12 @@ describe("npm run bench -- --failover --smoke", () => {
     const p = phase("pod-500");
     expect(p.errors.total).toBe(0);
     // It advertises the emptiest queue, so the filter tries it until its ledger knows better:
-    // the first request Envoy moves off it ejects it.
+    // a streak of ejectAfterFailures 500s ejects it. On a busy machine the scrape may see the pod
+    // fail first and fewer tries reach it; the ledger must then still never send to it while ejected.
     expect(p.faultyPod.attemptsAfterFault).toBeGreaterThanOrEqual(1);
-    expect(p.faultyPod.ledger!.ejections.length).toBeGreaterThan(0);
+    if (p.faultyPod.attemptsAfterFault >= report.settings.gateway.ejectAfterFailures) {
+      expect(p.faultyPod.ledger!.ejections.length).toBeGreaterThan(0);
+    }
     expect(p.faultyPod.ledger!.attemptsWhileEjected).toBe(0);
     // Each 500 was retried on another pod.
     expect(p.envoy.retriesSucceeded).toBeGreaterThanOrEqual(p.faultyPod.attemptsAfterFault);
