@@ -14,6 +14,7 @@ import { jsonString } from "./core/openai/errors";
 import { StaleViewPolicy } from "./core/fleet/view";
 import { HealthLedger, HealthRules } from "./core/fleet/health";
 import { FleetView } from "./core/scheduling/fleet-view";
+import { FULL_SCAN } from "./core/scheduling/shortlist";
 import { InflightTable } from "./core/fleet/inflight";
 import { PrefixDecision } from "./core/prefix/prefix-index";
 import { appendRecords, LOG_BYTES, PrefixLogReader } from "./core/prefix/prefix-log";
@@ -45,6 +46,7 @@ export function reset(seed: u64): void {
   const policy = router.policy;
   router = new Router(seed);
   router.policy = policy;
+  router.scoreWholeUpTo(scoreWholeUpTo);
   view = new FleetView();
   view.heardMs = nowMs;
   inflight = new InflightTable();
@@ -56,6 +58,14 @@ export function reset(seed: u64): void {
   // Distinct seeds give distinct writer ids, so instances tell their records apart.
   writer = <u32>mix64(seed) | 1;
   router.writer = writer;
+}
+
+let scoreWholeUpTo: i32 = FULL_SCAN;
+
+/** Pools with up to `pods` usable endpoints are scored whole, larger ones over their shortlist (kept across reset). */
+export function setFullScan(pods: i32): void {
+  scoreWholeUpTo = pods;
+  router.scoreWholeUpTo(pods);
 }
 
 /** This instance's id on the queue board, as the filter's worker id (reset() derives one from the seed). */

@@ -126,6 +126,7 @@ interface Bindings {
   boardBytes(): Uint8Array;
   setClock(nowMs: bigint, heardMs: bigint): void;
   setViewPolicy(maxAgeMs: bigint, stalePolicy: number): void;
+  setFullScan(pods: number): void;
   setHealthRules(ejectAfter: number, ejectMs: bigint): void;
   recordsPicks(): boolean;
   setInflight(bytes: Uint8Array): boolean;
@@ -159,6 +160,15 @@ export class NativeRouter {
 
   setViewPolicy(maxAgeMs: number, stalePolicy: "fail-open" | "reject"): void {
     this.wasm.setViewPolicy(BigInt(maxAgeMs), stalePolicy === "reject" ? 1 : 0);
+  }
+
+  /**
+   * Pools with up to `pods` usable endpoints are scored whole, larger ones
+   * over their shortlist (the default bound is FULL_SCAN in
+   * assembly/core/scheduling/shortlist.ts); kept across reset().
+   */
+  setFullScan(pods: number): void {
+    this.wasm.setFullScan(pods);
   }
 
   /** Some model of the installed snapshot weighs a scorer that records its picks (the filter then shares the prefix log). */

@@ -56,8 +56,10 @@ export class HealthLedger {
   /** Copies ejection deadlines onto a snapshot's endpoints, where the picker reads them. */
   applyTo(snap: Snapshot): void {
     for (let p = 0; p < snap.pools.length; p++) {
-      const endpoints = snap.pools[p].endpoints;
+      const pool = snap.pools[p];
+      const endpoints = pool.endpoints;
       for (let i = 0; i < endpoints.length; i++) endpoints[i].ejectedUntilMs = this.ejectedUntil(endpoints[i].address);
+      pool.healthEpoch++;
     }
   }
 

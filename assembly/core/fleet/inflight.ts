@@ -17,20 +17,36 @@
 //
 // Encoding: u32 entry count, then per entry u64 address hash, i32 count,
 // i32 prefilling requests, i32 their prompt tokens.
+//
+// The table also logs which endpoints' figures changed, so a pool's
+// shortlist (core/scheduling/shortlist.ts) updates only those instead of
+// re-reading every endpoint on every decision.
 
 const ENTRY_BYTES: i32 = 20;
+/** Beyond this many logged changes the log restarts and readers resynchronise in full (bounded memory). */
+const MAX_LOGGED: i32 = 4096;
 
 export class InflightTable {
   private hashes: u64[] = [];
   private counts: i32[] = [];
   private prefilling: i32[] = [];
   private prefillTokens: i32[] = [];
+  /** Address hashes whose figures changed, in order; a reader keeps its position (see `epoch`). */
+  readonly changes: u64[] = [];
+  /** Bumped when the change log restarts: a reader holding an older epoch must resynchronise in full. */
+  epoch: u32 = 0;
+  // The previous contents while decode() compares them with the new (swapped, so neither allocates once grown).
+  private oldHashes: u64[] = [];
+  private oldCounts: i32[] = [];
+  private oldPrefilling: i32[] = [];
+  private oldPrefillTokens: i32[] = [];
 
   get size(): i32 {
     return this.hashes.length;
   }
 
   clear(): void {
+    for (let i = 0; i < this.hashes.length; i++) this.logChange(unchecked(this.hashes[i]));
     this.hashes.length = 0;
     this.counts.length = 0;
     this.prefilling.length = 0;
@@ -72,6 +88,7 @@ export class InflightTable {
       insertAt(this.prefilling, i, 0);
       insertAt(this.prefillTokens, i, 0);
     }
+    this.logChange(hash);
     const n = unchecked(this.counts[i]) + delta;
     if (n <= 0) {
       this.hashes.splice(i, 1);
@@ -86,13 +103,21 @@ export class InflightTable {
     unchecked(this.prefillTokens[i] = p == 0 ? 0 : max(unchecked(this.prefillTokens[i]) + tokens, 0));
   }
 
-  /** Replaces the contents with an encoded table; false (and empty) if the bytes are not one. */
+  /**
+   * Replaces the contents with an encoded table, logging the endpoints whose
+   * figures differ from before; false (and empty) if the bytes are not one.
+   */
   decode(ptr: usize, len: i32): bool {
-    this.clear();
-    if (len == 0) return true;
-    if (len < 4) return false;
-    const n = <i32>load<u32>(ptr);
-    if (n < 0 || <i64>len != 4 + <i64>n * ENTRY_BYTES) return false;
+    if (len == 0) {
+      this.clear();
+      return true;
+    }
+    const n = len < 4 ? -1 : <i32>load<u32>(ptr);
+    if (n < 0 || <i64>len != 4 + <i64>n * ENTRY_BYTES) {
+      this.clear();
+      return false;
+    }
+    this.swapOut();
     let prev: u64 = 0;
     for (let i = 0; i < n; i++) {
       const at = ptr + 4 + <usize>(i * ENTRY_BYTES);
@@ -102,7 +127,11 @@ export class InflightTable {
       const tokens = load<i32>(at + 16);
       // Sorted, unique, positive, prefill within the count: anything else was not written by this code.
       if ((i > 0 && hash <= prev) || count <= 0 || streams < 0 || streams > count || tokens < 0 || (streams == 0 && tokens != 0)) {
-        this.clear();
+        this.hashes.length = 0;
+        this.counts.length = 0;
+        this.prefilling.length = 0;
+        this.prefillTokens.length = 0;
+        this.logDifferences();
         return false;
       }
       this.hashes.push(hash);
@@ -111,7 +140,62 @@ export class InflightTable {
       this.prefillTokens.push(tokens);
       prev = hash;
     }
+    this.logDifferences();
     return true;
+  }
+
+  /** The current contents become the old ones, and the current arrays empty (reusing the old arrays' storage). */
+  private swapOut(): void {
+    const h = this.oldHashes;
+    this.oldHashes = this.hashes;
+    this.hashes = h;
+    h.length = 0;
+    const c = this.oldCounts;
+    this.oldCounts = this.counts;
+    this.counts = c;
+    c.length = 0;
+    const p = this.oldPrefilling;
+    this.oldPrefilling = this.prefilling;
+    this.prefilling = p;
+    p.length = 0;
+    const t = this.oldPrefillTokens;
+    this.oldPrefillTokens = this.prefillTokens;
+    this.prefillTokens = t;
+    t.length = 0;
+  }
+
+  /** Logs every endpoint whose figures differ between the old and current contents (both sorted by hash). */
+  private logDifferences(): void {
+    const a = this.oldHashes;
+    const b = this.hashes;
+    let i = 0;
+    let j = 0;
+    while (i < a.length || j < b.length) {
+      const ha = i < a.length ? unchecked(a[i]) : u64.MAX_VALUE;
+      const hb = j < b.length ? unchecked(b[j]) : u64.MAX_VALUE;
+      if (i < a.length && j < b.length && ha == hb) {
+        if (unchecked(this.oldCounts[i]) != unchecked(this.counts[j]) || unchecked(this.oldPrefilling[i]) != unchecked(this.prefilling[j]) ||
+          unchecked(this.oldPrefillTokens[i]) != unchecked(this.prefillTokens[j])) {
+          this.logChange(ha);
+        }
+        i++;
+        j++;
+      } else if (j >= b.length || (i < a.length && ha < hb)) {
+        this.logChange(ha);
+        i++;
+      } else {
+        this.logChange(hb);
+        j++;
+      }
+    }
+  }
+
+  private logChange(hash: u64): void {
+    if (this.changes.length >= MAX_LOGGED) {
+      this.changes.length = 0;
+      this.epoch++;
+    }
+    this.changes.push(hash);
   }
 
   encodedLength(): i32 {

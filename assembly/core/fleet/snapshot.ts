@@ -202,6 +202,8 @@ export class Pool {
   slots: SlotTable = new SlotTable();
   /** This worker's drain and refusal bookkeeping for the pool; kept across snapshots by the router. */
   load: PoolLoad | null = null;
+  /** Bumped whenever the endpoints' ejection deadlines are set (core/fleet/health.ts): what is usable may have changed. */
+  healthEpoch: u32 = 0;
 }
 
 export class ModelRoute {

@@ -14,7 +14,7 @@
 import { MAX_KEYS, PrefixKeys } from "./prefix-keys";
 import { DEFAULT_KV_BLOCKS, PodCache } from "../fleet/pod-cache";
 import { Pool, Snapshot } from "../fleet/snapshot";
-import { SlotTable } from "../fleet/slot-table";
+import { PrefixMatch } from "./prefix-match";
 
 const SLOTS: i32 = 4096; // power of two
 const PROBE: i32 = 8;
@@ -51,13 +51,13 @@ export class PrefixIndex {
 
   /**
    * For each endpoint of a pool (by slot, via `slots`: address hash -> slot)
-   * the number of leading keys it holds: an endpoint's match ends at its
-   * first missing key, the scan at the first key nobody holds.
+   * the number of leading keys it holds, into `out`: an endpoint's match
+   * ends at its first missing key, the scan at the first key nobody holds.
    */
-  match(keys: PrefixKeys, pool: Pool, matched: StaticArray<i32>): void {
+  match(keys: PrefixKeys, pool: Pool, out: PrefixMatch): void {
     const slots = pool.slots;
     const endpoints = pool.endpoints;
-    for (let s = 0; s < matched.length; s++) unchecked(matched[s] = 0);
+    out.reset(endpoints.length);
     for (let k = 0; k < keys.count; k++) {
       const slot = this.find(unchecked(keys.keys[k]));
       if (slot < 0) return;
@@ -72,8 +72,8 @@ export class PrefixIndex {
         const cache = unchecked(endpoints[s]).prefixCache;
         if (cache == null || cache.clock - unchecked(this.stamp[at]) >= cache.capacity) continue;
         live++;
-        if (unchecked(matched[s]) == k) {
-          unchecked(matched[s] = k + 1);
+        if (out.of(s) == k) {
+          out.advance(s);
           any = true;
         }
       }
@@ -81,10 +81,23 @@ export class PrefixIndex {
       // likely cached on the others too (it is that hot), so no pod gets an
       // edge from it.
       if (live == HOLDERS) {
-        for (let s = 0; s < matched.length; s++) if (unchecked(matched[s]) == k) unchecked(matched[s] = k + 1);
+        out.advanceAll(k);
         any = true;
       }
       if (!any) return;
+    }
+  }
+
+  /** The slots in `pool` of the live holders of `key` (at most HOLDERS), appended to `out`. */
+  holdersIn(key: u64, pool: Pool, out: i32[]): void {
+    const slot = this.find(key);
+    if (slot < 0) return;
+    for (let h = 0; h < HOLDERS; h++) {
+      const at = slot * HOLDERS + h;
+      const e = unchecked(this.holder[at]);
+      if (e == 0) continue;
+      const s = pool.slots.get(e);
+      if (s >= 0 && this.alive(e, unchecked(this.stamp[at]))) out.push(s);
     }
   }
 

@@ -1,14 +1,20 @@
 // Ranks a pool's endpoints by their weighted score sum and keeps the best few:
 // the first is where the request goes, the rest are fallbacks Envoy tries in
 // order if that one refuses or fails before answering. Ties break at random.
+// A large pool is ranked over its shortlist (scheduling/shortlist.ts).
 // Scratch arrays are reused across requests so a pick allocates nothing once
 // they have grown to the pool size.
+import { hasRoom } from "./admission";
 import { relativeCapacities } from "./capacity";
+import { FULL_SCAN, isUsable, Shortlist } from "./shortlist";
+import { InflightTable } from "../fleet/inflight";
 import { PrefixIndex } from "../prefix/prefix-index";
 import { DecisionLog } from "../prefix/decision-log";
 import { registeredScorers } from "../scorers/registry";
 import { RouteRequest } from "../scorers/route-request";
 import { Scorer } from "../scorers/scorer";
+import { Admission } from "../fleet/admission-limits";
+import { Priority } from "../fleet/priority";
 import { Endpoint, Pool, Weights } from "../fleet/snapshot";
 
 /** Primary plus fallbacks; matches the retry budget of the Envoy route (2 retries). */
@@ -22,6 +28,16 @@ export class Picker {
   private rng: u64;
   /** The prepared candidates are the pods with fresh metrics (not the fail-open fallback). */
   trusted: bool = false;
+  /** Pools with up to this many usable pods are scored whole (more: over their shortlist). */
+  fullScanUpTo: i32 = FULL_SCAN;
+  /** The prepared candidates are a shortlist of the pool's usable pods, not all of them. */
+  private shortlisted: bool = false;
+  private shortlists: Map<string, Shortlist> = new Map();
+  private preparedPool: Pool | null = null;
+  /** The pool's usable pods, gathered only when a shortlist had no room (admission). */
+  private rest: Endpoint[] = [];
+  /** Numbers the decisions, so a scorer can tell whose results it kept (RouteRequest.serial). */
+  private decisions: u32 = 0;
   /** The last pick, best first: at most MAX_RANKED endpoints. */
   readonly ranked: Endpoint[] = [];
   /** Candidate index of each ranked endpoint. */
@@ -33,6 +49,18 @@ export class Picker {
   constructor(seed: u64, prefixes: PrefixIndex) {
     this.rng = seed == 0 ? 0x9e3779b97f4a7c15 : seed;
     this.scorers = registeredScorers(prefixes);
+  }
+
+  /** Brings the pool's endpoints' in-flight figures up to date with `inflight` (before prepare() or chooseBlind()). */
+  observe(pool: Pool, inflight: InflightTable, nowMs: u64): void {
+    this.shortlistOf(pool).observe(pool, inflight, nowMs, this.weightsOf(pool.weights));
+  }
+
+  private shortlistOf(pool: Pool): Shortlist {
+    if (this.shortlists.has(pool.name)) return this.shortlists.get(pool.name);
+    const list = new Shortlist(this.scorers, this.nextRandom());
+    this.shortlists.set(pool.name, list);
+    return list;
   }
 
   /** `weights` in the scorers' order (resolved once per weight set: a snapshot's sets are read-only). */
@@ -67,18 +95,49 @@ export class Picker {
   }
 
   /**
-   * First step of a pick: the candidates (see collectCandidates) and their
-   * relative speeds in `request.capacity`; returns how many there are.
-   * `trusted` says whether they are the pods with fresh metrics.
+   * First step of a pick, after observe(): the candidates (see
+   * collectCandidates, or the pool's shortlist) and their relative speeds in
+   * `request.capacity`; returns how many pods they stand for (a shortlist
+   * stands for all the usable pods). `trusted` says whether they are pods
+   * with fresh metrics. The request's prefix keys and adapter are set.
    */
   prepare(pool: Pool, request: RouteRequest): i32 {
     this.ranked.length = 0;
+    this.preparedPool = pool;
+    request.serial = ++this.decisions;
+    const list = this.shortlistOf(pool);
+    this.shortlisted = list.usable > this.fullScanUpTo;
+    if (this.shortlisted) {
+      this.trusted = true;
+      this.ensureCapacity(list.gather(pool, request, this.weightsOf(request.weights), this.candidates));
+      return list.usable;
+    }
     const n = this.collectCandidates(pool, request.nowMs);
     this.ensureCapacity(n);
     if (request.capacity.length < n) request.capacity = new StaticArray<f64>(n);
     if (n == 1) unchecked(request.capacity[0] = 1.0);
     else if (n > 1) relativeCapacities(this.candidates, request.capacity, this.scratch);
     return n;
+  }
+
+  /**
+   * Some prepared pod has room for class `p` (for its retry, with `retry`)
+   * under `a`; `share` is the request's prompt's share of a prefill step.
+   * A shortlist without room is not the last word: the pool's other usable
+   * pods are checked too, so nothing that could be served is refused.
+   */
+  hasRoom(a: Admission, share: f64, p: Priority, nowMs: u64, retry: bool = false): bool {
+    const c = this.candidates;
+    if (hasRoom(a, c, c.length, share, p, retry)) return true;
+    if (!this.shortlisted) return false;
+    const all = this.preparedPool!.endpoints;
+    const rest = this.rest;
+    rest.length = 0;
+    for (let i = 0; i < all.length; i++) {
+      const e = unchecked(all[i]);
+      if (isUsable(e, nowMs)) rest.push(e);
+    }
+    return hasRoom(a, rest, rest.length, share, p, retry);
   }
 
   /**
@@ -180,7 +239,7 @@ export class Picker {
     c.length = 0;
     for (let i = 0; i < all.length; i++) {
       const e = unchecked(all[i]);
-      if (e.fresh && e.ejectedUntilMs <= nowMs) c.push(e);
+      if (isUsable(e, nowMs)) c.push(e);
     }
     return c.length;
   }

@@ -3,7 +3,6 @@
 // adapter, or canary target) to its pool, settle the request's class, judge
 // the view's age, admit or refuse, rank the pool's endpoints, and account for
 // the choice (in-flight count, prefix index).
-import { hasRoom } from "./admission";
 import { PoolLoad } from "../fleet/pool-load";
 import { chooseSplit } from "./canary";
 import { firstByteDeadlineMs } from "./deadline";
@@ -115,6 +114,11 @@ export class Router {
     this.picker = new Picker(seed, prefixes);
   }
 
+  /** Pools with up to `pods` usable endpoints are scored whole; larger ones over a shortlist (core/scheduling/shortlist.ts). */
+  scoreWholeUpTo(pods: i32): void {
+    this.picker.fullScanUpTo = pods;
+  }
+
   /** Best endpoint first, then fallbacks; may be empty when `blind`. */
   get ranked(): Endpoint[] {
     return this.picker.ranked;
@@ -205,20 +209,21 @@ export class Router {
     const pool = request.pool;
     const model = request.model;
     const body = this.body;
-    observe(pool, inflight);
+    this.picker.observe(pool, inflight, request.nowMs);
     if (this.blind) {
       this.picker.chooseBlind(pool, request.nowMs);
       if (this.picker.ranked.length > 0) this.count(inflight, this.picker.ranked[0]);
       return Verdict.Routed;
     }
-    const n = this.picker.prepare(pool, request);
     request.adapterHash = model.adapter.length > 0 ? model.nameHash : 0;
-    // Computed before admission: a held request keeps its keys (the body is not readable when it is dispatched).
+    // Computed before admission (a held request keeps its keys: the body is not readable when it is dispatched) and
+    // before the candidates (a prefix's holders are among them).
     if (body.promptStart >= 0 && this.picker.weighs(request.weights, true)) {
       request.prefix.compute(body.promptPtr(), body.promptEnd - body.promptStart, model.nameHash);
     } else {
       request.prefix.count = 0;
     }
+    const n = this.picker.prepare(pool, request);
     // Only fresh metrics can justify holding or refusing; without them the pool fails open.
     if (n > 0 && this.picker.trusted && model.profile.admission.enabled) {
       const verdict = this.admit(n, refusals);
@@ -272,11 +277,11 @@ export class Router {
         if (this.board.busy && this.board.othersFirst(q.nameHash, serviceRank(h.request.priority), h.tag, this.writer, nowMs)) break;
         const r = h.request;
         r.nowMs = nowMs;
-        observe(pool, inflight);
+        this.picker.observe(pool, inflight, nowMs);
         const n = this.picker.prepare(pool, r);
         if (n == 0) break;
         const admission = r.model.profile.admission;
-        if (this.picker.trusted && admission.enabled && !hasRoom(admission, this.picker.candidateList, n, pool.load!.typicalShare, r.priority)) {
+        if (this.picker.trusted && admission.enabled && !this.picker.hasRoom(admission, pool.load!.typicalShare, r.priority, nowMs)) {
           q.drain = pool.load!.drainRate(nowMs, n);
           break;
         }
@@ -355,7 +360,6 @@ export class Router {
 
   /** Picks among the prepared candidates and accounts for the choice. */
   private pick(request: RouteRequest, inflight: InflightTable, explain: bool): void {
-    request.serial++;
     request.cachedBytes = 0;
     this.picker.choose(request, explain);
     const primary = this.picker.ranked[0];
@@ -377,7 +381,7 @@ export class Router {
   private admit(n: i32, refusals: RefusalLedger): Verdict {
     const request = this.request;
     const admission = request.model.profile.admission;
-    const candidates = this.picker.candidateList;
+    const picker = this.picker;
     const pool = request.pool;
     const load = pool.load!;
     const nowMs = request.nowMs;
@@ -385,9 +389,9 @@ export class Router {
     const meta = this.meta;
     const budget = meta.holdId != 0 ? admission.waitBudget(this.priority, meta.maxWaitMs) : 0;
     const ahead = budget > 0 ? this.heldAhead(pool.name, pool.nameHash, this.priority, nowMs) : 0;
-    if (ahead == 0 && hasRoom(admission, candidates, n, share, this.priority)) {
+    if (ahead == 0 && picker.hasRoom(admission, share, this.priority, nowMs)) {
       // Room even for the lowest class: the retries booked so far start draining.
-      if (load.saturated && hasRoom(admission, candidates, n, share, Priority.Sheddable)) load.markRoom(nowMs, n);
+      if (load.saturated && picker.hasRoom(admission, share, Priority.Sheddable, nowMs)) load.markRoom(nowMs, n);
       return Verdict.Routed;
     }
     const hash = this.body.bodyHash();
@@ -409,7 +413,7 @@ export class Router {
       }
       return Verdict.Refused;
     }
-    if (retry && hasRoom(admission, candidates, n, share, this.priority, true)) {
+    if (retry && picker.hasRoom(admission, share, this.priority, nowMs, true)) {
       load.retried();
       this.retried = true;
       return Verdict.Routed;
@@ -538,15 +542,3 @@ const SWEEP_MS: u64 = 100;
 const RETRY_GRACE_MS: u64 = 15_000;
 /** ...and this early (clock granularity, a client's timer firing a little soon). */
 const RETRY_EARLY_MS: u64 = 250;
-
-
-/** Copies the current in-flight counts onto the pool's endpoints, where the scorers read them. */
-function observe(pool: Pool, inflight: InflightTable): void {
-  const endpoints = pool.endpoints;
-  for (let i = 0; i < endpoints.length; i++) {
-    const e = unchecked(endpoints[i]);
-    e.inflight = inflight.get(e.addressHash);
-    e.prefilling = inflight.prefillingOf(e.addressHash);
-    e.prefillTokens = inflight.prefillTokensOf(e.addressHash);
-  }
-}

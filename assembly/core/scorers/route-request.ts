@@ -20,7 +20,7 @@ export class RouteRequest {
   stream: bool = false;
   /** The prompt's share of an engine's prefill step (core/fleet/snapshot.ts, prefillShare). */
   prefillShare: f64 = 0;
-  /** Counts the requests routed with this object, so a scorer can tell whether what it kept is this one's. */
+  /** The picker's number for the decision this request is in (unique), so a scorer can tell whether what it kept is this one's. */
   serial: u32 = 0;
   /** Set after the pick by the prefix scorer: the prompt bytes the chosen pod probably held already. */
   cachedBytes: i32 = 0;

@@ -3,7 +3,7 @@
 // lives in a folder of its own (code, formula, test, scorer.json) and is
 // listed once in registry.ts; its name is its key in the config's weights,
 // on the wire and in the decision header.
-import { Endpoint } from "../fleet/snapshot";
+import { Endpoint, Pool } from "../fleet/snapshot";
 import { DecisionLog } from "../prefix/decision-log";
 import { RouteRequest } from "./route-request";
 
@@ -19,6 +19,21 @@ export abstract class Scorer {
 
   /** Writes one score in [0, 1] per candidate into `out[0..n)`. */
   abstract score(candidates: Endpoint[], request: RouteRequest, out: StaticArray<f64>): void;
+
+  /**
+   * For ranking a large pool's endpoints before a request is known
+   * (scheduling/shortlist.ts): how much this scorer likes `e` for a typical
+   * request (`request`: no adapter, no prefix, a typical prompt;
+   * `request.capacity[0]` is e's relative capacity), higher better. Only
+   * the order matters. Scorers of load override it; one of affinity scores
+   * 0 here and nominates its pods instead.
+   */
+  estimate(e: Endpoint, request: RouteRequest): f64 {
+    return 0;
+  }
+
+  /** Pool slots this scorer favours for `request` whatever their load (the pods holding what it looks for). */
+  nominate(pool: Pool, request: RouteRequest, out: i32[]): void {}
 
   /** After a pick that weighed this scorer (with recordsPicks): what it learns from where the request went. */
   record(primary: Endpoint, request: RouteRequest, log: DecisionLog): void {}
@@ -43,5 +58,9 @@ export abstract class RatioScorer extends Scorer {
       if (load < best) best = load;
     }
     for (let i = 0; i < n; i++) unchecked(out[i] = best / unchecked(out[i]));
+  }
+
+  estimate(e: Endpoint, request: RouteRequest): f64 {
+    return 1.0 / this.load(e, request, 0);
   }
 }

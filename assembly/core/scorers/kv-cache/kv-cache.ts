@@ -10,8 +10,16 @@ export class KvCacheScorer extends Scorer {
 
   score(candidates: Endpoint[], request: RouteRequest, out: StaticArray<f64>): void {
     for (let i = 0; i < candidates.length; i++) {
-      const free = 1.0 - unchecked(candidates[i]).kvCacheUsage;
-      unchecked(out[i] = free < 0 ? 0 : free > 1 ? 1 : free);
+      unchecked(out[i] = freeShare(unchecked(candidates[i])));
     }
   }
+
+  estimate(e: Endpoint, request: RouteRequest): f64 {
+    return freeShare(e);
+  }
+}
+
+function freeShare(e: Endpoint): f64 {
+  const free = 1.0 - e.kvCacheUsage;
+  return free < 0 ? 0 : free > 1 ? 1 : free;
 }

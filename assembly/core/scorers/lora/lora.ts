@@ -1,4 +1,4 @@
-import { Endpoint } from "../../fleet/snapshot";
+import { Endpoint, Pool } from "../../fleet/snapshot";
 import { DecisionLog } from "../../prefix/decision-log";
 import { PrefixIndex } from "../../prefix/prefix-index";
 import { mix64, rendezvous } from "../../wire/hash";
@@ -12,6 +12,8 @@ const FREE_SLOT = 0.5;
 const PLACEMENT = 0.1;
 /** An engine that reports no adapter state (TGI loads every adapter at start). */
 const UNKNOWN = 0.5;
+/** Free-slot pods kept per adapter in rendezvous order: the placement survives this many of them being ejected. */
+const PLACEMENTS: i32 = 4;
 
 /**
  * LoRA affinity, for requests naming an adapter (base-model requests score 1
@@ -38,8 +40,32 @@ const UNKNOWN = 0.5;
  * so other requests for it, from any worker, follow before a scrape shows it.
  */
 export class LoraScorer extends Scorer {
+  /** Per pool name: the snapshot's pods for each adapter (see nominate), for the pool object they were found in. */
+  private pods: Map<string, AdapterPods> = new Map();
+
   constructor(private index: PrefixIndex) {
     super("lora", false, true);
+  }
+
+  /**
+   * The pods that run or queue the adapter or were sent it since, and its
+   * first few free-slot pods in rendezvous order (where a cold adapter is
+   * placed). What the snapshot shows is looked up once per snapshot.
+   */
+  nominate(pool: Pool, request: RouteRequest, out: i32[]): void {
+    if (request.adapterHash == 0) return;
+    const known = this.podsOf(pool).forAdapter(request.model.adapter, request.adapterHash, pool);
+    for (let i = 0; i < known.length; i++) out.push(unchecked(known[i]));
+    this.index.holdersIn(adapterKey(request.adapterHash), pool, out);
+  }
+
+  private podsOf(pool: Pool): AdapterPods {
+    let p = this.pods.has(pool.name) ? this.pods.get(pool.name) : null;
+    if (p == null || p.pool != pool) {
+      p = new AdapterPods(pool);
+      this.pods.set(pool.name, p);
+    }
+    return p;
   }
 
   score(candidates: Endpoint[], request: RouteRequest, out: StaticArray<f64>): void {
@@ -88,6 +114,46 @@ export class LoraScorer extends Scorer {
 /** An adapter's key in the prefix index, apart from any prompt's block hashes. */
 export function adapterKey(adapterHash: u64): u64 {
   return mix64(adapterHash ^ 0x4c6f5241); // "LoRA"
+}
+
+/** For one snapshot's pool: per adapter, the pods nominate() names from the snapshot alone. */
+class AdapterPods {
+  private byAdapter: Map<u64, i32[]> = new Map();
+
+  constructor(readonly pool: Pool) {}
+
+  forAdapter(adapter: string, adapterHash: u64, pool: Pool): i32[] {
+    if (this.byAdapter.has(adapterHash)) return this.byAdapter.get(adapterHash);
+    const found: i32[] = [];
+    const placed = new StaticArray<i32>(PLACEMENTS);
+    const weights = new StaticArray<u64>(PLACEMENTS);
+    let kept = 0;
+    const endpoints = pool.endpoints;
+    for (let i = 0; i < endpoints.length; i++) {
+      const e = unchecked(endpoints[i]);
+      if (e.runningAdapters.includes(adapter) || e.waitingAdapters.includes(adapter)) {
+        found.push(i);
+      } else if (busySlots(e) < e.maxLora) {
+        // Insert into the few best by rendezvous weight, best first.
+        const w = rendezvous(adapterHash, e.addressHash);
+        let at = kept < PLACEMENTS ? kept++ : PLACEMENTS;
+        while (at > 0 && unchecked(weights[at - 1]) < w) {
+          if (at < PLACEMENTS) {
+            unchecked(weights[at] = weights[at - 1]);
+            unchecked(placed[at] = placed[at - 1]);
+          }
+          at--;
+        }
+        if (at < PLACEMENTS) {
+          unchecked(weights[at] = w);
+          unchecked(placed[at] = i);
+        }
+      }
+    }
+    for (let k = 0; k < kept; k++) found.push(unchecked(placed[k]));
+    this.byAdapter.set(adapterHash, found);
+    return found;
+  }
 }
 
 /** Adapters holding a slot: running or waiting, counted once. */

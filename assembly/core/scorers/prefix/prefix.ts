@@ -1,6 +1,7 @@
 import { Endpoint, Pool } from "../../fleet/snapshot";
 import { DecisionLog } from "../../prefix/decision-log";
 import { PrefixIndex } from "../../prefix/prefix-index";
+import { PrefixMatch } from "../../prefix/prefix-match";
 import { BLOCK_BYTES } from "../../prefix/prefix-keys";
 import { predictedWait } from "../queue/queue";
 import { RouteRequest } from "../route-request";
@@ -32,8 +33,8 @@ const BOUND: f64 = 3;
  * request.cachedBytes to what the pod probably held already.
  */
 export class PrefixScorer extends Scorer {
-  /** Matched keys per pool slot for request `matchedFor` (RouteRequest.serial): scored once, recorded from the same match. */
-  private matched: StaticArray<i32> = new StaticArray<i32>(0);
+  /** Matched keys per pool slot for request `matchedFor` (RouteRequest.serial): nominated, scored and recorded from one match. */
+  private matched: PrefixMatch = new PrefixMatch();
   private matchedFor: u32 = 0;
 
   constructor(private index: PrefixIndex) {
@@ -47,14 +48,14 @@ export class PrefixScorer extends Scorer {
       for (let i = 0; i < n; i++) unchecked(out[i] = 0);
       return;
     }
-    this.match(request);
+    if (this.matchedFor != request.serial) this.match(request);
     let least = f64.MAX_VALUE;
     for (let i = 0; i < n; i++) least = min(least, predictedWait(unchecked(candidates[i]), request, i));
     const bound = BOUND * least + 2;
     const total = <f64>keys.promptBytes;
     for (let i = 0; i < n; i++) {
       const e = unchecked(candidates[i]);
-      const held = <f64>keys.coveredBytes(unchecked(this.matched[e.slot])) / total;
+      const held = <f64>keys.coveredBytes(this.matched.of(e.slot)) / total;
       unchecked(out[i] = held > 0 && predictedWait(e, request, i) <= bound ? held : 0);
     }
   }
@@ -65,7 +66,7 @@ export class PrefixScorer extends Scorer {
     // A lone candidate is picked without scoring: match here then.
     if (this.matchedFor != request.serial) this.match(request);
     const promptBlocks = (keys.promptBytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
-    const cachedBlocks = keys.coveredBytes(unchecked(this.matched[primary.slot])) / BLOCK_BYTES;
+    const cachedBlocks = keys.coveredBytes(this.matched.of(primary.slot)) / BLOCK_BYTES;
     const d = log.next();
     d.endpoint = primary.addressHash;
     d.newBlocks = <u32>(promptBlocks - cachedBlocks);
@@ -75,10 +76,19 @@ export class PrefixScorer extends Scorer {
     request.cachedBytes = cachedBlocks * BLOCK_BYTES;
   }
 
+  /** The pods that hold more of the prompt than every pod does. */
+  nominate(pool: Pool, request: RouteRequest, out: i32[]): void {
+    if (request.prefix.count == 0) return;
+    if (this.matchedFor != request.serial) this.match(request);
+    const deeper = this.matched.deeper;
+    for (let i = 0; i < deeper.length; i++) {
+      const slot = unchecked(deeper[i]);
+      if (this.matched.of(slot) > this.matched.common) out.push(slot);
+    }
+  }
+
   private match(request: RouteRequest): void {
-    const pool: Pool = request.pool;
-    if (this.matched.length != pool.endpoints.length) this.matched = new StaticArray<i32>(pool.endpoints.length);
-    this.index.match(request.prefix, pool, this.matched);
+    this.index.match(request.prefix, request.pool, this.matched);
     this.matchedFor = request.serial;
   }
 }
