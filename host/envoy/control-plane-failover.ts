@@ -45,6 +45,8 @@ export function withControlPlaneFailover(doc: Document, params: ControlPlaneFail
     healthy_threshold: 1,
     grpc_health_check: { service_name: HEALTH_SERVICE },
   }]));
+  // A leader that hangs keeps its TCP connections: failing its checks must end Envoy's streams to it too.
+  cluster.set("close_connections_on_host_health_failure", true);
   // Envoy merges health changes for 1 s by default: the new leader's first passed check would wait that long.
   cluster.set("common_lb_config", doc.createNode({ healthy_panic_threshold: { value: 0 }, update_merge_window: "0s" }));
 
