@@ -6,7 +6,9 @@
 // and then: no client sees an error, the model the reload added keeps
 // answering, Envoy's view never gets older than the stale bound, the
 // standby's snapshot reaches Envoy (the failover time is printed), and a
-// reload made after the failover is applied by the new leader.
+// reload made after the failover is applied by the new leader. Once over
+// plaintext on loopback, once with mutual TLS on the link (Envoy's health
+// checks then go over TLS too).
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,10 +16,11 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { loadGatewayConfig } from "../../host/config.js";
-import { envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/index.js";
+import { envoyParamsFromGatewayConfig, envoySdsFiles, renderEnvoyXds } from "../../host/envoy/index.js";
 import { filterWasmPath, projectRoot } from "../../host/paths.js";
 import { startFleet, type Fleet } from "../../testing/fakeserver/index.js";
 import { startEnvoy, type EnvoyProcess } from "../../testing/launcher/envoy-process.js";
+import { makeCa, makeClientCert, makeServerCert } from "../helpers/certs.js";
 import { freePorts, launch, type Launched } from "../helpers/launcher.js";
 import { waitFor } from "../helpers/stack.js";
 
@@ -84,7 +87,8 @@ function startAggregator(grpcPort: number, metricsPort: number): Launched {
 // ---------------------------------------------------------------------------
 // Traffic: loops of requests, plain and streamed, bounded; every failure kept.
 
-const traffic = { stop: false, killedAt: 0, ok: 0, failures: [] as string[], models: [BASE_MODEL, "sql-lora"], loops: [] as Promise<void>[] };
+const newTraffic = () => ({ stop: false, killedAt: 0, ok: 0, failures: [] as string[], models: [BASE_MODEL, "sql-lora"], loops: [] as Promise<void>[] });
+let traffic = newTraffic();
 const MAX_REQUESTS_PER_LOOP = 20_000;
 const ask = { messages: [{ role: "user" as const, content: "Say hello" }], max_tokens: 4 };
 
@@ -116,7 +120,8 @@ interface Sample {
   viewAgeMs: number;
   version: number;
 }
-const health = { stop: false, samples: [] as Sample[], done: Promise.resolve() };
+const newHealth = () => ({ stop: false, samples: [] as Sample[], done: Promise.resolve() });
+let health = newHealth();
 const MAX_SAMPLES = 100_000;
 
 async function sampleHealth(gatewayUrl: string): Promise<void> {
@@ -136,23 +141,37 @@ function firstSnapshotAfter(sinceMs: number, fromVersion: number): number | null
   return null;
 }
 
-describe("control-plane failover: two aggregators, one Envoy, the leader killed under load", () => {
+describe.each([
+  { link: "plaintext", tls: false },
+  { link: "mutual TLS", tls: true },
+])("control-plane failover ($link): two aggregators, one Envoy, the leader killed under load", ({ tls }) => {
   let gatewayUrl: string;
 
   beforeAll(async () => {
+    traffic = newTraffic();
+    health = newHealth();
+    aggregators.length = 0;
     fleet = await startFleet([
       { name: "llama-a", model: BASE_MODEL, adapters: ["sql-lora"] },
       { name: "llama-b", model: BASE_MODEL, adapters: ["sql-lora"] },
     ]);
     dir = mkdtempSync(join(tmpdir(), "cp-failover-"));
     configPath = join(dir, "gateway.yaml");
+    const link: { gateway?: object; aggregator?: object } = {};
+    if (tls) {
+      const ca = makeCa(dir, "control-plane");
+      const server = makeServerCert(ca, dir, "aggregator", ["127.0.0.1"]);
+      const client = makeClientCert(ca, dir, "envoy", "llm-gateway-envoy");
+      link.gateway = { controlPlaneTls: { caFile: ca.certFile, certFile: client.certFile, keyFile: client.keyFile } };
+      link.aggregator = { tls: { caFile: ca.certFile, certFile: server.certFile, keyFile: server.keyFile } };
+    }
     const [grpc0, grpc1, metrics0, metrics1] = await freePorts(4);
     const peers = [`127.0.0.1:${grpc0}`, `127.0.0.1:${grpc1}`];
     write({
       apiVersion: "llm-gateway/v1",
       kind: "InferenceGatewayConfig",
-      gateway: { host: "127.0.0.1", port: 0, adminPort: 0 },
-      aggregator: { host: "127.0.0.1", port: grpc0, metricsPort: metrics0, scrapeIntervalMs: 50, staleAfterMs: 1000, leaderElection: { peers } },
+      gateway: { host: "127.0.0.1", port: 0, adminPort: 0, ...link.gateway },
+      aggregator: { host: "127.0.0.1", port: grpc0, metricsPort: metrics0, scrapeIntervalMs: 50, staleAfterMs: 1000, leaderElection: { peers }, ...link.aggregator },
       profiles: { latency: { admission: { maxWaiting: 50 } } },
       pools: [{ name: "llama", baseModel: BASE_MODEL, adapters: ["sql-lora"], endpoints: [fleet.pod("llama-a").address, fleet.pod("llama-b").address] }],
     });
@@ -160,8 +179,9 @@ describe("control-plane failover: two aggregators, one Envoy, the leader killed 
     await startAggregator(grpc0, metrics0).waitForOutput(/aggregator listening/);
     await startAggregator(grpc1, metrics1).waitForOutput(/aggregator listening/);
 
-    const config = loadGatewayConfig(configPath);
-    envoy = await startEnvoy({ configYaml: renderEnvoyXds(envoyParamsFromGatewayConfig(config, { wasmPath: filterWasmPath })).bootstrap, concurrency: 2 });
+    const params = envoyParamsFromGatewayConfig(loadGatewayConfig(configPath), { wasmPath: filterWasmPath, sdsDir: dir });
+    for (const f of envoySdsFiles(params)) writeFileSync(f.path, f.content);
+    envoy = await startEnvoy({ configYaml: renderEnvoyXds(params).bootstrap, concurrency: 2 });
     gatewayUrl = `http://${envoy.listenerAddresses.llm_gateway}`;
     const client = new OpenAI({ baseURL: `${gatewayUrl}/v1`, apiKey: "x", maxRetries: 0 });
     await waitFor("a first answer through Envoy", async () => {
@@ -224,7 +244,7 @@ describe("control-plane failover: two aggregators, one Envoy, the leader killed 
     await waitFor("routing to go on after the failover", () => traffic.ok >= okAtFailover + 40);
 
     const worstAgeMs = Math.max(...health.samples.filter((s) => s.atMs >= killedAt).map((s) => s.viewAgeMs));
-    console.log(`[failover] kill -> first snapshot of the new leader at Envoy: ${failoverMs} ms; oldest view Envoy reported: ${worstAgeMs} ms (bound ${STALE_BOUND_MS} ms); ${traffic.ok} requests, ${traffic.failures.length} failed`);
+    console.log(`[failover ${tls ? "mutual TLS" : "plaintext"}] kill -> first snapshot of the new leader at Envoy: ${failoverMs} ms; oldest view Envoy reported: ${worstAgeMs} ms (bound ${STALE_BOUND_MS} ms); ${traffic.ok} requests, ${traffic.failures.length} failed`);
     expect(traffic.failures).toEqual([]);
     expect(worstAgeMs).toBeLessThan(STALE_BOUND_MS);
     expect(failoverMs).toBeLessThan(STALE_BOUND_MS);
