@@ -899,6 +899,8 @@ export function parseConfigFile(text: string, path: string): GatewayConfig {
   }
   resolveControlPlanePaths(config, dirname(path));
   if (config.gateway.tls) config.gateway.tls = resolveEdgePaths(config.gateway.tls, path);
+  const lease = config.aggregator.leaderElection?.lease;
+  if (lease?.kubeconfig) lease.kubeconfig = resolve(dirname(path), lease.kubeconfig);
   for (const pool of config.pools) {
     if (pool.tls) pool.tls = resolveEdgePaths(pool.tls, path);
     if (pool.kubernetes?.kubeconfig) pool.kubernetes.kubeconfig = resolve(dirname(path), pool.kubernetes.kubeconfig);

@@ -51,8 +51,6 @@ export interface Aggregator {
   onSnapshot(cb: (snapshot: Snapshot) => void): () => void;
   /** The config in force. */
   config(): GatewayConfig;
-  /** Whether this aggregator serves Envoy now (always, without aggregator.leaderElection). */
-  leading(): boolean;
   /**
    * Applies a new config without a restart (pools, endpoints, weights,
    * adapters, profiles, models and their routes), or refuses it, naming the
@@ -287,7 +285,6 @@ export async function startAggregator(initial: GatewayConfig, opts: AggregatorOp
       return () => listeners.delete(cb);
     },
     config: () => config,
-    leading: () => leadership.leading(),
     reload: (next) => reloader!.reload(next),
     refuseReload: (reason) => void reloader!.refuse(reason),
     async close() {

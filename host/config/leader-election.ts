@@ -11,7 +11,7 @@ export interface LeaseElectionConfig {
   name: string;
   /** The Lease's leaseDurationSeconds: how long a leader that stopped renewing keeps it. */
   durationS: number;
-  /** Credentials for an aggregator outside the cluster; default KUBECONFIG, else the service account. */
+  /** Credentials for an aggregator outside the cluster (relative to the config file); default KUBECONFIG, else the service account. */
   kubeconfig?: string;
 }
 
