@@ -12,7 +12,6 @@
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { loadGatewayConfig } from "../../host/config.js";
@@ -21,6 +20,7 @@ import { filterWasmPath, projectRoot } from "../../host/paths.js";
 import { startFleet, type Fleet } from "../../testing/fakeserver/index.js";
 import { startEnvoy, type EnvoyProcess } from "../../testing/launcher/envoy-process.js";
 import { makeCa, makeClientCert, makeServerCert } from "../helpers/certs.js";
+import { answers, ClientTraffic, ViewSampler } from "../helpers/failover.js";
 import { freePorts, launch, type Launched } from "../helpers/launcher.js";
 import { waitFor } from "../helpers/stack.js";
 
@@ -35,6 +35,8 @@ let dir: string;
 let configPath: string;
 let doc: Record<string, any>;
 const aggregators: Array<{ process: Launched; metricsPort: number }> = [];
+let traffic: ClientTraffic;
+let health: ViewSampler;
 
 function write(next: Record<string, any>): void {
   doc = next;
@@ -66,79 +68,10 @@ async function addAlias(name: string, k: number): Promise<void> {
   await waitFor(`aggregator ${k} to apply the reload adding ${name}`, async () => (await applied(k)) > before);
 }
 
-/** Waits until a request for `model` is answered through Envoy. */
-async function answers(model: string): Promise<void> {
-  const client = new OpenAI({ baseURL: `http://${envoy.listenerAddresses.llm_gateway}/v1`, apiKey: "x", maxRetries: 0 });
-  await waitFor(`${model} to answer`, async () => {
-    try {
-      return (await client.chat.completions.create({ model, ...ask })).choices[0].message.content !== null;
-    } catch {
-      return false;
-    }
-  });
-}
-
 function startAggregator(grpcPort: number, metricsPort: number): Launched {
   const process_ = launch(process.execPath, [AGGREGATOR_MAIN, "--config", configPath, "--port", String(grpcPort), "--metrics-port", String(metricsPort)]);
   aggregators.push({ process: process_, metricsPort });
   return process_;
-}
-
-// ---------------------------------------------------------------------------
-// Traffic: loops of requests, plain and streamed, bounded; every failure kept.
-
-const newTraffic = () => ({ stop: false, killedAt: 0, ok: 0, failures: [] as string[], models: [BASE_MODEL, "sql-lora"], loops: [] as Promise<void>[] });
-let traffic = newTraffic();
-const MAX_REQUESTS_PER_LOOP = 20_000;
-const ask = { messages: [{ role: "user" as const, content: "Say hello" }], max_tokens: 4 };
-
-async function loop(k: number, gatewayUrl: string): Promise<void> {
-  const client = new OpenAI({ baseURL: `${gatewayUrl}/v1`, apiKey: "x", maxRetries: 0 });
-  for (let i = 0; i < MAX_REQUESTS_PER_LOOP && !traffic.stop; i++) {
-    const model = traffic.models[(i + k) % traffic.models.length];
-    try {
-      if (k % 2 === 0) {
-        const r = await client.chat.completions.create({ model, ...ask });
-        if (r.choices[0].message.content === null) throw new Error("empty answer");
-      } else {
-        let chunks = 0;
-        for await (const _ of await client.chat.completions.create({ model, ...ask, stream: true })) chunks++;
-        if (chunks < ask.max_tokens) throw new Error(`stream ended after ${chunks} chunks`);
-      }
-      traffic.ok++;
-    } catch (err) {
-      traffic.failures.push(`${model} (${Date.now() - traffic.killedAt} ms after the kill): ${(err as Error).message}`);
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------
-// The filter's own account of its view: /health's view_age_ms, sampled.
-
-interface Sample {
-  atMs: number;
-  viewAgeMs: number;
-  version: number;
-}
-const newHealth = () => ({ stop: false, samples: [] as Sample[], done: Promise.resolve() });
-let health = newHealth();
-const MAX_SAMPLES = 100_000;
-
-async function sampleHealth(gatewayUrl: string): Promise<void> {
-  while (!health.stop && health.samples.length < MAX_SAMPLES) {
-    const body = (await (await fetch(`${gatewayUrl}/health`)).json()) as { view_age_ms: number | null; snapshot_version: number };
-    if (body.view_age_ms !== null) health.samples.push({ atMs: Date.now(), viewAgeMs: body.view_age_ms, version: body.snapshot_version });
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-/**
- * When Envoy first held a snapshot of version `fromVersion` or later, heard
- * after `sinceMs` (Envoy's clock and ours are the same wall clock), or null.
- */
-function firstSnapshotAfter(sinceMs: number, fromVersion: number): number | null {
-  for (const s of health.samples) if (s.version >= fromVersion && s.atMs - s.viewAgeMs > sinceMs) return s.atMs - s.viewAgeMs;
-  return null;
 }
 
 describe.each([
@@ -148,8 +81,8 @@ describe.each([
   let gatewayUrl: string;
 
   beforeAll(async () => {
-    traffic = newTraffic();
-    health = newHealth();
+    traffic = new ClientTraffic([BASE_MODEL, "sql-lora"]);
+    health = new ViewSampler();
     aggregators.length = 0;
     fleet = await startFleet([
       { name: "llama-a", model: BASE_MODEL, adapters: ["sql-lora"] },
@@ -183,20 +116,11 @@ describe.each([
     for (const f of envoySdsFiles(params)) writeFileSync(f.path, f.content);
     envoy = await startEnvoy({ configYaml: renderEnvoyXds(params).bootstrap, concurrency: 2 });
     gatewayUrl = `http://${envoy.listenerAddresses.llm_gateway}`;
-    const client = new OpenAI({ baseURL: `${gatewayUrl}/v1`, apiKey: "x", maxRetries: 0 });
-    await waitFor("a first answer through Envoy", async () => {
-      try {
-        return (await client.chat.completions.create({ model: BASE_MODEL, ...ask })).choices.length === 1;
-      } catch {
-        return false;
-      }
-    }, 20_000);
+    await answers(gatewayUrl, BASE_MODEL, 20_000);
   }, 60_000);
 
   afterAll(async () => {
-    traffic.stop = true;
-    health.stop = true;
-    await Promise.all([...traffic.loops, health.done]);
+    await Promise.all([traffic?.stop(), health?.stop()]);
     for (const a of aggregators) a.process.child.kill("SIGTERM");
     await Promise.all(aggregators.map((a) => a.process.exitWithin(10_000).catch(() => a.process.child.kill("SIGKILL"))));
     await envoy?.stop();
@@ -217,14 +141,14 @@ describe.each([
   });
 
   it("fails over within the stale bound with no client error and no reload lost, and the new leader applies later reloads", async () => {
-    for (let k = 0; k < 4; k++) traffic.loops.push(loop(k, gatewayUrl));
-    health.done = sampleHealth(gatewayUrl);
+    traffic.start(gatewayUrl, 4);
+    health.start(gatewayUrl);
     await waitFor("traffic to flow", () => traffic.ok >= 40);
 
     // A reload just before the kill: the leader applied it (Envoy confirmed); the model it adds joins the traffic.
     await addAlias("failover-alias", 0);
     // Envoy has its route (the leader waited for that); its snapshot follows within a few ms.
-    await answers("failover-alias");
+    await answers(gatewayUrl, "failover-alias");
     traffic.models.push("failover-alias");
     const okBeforeKill = traffic.ok;
     await waitFor("requests for the new model", () => traffic.ok >= okBeforeKill + 20);
@@ -234,16 +158,16 @@ describe.each([
     const leaderVersion = await metric(0, "llm_gateway_snapshot_version");
     const standbyVersion = await metric(1, "llm_gateway_snapshot_version");
     expect(standbyVersion).toBeGreaterThan(leaderVersion + 100);
-    const killedAt = (traffic.killedAt = Date.now());
+    const killedAt = (traffic.markMs = Date.now());
     aggregators[0].process.child.kill("SIGKILL");
-    await waitFor("Envoy to hold the new leader's snapshot", () => firstSnapshotAfter(killedAt, standbyVersion) !== null, STALE_BOUND_MS);
-    const failoverMs = firstSnapshotAfter(killedAt, standbyVersion)! - killedAt;
+    await waitFor("Envoy to hold the new leader's snapshot", () => health.firstSnapshotAfter(killedAt, standbyVersion) !== null, STALE_BOUND_MS);
+    const failoverMs = health.firstSnapshotAfter(killedAt, standbyVersion)! - killedAt;
     await waitFor("the new leader to hold Envoy's two streams", async () => (await metric(1, "llm_gateway_connected_streams")) === 1 && (await metric(1, "llm_gateway_ads_streams")) === 1);
     expect(await metric(1, "llm_gateway_aggregator_leading")).toBe(1);
     const okAtFailover = traffic.ok;
     await waitFor("routing to go on after the failover", () => traffic.ok >= okAtFailover + 40);
 
-    const worstAgeMs = Math.max(...health.samples.filter((s) => s.atMs >= killedAt).map((s) => s.viewAgeMs));
+    const worstAgeMs = health.worstAgeSince(killedAt);
     console.log(`[failover ${tls ? "mutual TLS" : "plaintext"}] kill -> first snapshot of the new leader at Envoy: ${failoverMs} ms; oldest view Envoy reported: ${worstAgeMs} ms (bound ${STALE_BOUND_MS} ms); ${traffic.ok} requests, ${traffic.failures.length} failed`);
     expect(traffic.failures).toEqual([]);
     expect(worstAgeMs).toBeLessThan(STALE_BOUND_MS);
@@ -251,9 +175,8 @@ describe.each([
 
     // A reload after the failover reaches Envoy through the new leader.
     await addAlias("after-failover", 1);
-    await answers("after-failover");
-    traffic.stop = true;
-    await Promise.all(traffic.loops);
+    await answers(gatewayUrl, "after-failover");
+    await traffic.stop();
     expect(traffic.failures).toEqual([]);
     const rejected = await envoy.stats("update_rejected");
     expect(Object.values(rejected).every((v) => v === 0)).toBe(true);
