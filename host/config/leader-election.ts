@@ -40,6 +40,9 @@ export const leaderElectionSchema = (endpoint: z.ZodType<string>) =>
     probeMs: z.number().int().min(10).max(10_000).default(100),
   });
 
+/** How long after a hung leader's last renewal Envoy may wait for the new one's first snapshot. */
+export const hungLeaderBoundMs = (durationS: number, probeMs: number) => durationS * 1250 + 4 * probeMs;
+
 /** The leader election's problems, each naming its field. */
 export function leaderElectionIssues(election: LeaderElectionConfig | undefined, maxAgeMs: number): string[] {
   if (!election) return [];
@@ -48,9 +51,12 @@ export function leaderElectionIssues(election: LeaderElectionConfig | undefined,
     issues.push("aggregator.leaderElection: give exactly one of lease (a Kubernetes Lease) or peers (a static list of aggregators)");
   }
   if (election.peers && new Set(election.peers).size !== election.peers.length) issues.push("aggregator.leaderElection.peers: an aggregator is listed twice");
-  // A leader that hangs without closing its port is replaced only when its Lease runs out: Envoy's view must outlive that.
-  if (election.lease && election.lease.durationS * 1000 >= maxAgeMs) {
-    issues.push(`aggregator.leaderElection.lease.durationS: must be shorter than gateway.staleView.maxAgeMs (${maxAgeMs} ms), or a hung leader outlives Envoy's trust in its last view`);
+  // A leader that hangs without closing its port is replaced only once its Lease has run out: Envoy's view must outlive that.
+  if (election.lease && hungLeaderBoundMs(election.lease.durationS, election.probeMs) >= maxAgeMs) {
+    issues.push(
+      `aggregator.leaderElection.lease.durationS: a hung leader is replaced up to ${hungLeaderBoundMs(election.lease.durationS, election.probeMs)} ms after its last renewal ` +
+        `(durationS x 1.25, the standby reading the Lease a quarter-duration late at worst, plus 4 x probeMs for Envoy to follow); gateway.staleView.maxAgeMs (${maxAgeMs} ms) must be longer`,
+    );
   }
   if (election.probeMs * 2 >= maxAgeMs) issues.push(`aggregator.leaderElection.probeMs: must be under half of gateway.staleView.maxAgeMs (${maxAgeMs} ms)`);
   return issues;

@@ -4,7 +4,8 @@
 // checks, which only the leader passes (host/aggregator/standby.ts). With
 // the panic threshold at 0 Envoy never opens a stream to a standby, so the
 // snapshot link and ADS both follow the leader; both retry quickly, so a new
-// leader is found within a few probe periods.
+// leader is found within a few probe periods, and HTTP/2 pings end the
+// streams of a leader that hangs.
 import { isMap, isSeq, type Document } from "yaml";
 import { parseEndpoint } from "../config.js";
 import { AGGREGATOR_CLUSTER } from "./control-plane-tls.js";
@@ -19,6 +20,8 @@ export interface ControlPlaneFailoverParams {
 /** The service name Envoy's health check asks about (the aggregator answers for its whole port). */
 export const HEALTH_SERVICE = "llmgateway.v1.SnapshotService";
 const HEALTH_TIMEOUT_MS = 1000;
+/** Probe periods between HTTP/2 pings to an aggregator, and to wait for the answer. */
+const KEEPALIVE_PROBES = 5;
 
 const seconds = (ms: number) => `${ms / 1000}s`;
 
@@ -45,8 +48,12 @@ export function withControlPlaneFailover(doc: Document, params: ControlPlaneFail
     healthy_threshold: 1,
     grpc_health_check: { service_name: HEALTH_SERVICE },
   }]));
-  // A leader that hangs keeps its TCP connections: failing its checks must end Envoy's streams to it too.
-  cluster.set("close_connections_on_host_health_failure", true);
+  // A leader that hangs keeps its TCP connections open and its streams
+  // silent (failed health checks only drain them): HTTP/2 pings unanswered
+  // for a few probe periods end them, so the link and ADS move on.
+  const keepalive = ["typed_extension_protocol_options", "envoy.extensions.upstreams.http.v3.HttpProtocolOptions", "explicit_http_config", "http2_protocol_options", "connection_keepalive"];
+  if (!isMap(cluster.getIn(keepalive))) throw new Error(`the Envoy template's ${AGGREGATOR_CLUSTER} cluster has no HTTP/2 keepalive`);
+  cluster.setIn(keepalive, doc.createNode({ interval: seconds(params.probeMs * KEEPALIVE_PROBES), timeout: seconds(params.probeMs * KEEPALIVE_PROBES) }));
   // Envoy merges health changes for 1 s by default: the new leader's first passed check would wait that long.
   cluster.set("common_lb_config", doc.createNode({ healthy_panic_threshold: { value: 0 }, update_merge_window: "0s" }));
 

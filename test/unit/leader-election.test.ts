@@ -34,9 +34,11 @@ describe("aggregator.leaderElection config", () => {
     expect(() => parseGatewayConfig(withElection('{ peers: ["a:1", "a:1"] }'))).toThrow(/aggregator\.leaderElection\.peers: an aggregator is listed twice/);
     expect(() => parseGatewayConfig(withElection('{ peers: ["a:1", "no port"] }'))).toThrow(/aggregator\.leaderElection\.peers\[1\]: expected host:port/);
     expect(() => parseGatewayConfig(withElection("{ lease: { namespace: gw, durationS: 3 } }"))).toThrow(
-      /aggregator\.leaderElection\.lease\.durationS: must be shorter than gateway\.staleView\.maxAgeMs \(3000 ms\)/,
+      /aggregator\.leaderElection\.lease\.durationS: a hung leader is replaced up to 4150 ms after .*gateway\.staleView\.maxAgeMs \(3000 ms\) must be longer/,
     );
     expect(() => parseGatewayConfig(withElection("{ lease: { namespace: gw, durationS: 3 } }", "gateway: { staleView: { maxAgeMs: 5000 } }"))).not.toThrow();
+    // The defaults fit the default stale bound: 2 s x 1.25 + 4 x 100 ms = 2900 ms < 3000 ms.
+    expect(() => parseGatewayConfig(withElection("{ lease: { namespace: gw } }"))).not.toThrow();
     expect(() => parseGatewayConfig(withElection("{ lease: { namespace: gw }, probeMs: 2000 }"))).toThrow(/aggregator\.leaderElection\.probeMs: must be under half/);
   });
 });
@@ -56,7 +58,7 @@ describe("Envoy's aggregator cluster with leader election", () => {
       { timeout: "1s", interval: "0.05s", no_traffic_interval: "0.05s", unhealthy_threshold: 1, healthy_threshold: 1, grpc_health_check: { service_name: "llmgateway.v1.SnapshotService" } },
     ]);
     expect(c.common_lb_config).toEqual({ healthy_panic_threshold: { value: 0 }, update_merge_window: "0s" });
-    expect(c.close_connections_on_host_health_failure).toBe(true);
+    expect(c.typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].explicit_http_config.http2_protocol_options.connection_keepalive).toEqual({ interval: "0.25s", timeout: "0.25s" });
     expect(doc.dynamic_resources.ads_config.grpc_services[0].envoy_grpc.retry_policy.retry_back_off).toEqual({ base_interval: "0.05s", max_interval: "0.5s" });
     const link = JSON.parse(doc.bootstrap_extensions[0].typed_config.config.configuration.value);
     expect(link).toMatchObject({ aggregator_cluster: "llm_gateway_aggregator", reconnect_min_ms: 50, reconnect_max_ms: 100 });
