@@ -21,6 +21,7 @@ import {
   type ControlPlaneClientTlsConfig,
 } from "./config/control-plane.js";
 import { jwtSchema, type JwtConfig } from "./config/jwt.js";
+import { leaderElectionIssues, leaderElectionSchema, type LeaderElectionConfig } from "./config/leader-election.js";
 
 import { accessLogSchema, tracingSchema, type AccessLogConfig, type TracingConfig } from "./config/telemetry.js";
 
@@ -86,6 +87,8 @@ export interface AggregatorConfig {
   plaintext: boolean;
   /** Snapshot and ADS streams open at once; more are refused with RESOURCE_EXHAUSTED. */
   maxStreams: number;
+  /** Several aggregators, one serving Envoy at a time; absent, this one always does. */
+  leaderElection?: LeaderElectionConfig;
 }
 
 /** A weight per scorer, by the scorer's name (host/scorers.generated.ts, from the scorers' own folders). */
@@ -668,6 +671,7 @@ export const configSchema = z.strictObject({
       tls: aggregatorTlsSchema.optional(),
       plaintext: z.boolean().default(false),
       maxStreams: maxStreamsSchema,
+      leaderElection: leaderElectionSchema(endpoint).optional(),
     })
     .prefault({}),
   pools: z.array(poolSchema, { error: msg("expected a list of pools") }).min(1, { error: "expected at least one pool" }),
@@ -733,6 +737,7 @@ function crossCheck(raw: RawConfig): string[] {
     issues.push(`gateway.staleView.maxAgeMs: must be greater than aggregator.heartbeatMs (${agg.heartbeatMs}), or a quiet but healthy aggregator looks lost between heartbeats`);
   }
   issues.push(...controlPlaneIssues(raw));
+  issues.push(...leaderElectionIssues(agg.leaderElection, raw.gateway.staleView.maxAgeMs));
   if (agg.staleAfterMs <= agg.scrapeIntervalMs) {
     issues.push(`aggregator.staleAfterMs: must be greater than scrapeIntervalMs (${agg.scrapeIntervalMs}), or every endpoint flaps between fresh and stale`);
   }
@@ -894,6 +899,8 @@ export function parseConfigFile(text: string, path: string): GatewayConfig {
   }
   resolveControlPlanePaths(config, dirname(path));
   if (config.gateway.tls) config.gateway.tls = resolveEdgePaths(config.gateway.tls, path);
+  const lease = config.aggregator.leaderElection?.lease;
+  if (lease?.kubeconfig) lease.kubeconfig = resolve(dirname(path), lease.kubeconfig);
   for (const pool of config.pools) {
     if (pool.tls) pool.tls = resolveEdgePaths(pool.tls, path);
     if (pool.kubernetes?.kubeconfig) pool.kubernetes.kubeconfig = resolve(dirname(path), pool.kubernetes.kubeconfig);

@@ -4,7 +4,7 @@
 // sets (xds.ts) and one snapshot (snapshot-builder.ts), pushed over gRPC (push.ts).
 // A reload (reload.ts) starts the sources of new or changed pools, and puts
 // the new config in force once Envoy has their clusters.
-import type { GatewayConfig, PoolConfig } from "../config.js";
+import { formatHostPort, type GatewayConfig, type PoolConfig } from "../config.js";
 import { discoverySources } from "../discovery/index.js";
 import type { Lookup } from "../discovery/dns.js";
 import type { DiscoverySink } from "../discovery/source.js";
@@ -12,10 +12,12 @@ import { ScrapeLoop } from "./cycle.js";
 import { AggregatorMetrics, startMetricsServer, type AggregatorStats, type MetricsServer } from "./metrics.js";
 import { PoolState } from "./pool.js";
 import { SnapshotBuilder } from "./snapshot-builder.js";
+import { soleLeadership, startLeadership, type Leadership } from "./leadership.js";
 import { serverCredentials } from "./link-security.js";
 import { startSnapshotServer, type SnapshotServer } from "./push.js";
 import { createReloader, type Reloader, type ReloadResult } from "./reload.js";
 import type { Snapshot } from "./snapshot.js";
+import { standbyGate } from "./standby.js";
 import { NO_TELEMETRY, type AggregatorTelemetry } from "./telemetry.js";
 import { CLUSTER_LOAD_ASSIGNMENT_TYPE, createDiscoveryServer, type DiscoveryServer } from "./xds.js";
 
@@ -34,6 +36,10 @@ export interface AggregatorOptions {
   telemetry?: AggregatorTelemetry;
   /** How long a pool a reload drops keeps its route and cluster in Envoy (reload.ts); default 5 s. */
   reloadDrainMs?: number;
+  /** With aggregator.leaderElection: the gRPC address the other aggregators reach this one at; default aggregator.host and the bound port. */
+  advertise?: string;
+  /** With a Lease: this aggregator's name in it; default hostname_pid. */
+  identity?: string;
 }
 
 export interface Aggregator {
@@ -98,7 +104,7 @@ interface PreparedConfig {
   started: PoolState[];
 }
 
-function aggregatorStats(pools: readonly PoolState[], staleAfterMs: number, snapshot: Snapshot, push: SnapshotServer, discovery: DiscoveryServer): AggregatorStats {
+function aggregatorStats(pools: readonly PoolState[], staleAfterMs: number, snapshot: Snapshot, push: SnapshotServer, discovery: DiscoveryServer, leading: boolean): AggregatorStats {
   const now = Date.now();
   return {
     endpoints: pools.flatMap((pool) =>
@@ -115,6 +121,7 @@ function aggregatorStats(pools: readonly PoolState[], staleAfterMs: number, snap
     streams: push.streams(),
     endpointsVersion: discovery.version(CLUSTER_LOAD_ASSIGNMENT_TYPE),
     adsStreams: discovery.streams(),
+    leading,
   };
 }
 
@@ -136,6 +143,8 @@ export async function startAggregator(initial: GatewayConfig, opts: AggregatorOp
   const listeners = new Set<(s: Snapshot) => void>();
   let push: SnapshotServer | null = null;
   let metrics: MetricsServer | null = null;
+  // Until the election has answered, a standby: nobody is served a view by an aggregator that may not lead.
+  let leadership: Leadership = { ...soleLeadership(""), leading: () => !config.aggregator.leaderElection, leader: () => null };
   let closed = false;
 
   /** `configChanged`: a reload put a new config in force, so the snapshot is rebuilt whatever the pods did. */
@@ -205,6 +214,7 @@ export async function startAggregator(initial: GatewayConfig, opts: AggregatorOp
   async function shutdown(): Promise<void> {
     closed = true;
     reloader?.close();
+    await leadership.close();
     loop.stop();
     for (const pool of poolStates.values()) pool.close();
     listeners.clear();
@@ -248,10 +258,16 @@ export async function startAggregator(initial: GatewayConfig, opts: AggregatorOp
       credentials: await serverCredentials(config.aggregator),
       maxStreams: config.aggregator.maxStreams,
       onStreamRefused: (method) => telemetry.streamRefused(method),
+      standby: standbyGate(() => leadership, log),
+    });
+    leadership = await startLeadership(config.aggregator.leaderElection, {
+      self: opts.advertise ?? formatHostPort(host, push.port),
+      identity: opts.identity,
+      log,
     });
     if (ownMetrics !== null && metricsPortOpt !== false) {
       const server = push;
-      metrics = await startMetricsServer(host, metricsPortOpt, ownMetrics, () => aggregatorStats(pools(), staleAfterMs, builder.current, server, discovery));
+      metrics = await startMetricsServer(host, metricsPortOpt, ownMetrics, () => aggregatorStats(pools(), staleAfterMs, builder.current, server, discovery, leadership.leading()));
     }
   } catch (err) {
     await shutdown();

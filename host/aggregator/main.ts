@@ -1,4 +1,5 @@
 // CLI: node dist/host/aggregator/main.js (--config FILE | --config-resource NAMESPACE/NAME) [--port N] [--metrics-port N]
+//   [--advertise HOST:PORT] [--identity NAME]   (with aggregator.leaderElection: how the other aggregators know this one)
 // Edits to the config file are applied without a restart (reload.ts); SIGHUP
 // applies the file again even when it did not change. With --config-resource
 // the config is an InferenceGatewayConfig object, followed the same way and
@@ -12,7 +13,7 @@ import { checkPortsFree, explainBindError, type PortClaim } from "../ports.js";
 import { startAggregator } from "./index.js";
 import { metricsUrl } from "./metrics.js";
 
-const USAGE = "usage: main.js (--config FILE | --config-resource NAMESPACE/NAME) [--port N] [--metrics-port N]";
+const USAGE = "usage: main.js (--config FILE | --config-resource NAMESPACE/NAME) [--port N] [--metrics-port N] [--advertise HOST:PORT] [--identity NAME]";
 
 function portArg(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;
@@ -23,7 +24,14 @@ function portArg(value: string | undefined, flag: string): number | undefined {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { config: { type: "string" }, "config-resource": { type: "string" }, port: { type: "string" }, "metrics-port": { type: "string" } },
+    options: {
+      config: { type: "string" },
+      "config-resource": { type: "string" },
+      port: { type: "string" },
+      "metrics-port": { type: "string" },
+      advertise: { type: "string" },
+      identity: { type: "string" },
+    },
   });
   if (!values.config === !values["config-resource"]) throw new Error(USAGE);
   const log = (line: string) => console.log(`[aggregator] ${line}`);
@@ -40,7 +48,7 @@ async function main(): Promise<void> {
     { part: values["metrics-port"] === undefined ? "aggregator.metricsPort" : "--metrics-port", host: bindHost, port: metricsPort ?? config.aggregator.metricsPort },
   ];
   await checkPortsFree(claims);
-  const aggregator = await startAggregator(config, { port, metricsPort, log }).catch((err: unknown) => {
+  const aggregator = await startAggregator(config, { port, metricsPort, log, advertise: values.advertise, identity: values.identity }).catch((err: unknown) => {
     throw explainBindError(err, claims);
   });
   const host = config.aggregator.host;

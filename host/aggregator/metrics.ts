@@ -33,6 +33,8 @@ export interface AggregatorStats {
   /** Version of the pool endpoint sets served over ADS. */
   endpointsVersion: number;
   adsStreams: number;
+  /** Whether this aggregator serves Envoy (always, without leader election). */
+  leading: boolean;
 }
 
 const DISCOVERY_KINDS: DiscoveryEventKind[] = ["added", "removed", "error", "relist"];
@@ -222,6 +224,7 @@ export class AggregatorMetrics implements AggregatorTelemetry {
     single("llm_gateway_connected_streams", "Open SnapshotService/Watch streams: one per connected Envoy.", (s) => s.streams);
     single("llm_gateway_endpoints_version", "Version of the pools' endpoint sets served to Envoy over ADS.", (s) => s.endpointsVersion);
     single("llm_gateway_ads_streams", "Open ADS streams (one per Envoy).", (s) => s.adsStreams);
+    single("llm_gateway_aggregator_leading", "1 while this aggregator serves Envoy; 0 while it stands by (aggregator.leaderElection).", (s) => (s.leading ? 1 : 0));
     new Counter({
       name: "llm_gateway_snapshots_pushed_total",
       help: "Snapshot messages written to Watch streams (one per stream per new version).",

@@ -8,6 +8,7 @@ import { formatHostPort } from "../config.js";
 import { encodeSnapshot, snapshotServiceDefinition, type HelloMsg } from "../proto.js";
 import { capStreams, describePeer, SERVER_OPTIONS } from "./link-security.js";
 import type { Snapshot } from "./snapshot.js";
+import type { StandbyGate } from "./standby.js";
 
 /** Streams are written encoded snapshots (Buffers), so the service's serializer passes them through. */
 type WatchCall = grpc.ServerDuplexStream<HelloMsg, Buffer>;
@@ -53,6 +54,8 @@ export interface SnapshotServerOptions {
   maxStreams?: number;
   /** Called with the method name of each refused stream. */
   onStreamRefused?: (method: string) => void;
+  /** With several aggregators: streams only while this one leads, and the health service Envoy checks that by. */
+  standby?: StandbyGate;
 }
 
 const SHUTDOWN_GRACE_MS = 1000;
@@ -121,7 +124,8 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     log: opts.log,
     onRefused: opts.onStreamRefused,
   });
-  for (const s of capped.services) server.addService(s.definition, s.implementation);
+  const services = opts.standby ? [...opts.standby.wrap(capped.services), opts.standby.health] : capped.services;
+  for (const s of services) server.addService(s.definition, s.implementation);
 
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(formatHostPort(opts.host, opts.port), opts.credentials ?? grpc.ServerCredentials.createInsecure(), (err, bound) =>

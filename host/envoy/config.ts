@@ -19,6 +19,7 @@ import { DEFAULT_EDGE_LIMITS, listenerSdsFiles, withEdgeLimits, withListenerTls,
 import type { SdsFile } from "./sds.js";
 import { projectRoot } from "../paths.js";
 import { controlPlaneSdsFiles, withControlPlaneTls, type ControlPlaneTlsParams } from "./control-plane-tls.js";
+import { withControlPlaneFailover, type ControlPlaneFailoverParams } from "./control-plane-failover.js";
 import { jwtAuthn } from "./jwt.js";
 import { accessLog, otlpCluster, tracing } from "./telemetry.js";
 
@@ -91,6 +92,8 @@ export interface EnvoyConfigParams {
   traffic?: TrafficConfig;
   /** Mutual TLS to the aggregator (its SDS files: controlPlaneSdsFiles); plaintext when absent. */
   controlPlaneTls?: ControlPlaneTlsParams;
+  /** Several aggregators, Envoy following the leader; one aggregator when absent. */
+  controlPlaneFailover?: ControlPlaneFailoverParams;
   /** HTTPS at the listener; its SDS files (envoySdsFiles) must be written to sdsDir before Envoy starts. */
   tls?: ListenerTlsConfig;
   /** Absolute folder of the SDS files, needed with tls: beside the bootstrap. */
@@ -113,6 +116,7 @@ export function envoyParamsFromGatewayConfig(
 ): EnvoyConfigParams {
   const tls = cfg.gateway.controlPlaneTls;
   if (tls && opts.sdsDir === undefined) throw new Error("gateway.controlPlaneTls: the renderer needs a folder for its SDS files");
+  const election = cfg.aggregator.leaderElection;
   return {
     gatewayHost: cfg.gateway.host,
     gatewayPort: cfg.gateway.port,
@@ -132,6 +136,7 @@ export function envoyParamsFromGatewayConfig(
     tracing: cfg.gateway.tracing,
     traffic: cfg.traffic,
     ...(tls ? { controlPlaneTls: { ...tls, sdsDir: opts.sdsDir! } } : {}),
+    ...(election ? { controlPlaneFailover: { peers: election.peers, probeMs: election.probeMs } } : {}),
     ...routeParamsOf(cfg),
   };
 }
@@ -317,6 +322,7 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   withTelemetry(doc, params);
   if (params.statsPort !== undefined) withStatsListener(doc, params);
   if (params.controlPlaneTls) withControlPlaneTls(doc, params.controlPlaneTls, params.aggregatorHost);
+  if (params.controlPlaneFailover) withControlPlaneFailover(doc, params.controlPlaneFailover);
   withEdgeLimits(doc, params.limits ?? DEFAULT_EDGE_LIMITS);
   if (params.tls) {
     if (params.sdsDir === undefined) throw new Error("gateway.tls needs sdsDir, the folder its SDS files are written to");

@@ -1,11 +1,13 @@
 // The Kubernetes-native parts of the manifests: a Namespace, so `kubectl
 // apply -k` works on an empty cluster (applied for real against the 1.20 API
 // server, everything but what it cannot serve); NetworkPolicies that admit
-// only Envoy to the aggregator's gRPC port and only labelled scrapers to the
-// metrics ports; a policy/v1 PodDisruptionBudget for Envoy (checked by
-// structure: 1.20 has no policy/v1, as the test shows); the aggregator's
-// rights on its config object and InferencePools; and the config-resource
-// overlay, whose object holds the same config as the ConfigMap.
+// only Envoy (and the other aggregator replica) to the aggregator's gRPC
+// port and only labelled scrapers to the metrics ports; a policy/v1
+// PodDisruptionBudget for Envoy (checked by structure: 1.20 has no
+// policy/v1, as the test shows); the aggregator's rights on its config
+// object, InferencePools and its Lease; two aggregator replicas electing a
+// leader by a Lease in their namespace behind a headless Service; and the
+// config-resource overlay, whose object holds the same config as the ConfigMap.
 import { execFileSync, spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -55,14 +57,18 @@ describe.skipIf(!commandRuns("kubectl", ["version", "--client"])).each(Object.en
     expect([...used]).toEqual([ns.metadata.name]);
   });
 
-  it("admits only Envoy to the aggregator's gRPC port, and only scrapers to its metrics port", () => {
+  it("admits only Envoy and the other aggregator replica to the aggregator's gRPC port, and only scrapers to its metrics port", () => {
     const policy = objs.find((o) => o.kind === "NetworkPolicy" && matches(o.spec.podSelector.matchLabels, aggregatorLabels))!;
     expect(policy.spec.policyTypes).toEqual(["Ingress"]);
     const grpc = policy.spec.ingress.filter((r: any) => r.ports.some((p: any) => p.port === config.aggregator.port));
     expect(grpc).toHaveLength(1);
     expect(grpc[0].ports).toEqual([{ protocol: "TCP", port: config.aggregator.port }]);
-    expect(grpc[0].from).toEqual([{ podSelector: { matchLabels: { "app.kubernetes.io/name": "llm-gateway", "app.kubernetes.io/component": "envoy" } } }]);
+    expect(grpc[0].from).toEqual([
+      { podSelector: { matchLabels: { "app.kubernetes.io/name": "llm-gateway", "app.kubernetes.io/component": "envoy" } } },
+      { podSelector: { matchLabels: { "app.kubernetes.io/name": "llm-gateway", "app.kubernetes.io/component": "aggregator" } } },
+    ]);
     expect(matches(grpc[0].from[0].podSelector.matchLabels, envoyLabels)).toBe(true);
+    expect(matches(grpc[0].from[1].podSelector.matchLabels, aggregatorLabels)).toBe(true);
     const metrics = policy.spec.ingress.filter((r: any) => r.ports.some((p: any) => p.port === config.aggregator.metricsPort));
     expect(metrics).toHaveLength(1);
     expect(metrics[0].from).toEqual([{ namespaceSelector: {}, podSelector: { matchLabels: SCRAPER } }]);
@@ -87,13 +93,25 @@ describe.skipIf(!commandRuns("kubectl", ["version", "--client"])).each(Object.en
     expect(of(objs, "Deployment", "llm-gateway-envoy").spec.replicas).toBeGreaterThan(1);
   });
 
-  it("lets the aggregator read its config object and InferencePools, and write only the config's status", () => {
+  it("lets the aggregator read its config object and InferencePools, and write only the config's status and its Lease", () => {
     const role = of(objs, "Role", "llm-gateway-pod-reader");
     expect(role.rules).toContainEqual({ apiGroups: ["llm-gateway.io"], resources: ["inferencegatewayconfigs"], verbs: ["get", "list", "watch"] });
     expect(role.rules).toContainEqual({ apiGroups: ["llm-gateway.io"], resources: ["inferencegatewayconfigs/status"], verbs: ["update"] });
     expect(role.rules).toContainEqual({ apiGroups: ["inference.networking.k8s.io"], resources: ["inferencepools"], verbs: ["get", "list", "watch"] });
     const writes = role.rules.filter((r: any) => r.verbs.some((v: string) => !["get", "list", "watch"].includes(v)));
-    expect(writes.flatMap((r: any) => r.resources)).toEqual(["inferencegatewayconfigs/status"]);
+    expect(writes.flatMap((r: any) => r.resources)).toEqual(["inferencegatewayconfigs/status", "leases"]);
+    expect(role.rules).toContainEqual({ apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] });
+  });
+
+  it("runs two aggregators that elect a leader by a Lease in their own namespace, behind a headless Service", () => {
+    const aggregator = of(objs, "Deployment", "llm-gateway-aggregator");
+    expect(aggregator.spec.replicas).toBe(2);
+    expect(config.aggregator.leaderElection?.lease?.namespace).toBe(of(objs, "Namespace").metadata.name);
+    const container = aggregator.spec.template.spec.containers[0];
+    expect(container.command.slice(-2)).toEqual(["--advertise", `$(POD_IP):${config.aggregator.port}`]);
+    expect(container.env).toContainEqual({ name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } });
+    // Envoy resolves every pod and health-checks them: a virtual IP would hide the leader.
+    expect(of(objs, "Service", "llm-gateway-aggregator").spec.clusterIP).toBe("None");
   });
 });
 
@@ -101,7 +119,7 @@ describe.skipIf(!commandRuns("kubectl", ["version", "--client"]))("the config-re
   it("runs the aggregator on the object in its own namespace, which holds the ConfigMap's config", () => {
     const objs = objects(build(dirs.configResource));
     const container = of(objs, "Deployment", "llm-gateway-aggregator").spec.template.spec.containers[0];
-    expect(container.command.slice(-2)).toEqual(["--config-resource", "$(POD_NAMESPACE)/llm-gateway"]);
+    expect(container.command.slice(-4, -2)).toEqual(["--config-resource", "$(POD_NAMESPACE)/llm-gateway"]);
     expect(container.env).toContainEqual({ name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } });
     const resource = of(objs, "InferenceGatewayConfig", "llm-gateway");
     expect(resource.apiVersion).toBe("llm-gateway.io/v1");

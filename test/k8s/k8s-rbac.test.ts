@@ -73,7 +73,7 @@ describeWithApiServer("the aggregator's RBAC (deploy/kubernetes/base/rbac.yaml) 
     if (workDir) rmSync(workDir, { recursive: true, force: true });
   });
 
-  it("grants get, list and watch on pods (and its config object and InferencePools) in its namespace, bound to the aggregator's ServiceAccount", async () => {
+  it("grants get, list and watch on pods (and its config object and InferencePools), and get, create and update on Leases, in its namespace, bound to the aggregator's ServiceAccount", async () => {
     const rbac = server.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
     const role = await rbac.readNamespacedRole({ name: "llm-gateway-pod-reader", namespace: NS });
     expect(role.rules).toEqual([
@@ -81,6 +81,7 @@ describeWithApiServer("the aggregator's RBAC (deploy/kubernetes/base/rbac.yaml) 
       { apiGroups: ["inference.networking.k8s.io"], resources: ["inferencepools"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["llm-gateway.io"], resources: ["inferencegatewayconfigs"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["llm-gateway.io"], resources: ["inferencegatewayconfigs/status"], verbs: ["update"] },
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
     ]);
     const binding = await rbac.readNamespacedRoleBinding({ name: "llm-gateway-aggregator-pods", namespace: NS });
     expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "llm-gateway-aggregator", namespace: NS }]);

@@ -14,6 +14,7 @@ const STATS: AggregatorStats = {
   streams: 2,
   endpointsVersion: 3,
   adsStreams: 2,
+  leading: true,
 };
 
 /** The value of the sample `series` (name and labels exactly as printed). */
@@ -64,6 +65,7 @@ describe("aggregator metrics", () => {
     expect(sample(text, "llm_gateway_snapshots_pushed_total")).toBe(5);
     expect(sample(text, "llm_gateway_connected_streams")).toBe(2);
     expect(sample(text, "llm_gateway_ads_streams")).toBe(2);
+    expect(sample(text, "llm_gateway_aggregator_leading")).toBe(1);
     expect(sample(text, "llm_gateway_endpoints_version")).toBe(3);
     expect(text).toMatch(/^process_cpu_user_seconds_total \d/m);
     expect(text).toMatch(/^nodejs_heap_size_used_bytes \d/m);
