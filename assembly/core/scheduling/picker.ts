@@ -16,6 +16,7 @@ import { Scorer } from "../scorers/scorer";
 import { Admission } from "../fleet/admission-limits";
 import { Priority } from "../fleet/priority";
 import { Endpoint, Pool, Weights } from "../fleet/snapshot";
+import { mix64 } from "../wire/hash";
 
 /** Primary plus fallbacks; matches the retry budget of the Envoy route (2 retries). */
 export const MAX_RANKED = 3;
@@ -26,6 +27,8 @@ export class Picker {
   private totals: StaticArray<f64> = new StaticArray<f64>(0);
   private scratch: StaticArray<f64> = new StaticArray<f64>(0);
   private rng: u64;
+  /** Salts the shortlists' tie-breaks: per worker (its seed), drawn apart from the pick's random sequence. */
+  private readonly salt: u64;
   /** The prepared candidates are the pods with fresh metrics (not the fail-open fallback). */
   trusted: bool = false;
   /** Pools with up to this many usable pods are scored whole (more: over their shortlist). */
@@ -47,8 +50,10 @@ export class Picker {
   private contributions: StaticArray<f64> = new StaticArray<f64>(0);
 
   constructor(seed: u64, prefixes: PrefixIndex) {
-    this.rng = seed == 0 ? 0x9e3779b97f4a7c15 : seed;
+    const rng: u64 = seed == 0 ? 0x9e3779b97f4a7c15 : seed;
+    this.rng = rng;
     this.scorers = registeredScorers(prefixes);
+    this.salt = mix64(rng);
   }
 
   /** Brings the pool's endpoints' in-flight figures up to date with `inflight` (before prepare() or chooseBlind()). */
@@ -58,7 +63,7 @@ export class Picker {
 
   private shortlistOf(pool: Pool): Shortlist {
     if (this.shortlists.has(pool.name)) return this.shortlists.get(pool.name);
-    const list = new Shortlist(this.scorers, this.nextRandom());
+    const list = new Shortlist(this.scorers, this.salt);
     this.shortlists.set(pool.name, list);
     return list;
   }
