@@ -132,6 +132,8 @@ interface Bindings {
   setRefusals(bytes: Uint8Array): boolean;
   refusalTable(): Uint8Array;
   inflightTable(): Uint8Array;
+  inflightPublished(): boolean;
+  flushInflight(): boolean;
   endRequest(primary: string, upstream: string, status: number, flags: bigint, stream: boolean, sawDone: boolean, prefillTokens: number): number;
   firstBytes(address: string, prefillTokens: number): void;
   inflightOf(address: string): number;
@@ -173,8 +175,11 @@ export class NativeRouter {
 
   /**
    * Loads the in-flight table shared by all workers (the filter's shared-data
-   * key); route() adds to it and release() takes from it, and inflightTable()
-   * returns it for the other instances.
+   * key), with this instance's changes not yet published; route() adds to
+   * it, and inflightTable() returns it for the other instances once
+   * inflightPublished() says the filter would have written it. A request's
+   * end and a stream's first bytes change it at once here, and reach the
+   * others with this instance's next routed request or its flushInflight().
    */
   setInflight(bytes: Uint8Array): void {
     if (!this.wasm.setInflight(bytes)) throw new Error("native router rejected the in-flight table bytes");
@@ -182,6 +187,16 @@ export class NativeRouter {
 
   inflightTable(): Uint8Array {
     return this.wasm.inflightTable();
+  }
+
+  /** Since setInflight(), a request was counted on a pod (the filter wrote the table), taking the unpublished changes along. */
+  inflightPublished(): boolean {
+    return this.wasm.inflightPublished();
+  }
+
+  /** The tick's flush (GatewayRoot.onTick) of the unpublished changes into the table loaded last; false when there were none. */
+  flushInflight(): boolean {
+    return this.wasm.flushInflight();
   }
 
   /** Loads the memory of refused requests all workers share (the filter's llm_gateway.refusals key). */
