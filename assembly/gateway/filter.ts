@@ -343,7 +343,7 @@ class GatewayStream extends HttpContext {
   private readsUsage: bool = false;
   /** The request asked for a stream: its answer must end with the terminal event. */
   private stream: bool = false;
-  /** When its body was complete (ns), for a request sent or held, until a stream's first answer bytes. */
+  /** When it was decided (ns: a timed decision's start, else its end), for a stream sent or held, until its first answer bytes. */
   private completeNs: u64 = 0;
   /** Paused in a hold queue until the tick dispatches or refuses it. */
   private queued: bool = false;
@@ -538,7 +538,7 @@ class GatewayStream extends HttpContext {
     this.pairsLen = 0;
   }
 
-  /** A stream's first answer bytes: its time to first token, counted from its complete request (holding included). */
+  /** A stream's first answer bytes: its time to first token, counted from its decision (holding included). */
   private firstBytes(): void {
     const nowNs = nowNanos();
     const startNs = this.completeNs;

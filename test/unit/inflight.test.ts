@@ -31,6 +31,18 @@ describe("in-flight accounting", () => {
     expect(w.count(first)).toBe(0);
   });
 
+  it("publishes a release with the releasing worker's next routed request, before any tick", () => {
+    fresh();
+    w.install([endpoint(A), endpoint(B)], { running: 1 });
+    const first = w.route(1, chat("one"));
+    w.release(1, first);
+    expect(w.count(first)).toBe(1);
+    // Worker 1's next request is counted with one write, which carries the release along.
+    const second = w.route(1, chat("two"));
+    expect(w.count(first)).toBe(second === first ? 1 : 0);
+    expect(w.count(second)).toBe(1);
+  });
+
   it("does not drift with steady metrics: released requests stop counting (the idle pod keeps winning)", () => {
     fresh();
     // One idle pod, one with 50 waiting, and metrics that never change (no new snapshot).
