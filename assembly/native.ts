@@ -226,15 +226,15 @@ function poolJson(p: Pool): string {
 }
 
 /**
- * This instance's in-flight changes made after a decision (a stream's first
- * bytes, its end), as the filter keeps them (gateway/shared-inflight.ts):
- * applied to its own table at once and whenever it loads the shared one, and
- * published with its next routed request or its tick's flush.
+ * This instance's in-flight releases (a request's end), as the filter keeps
+ * them (gateway/shared-inflight.ts): applied to its own table at once and
+ * whenever it loads the shared one, and published with its next write (a
+ * routed request, a stream's first bytes) or its tick's flush.
  */
 class UnpublishedChanges {
   private hashes: u64[] = [];
   private changes: i32[] = [];
-  /** The last routing call or flush published the table (inflightTable() is then what the others must see). */
+  /** Since setInflight(), the table was written (inflightTable() is then what the others must see). */
   published: bool = false;
 
   add(hash: u64, delta: i32, streams: i32, tokens: i32): void {
@@ -273,7 +273,7 @@ export function setInflight(bytes: Uint8Array): bool {
   return ok;
 }
 
-/** Since setInflight(), this instance wrote the table (a request routed to a pod, or a flush): share inflightTable(). */
+/** Since setInflight(), this instance wrote the table (a request routed to a pod, a stream's first bytes, a flush): share inflightTable(). */
 export function inflightPublished(): bool {
   return unpublished.published;
 }
@@ -307,7 +307,10 @@ export function refusalTable(): Uint8Array {
 
 /** A stream routed to `address` sent its first bytes: its `prefillTokens` (from route()) no longer count as work ahead there. */
 export function firstBytes(address: string, prefillTokens: i32): void {
-  if (prefillTokens > 0) unpublished.add(hashBuffer(String.UTF8.encode(address)), 0, -1, -prefillTokens);
+  if (prefillTokens <= 0) return;
+  inflight.add(hashBuffer(String.UTF8.encode(address)), 0, -1, -prefillTokens);
+  // The filter writes the table now, with the releases that waited.
+  unpublished.publish();
 }
 
 /** This instance's count for `address` in its loaded table. */

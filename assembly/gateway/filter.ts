@@ -25,7 +25,8 @@
 // write of it (shared-inflight.ts). Counters are kept in Wasm memory and
 // handed to Envoy on the tick (traffic-stats.ts); one decision in 16 is timed
 // for the decision-time histogram (two clock reads), and a stream reads the
-// clock where its time to first token starts and at its first bytes.
+// clock where its time to first token starts and, at its first bytes, reads
+// it again and reads and writes the in-flight table (its prefill done).
 // An answer that will carry token counts (any
 // answer that is not a stream, and streams that asked for
 // stream_options.include_usage) costs one read per chunk of at most its last
@@ -550,7 +551,7 @@ class GatewayStream extends HttpContext {
   private prefilled(): void {
     const tokens = this.prefillTokens;
     this.prefillTokens = 0;
-    this.root.inflight.defer(this.primary!.addressHash, 0, -1, -tokens);
+    this.root.inflight.add(this.primary!.addressHash, 0, -1, -tokens);
   }
 
   /**

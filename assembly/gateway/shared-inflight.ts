@@ -4,12 +4,14 @@
 // another worker wrote in between, the table is re-read and only this
 // request's change re-applied (the decision itself stands).
 //
-// What a request changes after its decision (its first answer bytes end its
-// prefill, its end releases its count) costs no host call then: the change
-// waits here, this worker's own reads see it at once, and it is published
-// with this worker's next write (its next routed request) or, at the latest,
-// on its next tick (flush). Other workers see it that late; the native build
-// models the same (assembly/native.ts).
+// A request's end releases its count at no host call: the release waits
+// here, this worker's own reads see it at once, and it is published with
+// this worker's next write (its next routed request, or a stream's first
+// bytes) or, at the latest, on its next tick (flush). Other workers see it
+// that late; the native build models the same (assembly/native.ts). A
+// stream's first bytes (its prefill done) are published at once: a pod's
+// prefill backlog seen late by the others steers their picks away from it
+// (the simulator's prefix and mixed-fleet scenarios showed it).
 import { utf8 } from "../abi/hostcalls";
 import { InflightTable } from "../core/fleet/inflight";
 import { SharedValue } from "./shared-value";
@@ -51,7 +53,14 @@ export class SharedInflight {
     if (!this.publish(hash, delta, streams, tokens)) this.defer(hash, delta, streams, tokens);
   }
 
-  /** A change made outside a decision (a stream's first bytes, or its end): published with the next write. */
+  /** read(), add, commit: a change made outside a decision that the others must see at once (a stream's first bytes). */
+  add(hash: u64, delta: i32, streams: i32 = 0, tokens: i32 = 0): void {
+    this.read();
+    this.table.add(hash, delta, streams, tokens);
+    this.commit(hash, delta, streams, tokens);
+  }
+
+  /** A change the others may see late (a request's end): published with this worker's next write. */
   defer(hash: u64, delta: i32, streams: i32 = 0, tokens: i32 = 0): void {
     this.pendingHashes.push(hash);
     this.pendingChanges.push(delta);
@@ -66,7 +75,7 @@ export class SharedInflight {
     this.publish(0, 0);
   }
 
-  /** Writes `table`, re-reading and re-applying the change (delta 0: none) while another worker came first. */
+  /** Writes `table`, re-reading and re-applying the change (none: all 0) while another worker came first. */
   private publish(hash: u64, delta: i32, streams: i32 = 0, tokens: i32 = 0): bool {
     for (let i = 0; i < CAS_ATTEMPTS; i++) {
       if (this.write()) {
@@ -76,7 +85,7 @@ export class SharedInflight {
         return true;
       }
       this.read();
-      if (delta != 0) this.table.add(hash, delta, streams, tokens);
+      if (delta != 0 || streams != 0 || tokens != 0) this.table.add(hash, delta, streams, tokens);
     }
     return false;
   }

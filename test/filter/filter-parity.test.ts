@@ -305,17 +305,17 @@ describe("host calls per request", () => {
   // A stream's route header (with the idle bound) goes in the same call as the others; it reads each
   // chunk's end: its last 16 bytes when only the terminal event matters, its last 2 KiB when it
   // carries usage. It reads the clock where its time to first token starts (after its decision) and at
-  // its first bytes, which also take its prompt off its pod's prefill: a change that waits, like its
-  // release, for the next write of the in-flight table. Ending with its terminal event, its response
-  // flags are not read.
-  it("a stream costs one read per chunk, whether or not it asked for usage, and one clock read more at each end of its wait", () => {
+  // its first bytes, which also take its prompt off its pod's prefill at once: get/set_shared_data 1+1
+  // (the other workers must not see a prefill that is over). Ending with its terminal event, its
+  // response flags are not read.
+  it("a stream costs one read per chunk, whether or not it asked for usage, a clock read after its decision and three calls at its first bytes", () => {
     const events = ["data: {}\n\n", "data: {}\n\n", "data: {}\n\n", "data: [DONE]\n\n"];
     const stream = body.replace('"messages"', '"stream":true,"messages"');
     routed(stream, events); // the model's first stream defines its time-to-first-token counters, once
     // A timed decision's start read is where its time to first token starts: one read, not two, more.
-    expect(timedCalls(() => routed(stream, events)).total).toBe(SAMPLE * (9 + events.length) + TIMED - 1);
+    expect(timedCalls(() => routed(stream, events)).total).toBe(SAMPLE * (11 + events.length) + TIMED - 1);
     const withUsage = body.replace('"messages"', '"stream":true,"stream_options":{"include_usage":true},"messages"');
-    expect(timedCalls(() => routed(withUsage, events)).total).toBe(SAMPLE * (9 + events.length) + TIMED - 1);
+    expect(timedCalls(() => routed(withUsage, events)).total).toBe(SAMPLE * (11 + events.length) + TIMED - 1);
   });
 
   // Measured: get_header_map_pairs 1, get_buffer_bytes 1, replace_header_map_value 1 (x-gateway-reply),

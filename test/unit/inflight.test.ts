@@ -89,7 +89,6 @@ describe("in-flight accounting", () => {
     // Once both have answered their first bytes, each pod has one request decoding: a tie, either pod.
     w.shared.firstBytes(w.routers[1], other, hi.prefillTokens);
     w.shared.firstBytes(w.routers[1], doc.endpoint!, doc.prefillTokens);
-    w.tick();
     const seen = new Set<string>();
     for (let i = 0; i < 40; i++) {
       const to = routed(stream(`q${i}`)).endpoint!;

@@ -178,8 +178,8 @@ export class NativeRouter {
    * key), with this instance's changes not yet published; route() adds to
    * it, and inflightTable() returns it for the other instances once
    * inflightPublished() says the filter would have written it. A request's
-   * end and a stream's first bytes change it at once here, and reach the
-   * others with this instance's next routed request or its flushInflight().
+   * end changes it at once here, and reaches the others with this instance's
+   * next write (a routed request, a stream's first bytes) or its flushInflight().
    */
   setInflight(bytes: Uint8Array): void {
     if (!this.wasm.setInflight(bytes)) throw new Error("native router rejected the in-flight table bytes");
@@ -189,7 +189,7 @@ export class NativeRouter {
     return this.wasm.inflightTable();
   }
 
-  /** Since setInflight(), a request was counted on a pod (the filter wrote the table), taking the unpublished changes along. */
+  /** Since setInflight(), the filter would have written the table (a request counted on a pod, a stream's first bytes), releases that waited included. */
   inflightPublished(): boolean {
     return this.wasm.inflightPublished();
   }

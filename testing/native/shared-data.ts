@@ -83,9 +83,12 @@ export class NativeSharedData {
     return router.endRequest(end);
   }
 
-  /** A stream routed to `address` sent its first bytes (NativeRouter.firstBytes); shared as a release is. */
+  /** A stream routed to `address` sent its first bytes (NativeRouter.firstBytes): shared at once, with the releases that waited. */
   firstBytes(router: NativeRouter, address: string, prefillTokens: number): void {
-    if (prefillTokens > 0) router.firstBytes(address, prefillTokens);
+    if (prefillTokens <= 0) return;
+    router.setInflight(this.inflight);
+    router.firstBytes(address, prefillTokens);
+    this.takeInflight(router);
   }
 
   /** The start of a worker's refresh tick: what its requests changed since it last wrote the table is shared now. */
