@@ -27,6 +27,7 @@ import { Ledgers, NO_RESPONSE, RequestEnd } from "./core/lifecycle";
 let router = new Router(1);
 let view = new FleetView();
 let inflight = new InflightTable();
+let unpublished = new UnpublishedChanges();
 let refusals = new LocalRefusals();
 let health = new HealthLedger();
 let healthRules = new HealthRules();
@@ -50,6 +51,7 @@ export function reset(seed: u64): void {
   view = new FleetView();
   view.heardMs = nowMs;
   inflight = new InflightTable();
+  unpublished = new UnpublishedChanges();
   refusals = new LocalRefusals();
   health = new HealthLedger();
   healthRules = new HealthRules();
@@ -101,7 +103,7 @@ export function setHealthRules(ejectAfter: u32, ejectMs: u64): void {
 /** This instance's tables, as a request's end changes them (core/lifecycle.ts). */
 class NativeLedgers extends Ledgers {
   release(hash: u64, prefillTokens: i32): void {
-    inflight.add(hash, -1, prefillTokens > 0 ? -1 : 0, -prefillTokens);
+    unpublished.add(hash, -1, prefillTokens > 0 ? -1 : 0, -prefillTokens);
   }
 
   recordFailure(address: string, nowMs: u64, eject: bool): void {
@@ -233,9 +235,64 @@ function poolJson(p: Pool): string {
     ',"endpoints":[' + list<Endpoint>(p.endpoints, endpointJson) + "]}";
 }
 
-/** Loads the shared in-flight table (as the filter reads its shared-data key); false if the bytes are not one. */
+/**
+ * This instance's in-flight releases (a request's end), as the filter keeps
+ * them (gateway/shared-inflight.ts): applied to its own table at once and
+ * whenever it loads the shared one, and published with its next write (a
+ * routed request, a stream's first bytes) or its tick's flush.
+ */
+class UnpublishedChanges {
+  private hashes: u64[] = [];
+  private changes: i32[] = [];
+  /** Since setInflight(), the table was written (inflightTable() is then what the others must see). */
+  published: bool = false;
+
+  add(hash: u64, delta: i32, streams: i32, tokens: i32): void {
+    inflight.add(hash, delta, streams, tokens);
+    this.hashes.push(hash);
+    this.changes.push(delta);
+    this.changes.push(streams);
+    this.changes.push(tokens);
+  }
+
+  applyTo(table: InflightTable): void {
+    for (let i = 0; i < this.hashes.length; i++) {
+      table.add(this.hashes[i], this.changes[i * 3], this.changes[i * 3 + 1], this.changes[i * 3 + 2]);
+    }
+  }
+
+  get count(): i32 {
+    return this.hashes.length;
+  }
+
+  publish(): void {
+    this.hashes.length = 0;
+    this.changes.length = 0;
+    this.published = true;
+  }
+}
+
+/**
+ * Loads the shared in-flight table (as the filter reads its shared-data key),
+ * with this instance's unpublished changes; false if the bytes are not one.
+ */
 export function setInflight(bytes: Uint8Array): bool {
-  return inflight.decode(bytes.dataStart, bytes.byteLength);
+  const ok = inflight.decode(bytes.dataStart, bytes.byteLength);
+  unpublished.applyTo(inflight);
+  unpublished.published = false;
+  return ok;
+}
+
+/** Since setInflight(), this instance wrote the table (a request routed to a pod, a stream's first bytes, a flush): share inflightTable(). */
+export function inflightPublished(): bool {
+  return unpublished.published;
+}
+
+/** The tick's flush: the unpublished changes go out with the table loaded last; false if there were none. */
+export function flushInflight(): bool {
+  if (unpublished.count == 0) return false;
+  unpublished.publish();
+  return true;
 }
 
 /** The in-flight table after this instance's changes, to share with the others. */
@@ -260,7 +317,10 @@ export function refusalTable(): Uint8Array {
 
 /** A stream routed to `address` sent its first bytes: its `prefillTokens` (from route()) no longer count as work ahead there. */
 export function firstBytes(address: string, prefillTokens: i32): void {
-  if (prefillTokens > 0) inflight.add(hashBuffer(String.UTF8.encode(address)), 0, -1, -prefillTokens);
+  if (prefillTokens <= 0) return;
+  inflight.add(hashBuffer(String.UTF8.encode(address)), 0, -1, -prefillTokens);
+  // The filter writes the table now, with the releases that waited.
+  unpublished.publish();
 }
 
 /** This instance's count for `address` in its loaded table. */
@@ -337,7 +397,11 @@ function refusalJson(explain: bool): string {
 /** "endpoint" and "fallbacks" of the pick just made, which is counted in its pool's drain when it ends. */
 function pickJson(): string {
   const ranked = router.ranked;
-  if (ranked.length > 0) routedIn.set(ranked[0].addressHash, router.pool!.load!);
+  if (ranked.length > 0) {
+    routedIn.set(ranked[0].addressHash, router.pool!.load!);
+    // Counted on its pod: the filter writes the table now, with what waited.
+    unpublished.publish();
+  }
   let fallbacks = "";
   for (let i = 1; i < ranked.length; i++) fallbacks += (i > 1 ? "," : "") + jsonString(ranked[i].address);
   return '"endpoint":' + (ranked.length > 0 ? jsonString(ranked[0].address) : "null") + ',"fallbacks":[' + fallbacks + "]" +

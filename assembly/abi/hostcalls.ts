@@ -36,6 +36,12 @@ export class HostBytes {
     this.len = 0;
   }
 
+  /** The bytes now belong to whoever copied ptr and len, to heap.free() when done; this holds none. */
+  handOver(): void {
+    this.ptr = 0;
+    this.len = 0;
+  }
+
   toString(): string {
     return String.UTF8.decodeUnsafe(this.ptr, <usize>this.len);
   }

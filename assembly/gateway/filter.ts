@@ -20,10 +20,14 @@
 // pairs, read the body, read and write the shared in-flight table, set the
 // routing headers (one call, request-headers.ts), and at the end read the
 // response code, the response flags (unless the answer ended whole and well)
-// and the upstream address to learn how the request went (passive health),
-// and read and write the in-flight table. Counters are kept in Wasm memory
-// and handed to Envoy on the tick (traffic-stats.ts); every decision is timed
-// for the decision-time histogram (two clock reads). An answer that will carry token counts (any
+// and the upstream address to learn how the request went (passive health).
+// The request's release from the in-flight table waits for this worker's next
+// write of it (shared-inflight.ts). Counters are kept in Wasm memory and
+// handed to Envoy on the tick (traffic-stats.ts); one decision in 16 is timed
+// for the decision-time histogram (two clock reads), and a stream reads the
+// clock where its time to first token starts and, at its first bytes, reads
+// it again and reads and writes the in-flight table (its prefill done).
+// An answer that will carry token counts (any
 // answer that is not a stream, and streams that asked for
 // stream_options.include_usage) costs one read per chunk of at most its last
 // 2 KiB, kept in a bounded tail (core/openai/usage.ts); nothing is buffered.
@@ -41,6 +45,7 @@ import { NO_RESPONSE, RequestEnd } from "../core/lifecycle";
 import { PoolLoad } from "../core/fleet/pool-load";
 import { NO_PRIORITY, parsePriority } from "../core/fleet/priority";
 import { ApiRoute, equalsAscii, RouteOfPath, startsWithAscii } from "../core/openai/routes";
+import { ApiKind } from "../core/openai/request";
 import { HoldSink, RequestMeta, Router, Verdict } from "../core/scheduling/router";
 import { HeldRequest } from "../core/queueing/held-request";
 import { hashBytes } from "../core/wire/hash";
@@ -116,7 +121,11 @@ export class GatewayRoot extends RootContext {
   requestEnd: RequestEnd = new RequestEnd();
   ledgers: SharedLedgers = new SharedLedgers(this.inflight, this.health);
   scratch: HostBytes = new HostBytes();
+  /** A request's header pairs as read, until its stream keeps them (an inference request) or lets them go. */
+  requestPairs: HostBytes = new HostBytes();
   pairs: PairsReader = new PairsReader();
+  /** A request's path as classified by its headers, for that callback only. */
+  path: RouteOfPath = new RouteOfPath();
   /** Envoy's clock at the last tick: fine for ages and deadlines, and no host call per request. */
   nowMs: u64 = 0;
   /** The destination header's value is assembled here, the per-try timeout's and content-length's digits beside it. */
@@ -159,6 +168,8 @@ export class GatewayRoot extends RootContext {
   }
 
   onTick(): void {
+    // Before anything reads the table: the requests that ended here since this worker last wrote it.
+    this.inflight.flush();
     this.refresh();
     this.releaseHeld();
     this.metrics!.tick(this.view.current, this.nowMs, this.view.heardMs);
@@ -307,7 +318,8 @@ class StreamRelease extends HoldSink {
 }
 
 class GatewayStream extends HttpContext {
-  private path: RouteOfPath = new RouteOfPath();
+  /** The body an inference path carries (core/openai/routes.ts). */
+  private kind: ApiKind = ApiKind.Other;
   /** Waiting for the end of the body (its last data frame or trailers). */
   private holding: bool = false;
   /** The filter answered this request itself. */
@@ -332,7 +344,7 @@ class GatewayStream extends HttpContext {
   private readsUsage: bool = false;
   /** The request asked for a stream: its answer must end with the terminal event. */
   private stream: bool = false;
-  /** When its body was complete (ns), for a request sent or held, until a stream's first answer bytes. */
+  /** When it was decided (ns: a timed decision's start, else its end), for a stream sent or held, until its first answer bytes. */
   private completeNs: u64 = 0;
   /** Paused in a hold queue until the tick dispatches or refuses it. */
   private queued: bool = false;
@@ -343,8 +355,12 @@ class GatewayStream extends HttpContext {
   private deadlineMs: u32 = 0;
   /** Prompt tokens the shared table counts as this stream's prefill on `primary`, until its first answer bytes. */
   private prefillTokens: i32 = 0;
-  /** The request's headers as they came, kept until its routing headers are set from them (request-headers.ts). */
-  private requestPairs: HostBytes = new HostBytes();
+  /**
+   * The request's headers as they came (host bytes, pairs.ts), kept until its
+   * routing headers are set from them (request-headers.ts); 0 when none.
+   */
+  private pairsPtr: usize = 0;
+  private pairsLen: i32 = 0;
   /** The routing headers' values, fixed when the body was read: the pool, the model asked for, its base model. */
   private poolName: ArrayBuffer | null = null;
   private modelName: ArrayBuffer | null = null;
@@ -359,7 +375,7 @@ class GatewayStream extends HttpContext {
   onRequestHeaders(headerCount: i32, endOfStream: bool): HeaderAction {
     const root = this.root;
     const pairs = root.pairs;
-    const raw = this.requestPairs;
+    const raw = root.requestPairs;
     let isPost = false;
     let isGet = false;
     let contentLength: i64 = -1;
@@ -405,10 +421,17 @@ class GatewayStream extends HttpContext {
         }
       }
     }
-    const path = this.path;
+    const path = root.path;
     path.classify(isPost, isGet, pathPtr, pathLen);
-    // Only a request the router will place needs its headers again.
-    if (path.route != ApiRoute.Inference) raw.release();
+    // Only a request the router will place needs its headers again: it keeps them.
+    if (path.route == ApiRoute.Inference) {
+      this.kind = path.kind;
+      this.pairsPtr = raw.ptr;
+      this.pairsLen = raw.len;
+      raw.handOver();
+    } else {
+      raw.release();
+    }
     this.contentLength = contentLength;
     this.mayClaimCritical = mayClaimCritical(config.criticalFrom, criticalClaim);
     this.explain = explainsDecision(config.debug, debugAsked, debugClaim);
@@ -472,7 +495,7 @@ class GatewayStream extends HttpContext {
 
   onDone(): void {
     // A request whose client left before it was sent still holds its headers.
-    this.requestPairs.release();
+    this.releasePairs();
     if (this.queued) {
       // The client left while held: its place goes at once.
       this.queued = false;
@@ -510,7 +533,13 @@ class GatewayStream extends HttpContext {
     bytes.release();
   }
 
-  /** A stream's first answer bytes: its time to first token, counted from its complete request (holding included). */
+  private releasePairs(): void {
+    if (this.pairsPtr != 0) heap.free(this.pairsPtr);
+    this.pairsPtr = 0;
+    this.pairsLen = 0;
+  }
+
+  /** A stream's first answer bytes: its time to first token, counted from its decision (holding included). */
   private firstBytes(): void {
     const nowNs = nowNanos();
     const startNs = this.completeNs;
@@ -542,14 +571,22 @@ class GatewayStream extends HttpContext {
     }
   }
 
-  /** Routes the complete body, timing the decision; false after answering with an error. */
+  /**
+   * Routes the complete body; false after answering with an error. One
+   * decision in 16 is timed (two clock reads, traffic-stats.ts); a stream sent
+   * or held reads the clock once after it, where its time to first token starts.
+   */
   private decide(bodySize: i32): bool {
-    const startNs = nowNanos();
+    const stats = this.root.stats!;
+    const timed = stats.timesDecision();
+    const startNs = timed ? nowNanos() : 0;
     const routed = this.routeBody(bodySize);
+    // A local reply (a refusal) has no first token; a held request's counts from its decision, holding included.
+    const waitsForFirstToken = (routed || this.queued) && this.stream;
+    if (!timed && !waitsForFirstToken) return routed;
     const endNs = nowNanos();
-    // A local reply (a refusal) has no first token; a held request's counts from now, holding included.
-    if (routed || this.queued) this.completeNs = startNs;
-    this.root.stats!.decisionTook(endNs > startNs ? (endNs - startNs) / 1000 : 0);
+    if (timed) stats.decisionTook(endNs > startNs ? (endNs - startNs) / 1000 : 0);
+    if (waitsForFirstToken) this.completeNs = timed ? startNs : endNs;
     return routed;
   }
 
@@ -570,7 +607,7 @@ class GatewayStream extends HttpContext {
     const body = root.scratch;
     if (bodySize > 0) getBufferBytes(BufferType.RequestBody, 0, bodySize, body);
     root.snapshot();
-    if (!router.resolve(body.ptr, body.len, this.path.kind, root.view, root.nowMs, meta)) {
+    if (!router.resolve(body.ptr, body.len, this.kind, root.view, root.nowMs, meta)) {
       body.release();
       this.fail(router.error!);
       return false;
@@ -632,8 +669,8 @@ class GatewayStream extends HttpContext {
       this.setDestination(ranked, headers);
     }
     if (router.explanation.length > 0) headers.setBytes(DECISION_HEADER, utf8(router.explanation));
-    headers.write(this.requestPairs.ptr, this.requestPairs.len);
-    this.requestPairs.release();
+    headers.write(this.pairsPtr, this.pairsLen);
+    this.releasePairs();
     // A held request is placed on the snapshot of its release: its pool's and model's objects may be newer.
     const pool = router.pool!;
     this.pool = pool;
@@ -729,7 +766,7 @@ class GatewayStream extends HttpContext {
 
   private reply(status: i32, body: ArrayBuffer, headers: ArrayBuffer): HeaderAction {
     this.holding = false;
-    this.requestPairs.release();
+    this.releasePairs();
     this.answered = true;
     replaceHeader(MapType.RequestHeaders, REPLY_MARKER, ONE);
     sendLocalResponse(<u32>status, DETAILS, body, headers);

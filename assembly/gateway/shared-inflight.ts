@@ -3,6 +3,15 @@
 // adds the request to it, and one compare-and-swap write publishes it; if
 // another worker wrote in between, the table is re-read and only this
 // request's change re-applied (the decision itself stands).
+//
+// A request's end releases its count at no host call: the release waits
+// here, this worker's own reads see it at once, and it is published with
+// this worker's next write (its next routed request, or a stream's first
+// bytes) or, at the latest, on its next tick (flush). Other workers see it
+// that late; the native build models the same (assembly/native.ts). A
+// stream's first bytes (its prefill done) are published at once: a pod's
+// prefill backlog seen late by the others steers their picks away from it
+// (the simulator's prefix and mixed-fleet scenarios showed it).
 import { utf8 } from "../abi/hostcalls";
 import { InflightTable } from "../core/fleet/inflight";
 import { SharedValue } from "./shared-value";
@@ -14,33 +23,71 @@ export class SharedInflight {
   readonly table: InflightTable = new InflightTable();
   private value: SharedValue = new SharedValue(utf8("llm_gateway.inflight"));
   private out: ArrayBuffer = new ArrayBuffer(256);
+  /** This worker's changes not yet published, in order; arrays kept from one flush to the next. */
+  private pendingHashes: u64[] = [];
+  private pendingChanges: i32[] = [];
 
-  /** Loads the shared table into `table` (empty if absent or unreadable). */
+  /** Loads the shared table into `table` (empty if absent or unreadable), with this worker's unpublished changes. */
   read(): void {
     const v = this.value;
-    if (!v.read()) {
+    if (v.read()) {
+      // Bytes this code did not write are dropped: the next write replaces them.
+      this.table.decode(v.bytes.ptr, v.bytes.len);
+      v.bytes.release();
+    } else {
       this.table.clear();
-      return;
     }
-    // Bytes this code did not write are dropped: the next write replaces them.
-    this.table.decode(v.bytes.ptr, v.bytes.len);
-    v.bytes.release();
+    const hashes = this.pendingHashes;
+    const changes = this.pendingChanges;
+    for (let i = 0; i < hashes.length; i++) {
+      this.table.add(unchecked(hashes[i]), unchecked(changes[i * 3]), unchecked(changes[i * 3 + 1]), unchecked(changes[i * 3 + 2]));
+    }
   }
 
-  /** Publishes `table` after the caller made this change (InflightTable.add) to what read() loaded. */
+  /**
+   * Publishes `table` after the caller made this change (InflightTable.add)
+   * to what read() loaded. A change that cannot be written (contention
+   * beyond reason) waits with the unpublished ones.
+   */
   commit(hash: u64, delta: i32, streams: i32 = 0, tokens: i32 = 0): void {
-    for (let i = 0; i < CAS_ATTEMPTS; i++) {
-      if (this.write()) return;
-      this.read();
-      this.table.add(hash, delta, streams, tokens);
-    }
+    if (!this.publish(hash, delta, streams, tokens)) this.defer(hash, delta, streams, tokens);
   }
 
-  /** read(), add, commit: for a change made outside a decision (a stream's first bytes, or its end). */
+  /** read(), add, commit: a change made outside a decision that the others must see at once (a stream's first bytes). */
   add(hash: u64, delta: i32, streams: i32 = 0, tokens: i32 = 0): void {
     this.read();
     this.table.add(hash, delta, streams, tokens);
     this.commit(hash, delta, streams, tokens);
+  }
+
+  /** A change the others may see late (a request's end): published with this worker's next write. */
+  defer(hash: u64, delta: i32, streams: i32 = 0, tokens: i32 = 0): void {
+    this.pendingHashes.push(hash);
+    this.pendingChanges.push(delta);
+    this.pendingChanges.push(streams);
+    this.pendingChanges.push(tokens);
+  }
+
+  /** Publishes the unpublished changes, if any (a read and a write): on the tick, so others see them within one. */
+  flush(): void {
+    if (this.pendingHashes.length == 0) return;
+    this.read();
+    this.publish(0, 0);
+  }
+
+  /** Writes `table`, re-reading and re-applying the change (none: all 0) while another worker came first. */
+  private publish(hash: u64, delta: i32, streams: i32 = 0, tokens: i32 = 0): bool {
+    for (let i = 0; i < CAS_ATTEMPTS; i++) {
+      if (this.write()) {
+        // Published with the table: read() applied them.
+        this.pendingHashes.length = 0;
+        this.pendingChanges.length = 0;
+        return true;
+      }
+      this.read();
+      if (delta != 0 || streams != 0 || tokens != 0) this.table.add(hash, delta, streams, tokens);
+    }
+    return false;
   }
 
   private write(): bool {

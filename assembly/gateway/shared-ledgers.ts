@@ -10,7 +10,7 @@ export class SharedLedgers extends Ledgers {
   }
 
   release(hash: u64, prefillTokens: i32): void {
-    this.inflight.add(hash, -1, prefillTokens > 0 ? -1 : 0, -prefillTokens);
+    this.inflight.defer(hash, -1, prefillTokens > 0 ? -1 : 0, -prefillTokens);
   }
 
   recordFailure(address: string, nowMs: u64, eject: bool): void {

@@ -72,6 +72,8 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
       for (const router of workers) {
         let seen = aggregator.current.version;
         queue.every(tickRng.uniform(0, model.refreshMs), model.refreshMs, (t) => {
+          // What this worker's requests released since it last wrote the table goes out first, as the filter's tick does.
+          shared.flush(router);
           shared.exchangePrefixLog(router);
           if (published !== undefined && published.version !== seen) {
             shared.install(router, published.bytes);

@@ -267,24 +267,27 @@ describe("host calls per request", () => {
     return { total: vm.hostCallTotal(), byImport: vm.hostCalls() };
   }
 
-  // Sixteen in a row: every decision is timed, so each costs the same.
+  // Sixteen in a row: one decision in 16 is timed (two clock reads), so any sixteen cost the same.
   const SAMPLE = 16;
+  const TIMED = 2;
   const timedCalls = (run: () => void) => measure(() => {
     for (let i = 0; i < SAMPLE; i++) run();
   });
 
-  // Measured per request: get_header_map_pairs 1, get_buffer_bytes 1, get/set_shared_data 1+1 (in-flight),
-  // set_header_map_pairs 1 (pool, model name, base model, destination, and any per-try timeout, stream
-  // route or canary content-length, all in the one call); at the end get_property 3 (response.code,
-  // response.flags: no answer body reached its end here, upstream.address) and get/set_shared_data 1+1.
-  // Counters wait for the tick. Every decision is timed: get_current_time_nanoseconds 2, its
-  // histogram's counts wait for the tick too.
-  it("a routed request that ends 200 makes 12 host calls, one of them setting all its routing headers", () => {
+  // Measured per request: get_header_map_pairs 1, get_buffer_bytes 1, get/set_shared_data 1+1 (in-flight: the
+  // decision's read and its write, which also publishes the release of the request before), set_header_map_pairs 1
+  // (pool, model name, base model, destination, and any per-try timeout, stream route or canary content-length,
+  // all in the one call); at the end get_property 3 (response.code, response.flags: no answer body reached its end
+  // here, upstream.address), and its release waits for the next write. Counters wait for the tick, and so do the
+  // timed decisions' histogram counts.
+  it("a routed request that ends 200 makes 8 host calls, one of them setting all its routing headers", () => {
     const calls = timedCalls(() => routed());
-    expect(calls.total, JSON.stringify(calls.byImport)).toBe(SAMPLE * 12);
+    expect(calls.total, JSON.stringify(calls.byImport)).toBe(SAMPLE * 8 + TIMED);
     expect(calls.byImport.proxy_set_header_map_pairs).toBe(SAMPLE);
     expect(calls.byImport.proxy_replace_header_map_value ?? 0).toBe(0);
-    expect(calls.byImport.proxy_get_current_time_nanoseconds).toBe(SAMPLE * 2);
+    expect(calls.byImport.proxy_get_shared_data).toBe(SAMPLE);
+    expect(calls.byImport.proxy_set_shared_data).toBe(SAMPLE);
+    expect(calls.byImport.proxy_get_current_time_nanoseconds).toBe(TIMED);
     expect(calls.byImport.proxy_record_metric ?? 0).toBe(0);
     expect(calls.byImport.proxy_increment_metric ?? 0).toBe(0);
   });
@@ -293,36 +296,48 @@ describe("host calls per request", () => {
   // at most). An answer whose body ended here with a 2xx was not cut short: its response flags are not read.
   it("reading a non-streamed answer's token counts costs one call per chunk, and an answer that ended whole saves the flags' read", () => {
     const whole = timedCalls(() => routed(body, [answer]));
-    expect(whole.total, JSON.stringify(whole.byImport)).toBe(SAMPLE * 12);
+    expect(whole.total, JSON.stringify(whole.byImport)).toBe(SAMPLE * 8 + TIMED);
     expect(whole.byImport.proxy_get_property).toBe(SAMPLE * 2);
     const half = answer.length >> 1;
-    expect(timedCalls(() => routed(body, [answer.slice(0, half), answer.slice(half)])).total).toBe(SAMPLE * 13);
+    expect(timedCalls(() => routed(body, [answer.slice(0, half), answer.slice(half)])).total).toBe(SAMPLE * 9 + TIMED);
   });
 
   // A stream's route header (with the idle bound) goes in the same call as the others; it reads each
   // chunk's end: its last 16 bytes when only the terminal event matters, its last 2 KiB when it
-  // carries usage. Its first bytes take its prompt off its pod's prefill: get/set_shared_data 1+1
-  // (in-flight), and a clock read for its time to first token. Ending with its terminal event, its
+  // carries usage. It reads the clock where its time to first token starts (after its decision) and at
+  // its first bytes, which also take its prompt off its pod's prefill at once: get/set_shared_data 1+1
+  // (the other workers must not see a prefill that is over). Ending with its terminal event, its
   // response flags are not read.
-  it("a stream costs one read per chunk, whether or not it asked for usage, and three calls at its first bytes", () => {
+  it("a stream costs one read per chunk, whether or not it asked for usage, a clock read after its decision and three calls at its first bytes", () => {
     const events = ["data: {}\n\n", "data: {}\n\n", "data: {}\n\n", "data: [DONE]\n\n"];
     const stream = body.replace('"messages"', '"stream":true,"messages"');
     routed(stream, events); // the model's first stream defines its time-to-first-token counters, once
-    expect(timedCalls(() => routed(stream, events)).total).toBe(SAMPLE * (14 + events.length));
+    // A timed decision's start read is where its time to first token starts: one read, not two, more.
+    expect(timedCalls(() => routed(stream, events)).total).toBe(SAMPLE * (11 + events.length) + TIMED - 1);
     const withUsage = body.replace('"messages"', '"stream":true,"stream_options":{"include_usage":true},"messages"');
-    expect(timedCalls(() => routed(withUsage, events)).total).toBe(SAMPLE * (14 + events.length));
+    expect(timedCalls(() => routed(withUsage, events)).total).toBe(SAMPLE * (11 + events.length) + TIMED - 1);
   });
 
   // Measured: get_header_map_pairs 1, get_buffer_bytes 1, replace_header_map_value 1 (x-gateway-reply),
-  // send_local_response 1, and the decision's two clock reads; nothing at the end (its counters wait for the tick).
-  it("a request for an unknown model makes 6 host calls (header pairs, body, clock twice, marker header, local reply)", () => {
+  // send_local_response 1; nothing at the end (its counters wait for the tick).
+  it("a request for an unknown model makes 4 host calls (header pairs, body, marker header, local reply)", () => {
     const unknown = '{"model":"nope","messages":[]}';
     const calls = timedCalls(() => {
       const stream = gateway.request({ headers: { ...headers, "content-length": String(unknown.length) }, body: unknown });
       expect(stream.localResponse?.status).toBe(404);
       stream.finish();
     });
-    expect(calls.total, JSON.stringify(calls.byImport)).toBe(SAMPLE * 6);
+    expect(calls.total, JSON.stringify(calls.byImport)).toBe(SAMPLE * 4 + TIMED);
+  });
+
+  // The releases of the requests above reach the shared table on the worker's next tick at the latest: one read, one write.
+  it("a tick after requests ended publishes their releases (in-flight read + write), and then the table counts none", () => {
+    routed(body, [answer]);
+    const calls = measure(() => gateway.workers[0].vm.tick());
+    expect(calls.byImport.proxy_get_shared_data, JSON.stringify(calls.byImport)).toBeGreaterThanOrEqual(1);
+    expect(calls.byImport.proxy_set_shared_data).toBe(1);
+    const table = gateway.host.sharedData.get(gateway.workers[0].vm.vmId, "llm_gateway.inflight")!.value;
+    expect(new DataView(table.buffer, table.byteOffset, table.byteLength).getUint32(0, true)).toBe(0);
   });
 
   // Measured: get_current_time_nanoseconds 1, get_shared_data 2 (the health ledger, absent; the snapshot cell).

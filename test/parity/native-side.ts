@@ -15,7 +15,9 @@
 //   the last one;
 // - the stream's end (GatewayStream.onDone): the core's RequestEnd
 //   (core/lifecycle.ts) in both builds: the request leaves the in-flight
-//   table whatever happened, counts toward its pool's drain rate, and the
+//   table whatever happened (the other workers see it once its worker
+//   writes the table again: its next routed request, or the flush its next
+//   tick starts with), counts toward its pool's drain rate, and the
 //   pod to blame goes to the passive-health ledger. (Each worker keeps its
 //   own ledger here; the filter shares one, which the scenarios' single
 //   worker cannot tell apart.)

@@ -1,4 +1,5 @@
-// The in-flight table two workers share, on the native build: released at the end, counted once
+// The in-flight table two workers share, on the native build: released at the end (shared with the
+// worker's next write, or its tick), counted once
 // against a new snapshot, no drift with steady metrics.
 import { beforeAll, describe, expect, it } from "vitest";
 import { A, B, chat, endpoint, queued, Workers } from "../../testing/fixtures/workers.js";
@@ -20,9 +21,26 @@ describe("in-flight accounting", () => {
     expect(second).not.toBe(first); // worker 1 saw worker 0's request
     expect(w.count(first)).toBe(1);
     w.release(1, first);
+    // The releasing worker sees it at once; the others once it writes the table again (its next routed request, or its tick).
+    expect(w.shared.countOf(w.routers[1], first)).toBe(0);
+    expect(w.count(first)).toBe(1);
+    w.tick();
     expect(w.count(first)).toBe(0);
     w.release(1, first); // a stray release never goes below zero
+    w.tick();
     expect(w.count(first)).toBe(0);
+  });
+
+  it("publishes a release with the releasing worker's next routed request, before any tick", () => {
+    fresh();
+    w.install([endpoint(A), endpoint(B)], { running: 1 });
+    const first = w.route(1, chat("one"));
+    w.release(1, first);
+    expect(w.count(first)).toBe(1);
+    // Worker 1's next request is counted with one write, which carries the release along.
+    const second = w.route(1, chat("two"));
+    expect(w.count(first)).toBe(second === first ? 1 : 0);
+    expect(w.count(second)).toBe(1);
   });
 
   it("does not drift with steady metrics: released requests stop counting (the idle pod keeps winning)", () => {
@@ -88,6 +106,7 @@ describe("in-flight accounting", () => {
     const r = w.shared.route(w.routers[0], JSON.stringify({ model: "llama", stream: true, messages: [{ role: "user", content: "x ".repeat(400) }] }));
     if (!("endpoint" in r) || r.endpoint === null) throw new Error(JSON.stringify(r));
     w.shared.endRequest(w.routers[1], { address: A, prefillTokens: r.prefillTokens });
+    w.tick();
     expect(w.count(A)).toBe(0);
     // The table is empty again: nothing of the prefill is left to encode.
     expect(w.shared.inflight.byteLength).toBeLessThanOrEqual(4);

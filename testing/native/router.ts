@@ -133,6 +133,8 @@ interface Bindings {
   setRefusals(bytes: Uint8Array): boolean;
   refusalTable(): Uint8Array;
   inflightTable(): Uint8Array;
+  inflightPublished(): boolean;
+  flushInflight(): boolean;
   endRequest(primary: string, upstream: string, status: number, flags: bigint, stream: boolean, sawDone: boolean, prefillTokens: number): number;
   firstBytes(address: string, prefillTokens: number): void;
   inflightOf(address: string): number;
@@ -183,8 +185,11 @@ export class NativeRouter {
 
   /**
    * Loads the in-flight table shared by all workers (the filter's shared-data
-   * key); route() adds to it and release() takes from it, and inflightTable()
-   * returns it for the other instances.
+   * key), with this instance's changes not yet published; route() adds to
+   * it, and inflightTable() returns it for the other instances once
+   * inflightPublished() says the filter would have written it. A request's
+   * end changes it at once here, and reaches the others with this instance's
+   * next write (a routed request, a stream's first bytes) or its flushInflight().
    */
   setInflight(bytes: Uint8Array): void {
     if (!this.wasm.setInflight(bytes)) throw new Error("native router rejected the in-flight table bytes");
@@ -192,6 +197,16 @@ export class NativeRouter {
 
   inflightTable(): Uint8Array {
     return this.wasm.inflightTable();
+  }
+
+  /** Since setInflight(), the filter would have written the table (a request counted on a pod, a stream's first bytes), releases that waited included. */
+  inflightPublished(): boolean {
+    return this.wasm.inflightPublished();
+  }
+
+  /** The tick's flush (GatewayRoot.onTick) of the unpublished changes into the table loaded last; false when there were none. */
+  flushInflight(): boolean {
+    return this.wasm.flushInflight();
   }
 
   /** Loads the memory of refused requests all workers share (the filter's llm_gateway.refusals key). */

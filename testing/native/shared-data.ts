@@ -18,7 +18,7 @@ export class NativeSharedData {
     router.setInflight(this.inflight);
     router.setRefusals(this.refusals);
     const result = router.route(body, kind, options);
-    this.inflight = router.inflightTable();
+    this.takeInflight(router);
     // Only a request that found no room changes it.
     if ("status" in result ? result.status === 429 : result.retried) this.refusals = router.refusalTable();
     return result;
@@ -34,7 +34,7 @@ export class NativeSharedData {
     router.setRefusals(this.refusals);
     if (router.boardBusy() || router.heldCount() > 0) router.setBoard(this.board);
     const result = router.routeOrHold(body, kind, options);
-    this.inflight = router.inflightTable();
+    this.takeInflight(router);
     if ("held" in result) {
       // Its summary joins the others' as they stand now (the filter's compare-and-swap write).
       router.setBoard(this.board);
@@ -45,15 +45,19 @@ export class NativeSharedData {
     return result;
   }
 
-  /** A worker's refresh tick for its held requests (GatewayRoot.releaseHeld): those it releases or refuses now. */
+  /**
+   * A worker's refresh tick (GatewayRoot.onTick): its flush, then for its held
+   * requests (GatewayRoot.releaseHeld) those it releases or refuses now.
+   */
   pump(router: NativeRouter): PumpEvent[] {
+    this.flush(router);
     if (router.heldCount() === 0 && !router.boardBusy()) return [];
     router.setBoard(this.board);
     if (router.heldCount() === 0 && !router.boardBusy()) return [];
     router.setInflight(this.inflight);
     router.setRefusals(this.refusals);
     const events = router.heldCount() > 0 ? router.pump() : [];
-    this.inflight = router.inflightTable();
+    this.takeInflight(router);
     // A request refused past its budget is remembered, so its retry is known.
     if (events.some((e) => "status" in e && e.status === 429)) this.refusals = router.refusalTable();
     this.board = router.boardBytes();
@@ -70,25 +74,37 @@ export class NativeSharedData {
     return held;
   }
 
-  /** A request routed to `address` ended (NativeRouter.endRequest); returns the failures recorded against pods. */
+  /**
+   * A request routed to `address` ended (NativeRouter.endRequest); returns the
+   * failures recorded against pods. Its release reaches the shared table with
+   * the worker's next routed request or flush(), as the filter's does.
+   */
   endRequest(router: NativeRouter, end: RequestEndSpec): number {
-    router.setInflight(this.inflight);
-    const failures = router.endRequest(end);
-    this.inflight = router.inflightTable();
-    return failures;
+    return router.endRequest(end);
   }
 
-  /** A stream routed to `address` sent its first bytes (NativeRouter.firstBytes). */
+  /** A stream routed to `address` sent its first bytes (NativeRouter.firstBytes): shared at once, with the releases that waited. */
   firstBytes(router: NativeRouter, address: string, prefillTokens: number): void {
     if (prefillTokens <= 0) return;
     router.setInflight(this.inflight);
     router.firstBytes(address, prefillTokens);
-    this.inflight = router.inflightTable();
+    this.takeInflight(router);
+  }
+
+  /** The start of a worker's refresh tick: what its requests changed since it last wrote the table is shared now. */
+  flush(router: NativeRouter): void {
+    router.setInflight(this.inflight);
+    if (router.flushInflight()) this.inflight = router.inflightTable();
   }
 
   /** A request routed to `address` ended: answered 200 by that pod, or (`answered` false) with no answer at all. */
   release(router: NativeRouter, address: string, answered = true): void {
     this.endRequest(router, answered ? { address, status: 200 } : { address });
+  }
+
+  /** The table as `router` left it, if it wrote it (a request counted on a pod). */
+  private takeInflight(router: NativeRouter): void {
+    if (router.inflightPublished()) this.inflight = router.inflightTable();
   }
 
   /** Installs a snapshot on `router`, the current counts as its baseline. */

@@ -91,10 +91,10 @@ export class InflightTable {
     this.logChange(hash);
     const n = unchecked(this.counts[i]) + delta;
     if (n <= 0) {
-      this.hashes.splice(i, 1);
-      this.counts.splice(i, 1);
-      this.prefilling.splice(i, 1);
-      this.prefillTokens.splice(i, 1);
+      removeAt(this.hashes, i);
+      removeAt(this.counts, i);
+      removeAt(this.prefilling, i);
+      removeAt(this.prefillTokens, i);
       return;
     }
     unchecked(this.counts[i] = n);
@@ -243,4 +243,11 @@ function insertAt<T>(a: T[], at: i32, v: T): void {
   a.push(v);
   for (let i = a.length - 1; i > at; i--) unchecked(a[i] = a[i - 1]);
   unchecked(a[at] = v);
+}
+
+/** In place: splice() would allocate the array of what it removed, on every request's release. */
+function removeAt<T>(a: T[], at: i32): void {
+  const last = a.length - 1;
+  for (let i = at; i < last; i++) unchecked(a[i] = a[i + 1]);
+  a.length = last;
 }
