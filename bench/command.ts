@@ -46,6 +46,8 @@ const USAGE = `usage: npm run bench -- [options]
   --replicas A,B,...    instead, each scenario with A, B, ... gateway replicas behind a round-robin front, sharing
                         nothing but the snapshot (sim mode); the tables per replica count and the loss against one;
                         writes DIR/replicas/ (with --all, BENCHMARKS.md's replicas section too)
+  --share-interval MS   with --replicas: model the proposed (not yet built) sharing of in-flight counts and prefix
+                        placements through the aggregator, merged and fanned out every MS ms
   --capacity            instead of comparing policies, measure each scenario's capacity on its own mix: its trace
                         replayed --multiple times faster (default ${DEFAULT_MULTIPLE}) through round-robin and the oracle
                         (or --policies); writes DIR/<scenario>/capacity.json
@@ -102,6 +104,8 @@ export interface Args {
   soak?: { minutes: number; ratePerS: number };
   /** Set for --replicas: the gateway replica counts to run each scenario with. */
   replicas?: number[];
+  /** --share-interval: the replicas share state through the control plane (the proposed design, modelled). */
+  shareIntervalMs?: number;
 }
 
 function parseSeed(text: string, option: string): number {
@@ -130,6 +134,7 @@ export function parse(argv: string[]): Args | "help" {
       failover: { type: "boolean" },
       capacity: { type: "boolean" },
       replicas: { type: "string" },
+      "share-interval": { type: "string" },
       multiple: { type: "string" },
       smoke: { type: "boolean" },
       scale: { type: "boolean" },
@@ -200,6 +205,8 @@ export function parse(argv: string[]): Args | "help" {
     if (!(multiple > 1)) throw new UsageError(`--multiple: expected a number > 1, got ${JSON.stringify(values.multiple)}`);
   }
   const replicas = parseReplicas(values.replicas);
+  const shareIntervalMs = positive(values["share-interval"], "--share-interval");
+  if (shareIntervalMs !== undefined && !replicas) throw new UsageError("--share-interval: only with --replicas");
   if (replicas && (mode !== "sim" || capacity || scenarios.length === 0)) throw new UsageError("--replicas: needs --scenario NAME or --all, in sim mode, without --capacity");
   if (all && !smoke && !capacity && mode === "sim") seeds ??= ALL_SEEDS;
   const jobs = values.jobs === undefined ? availableParallelism() : Number(values.jobs);
@@ -227,6 +234,7 @@ export function parse(argv: string[]): Args | "help" {
     smoke,
     all,
     replicas,
+    shareIntervalMs,
   };
 }
 

@@ -23,6 +23,8 @@ export interface ReplicaBenchArgs {
   seeds?: number[];
   durationS?: number;
   policies?: string[];
+  /** The proposed sharing through the control plane at this interval; absent: share nothing. */
+  shareIntervalMs?: number;
   jobs: number;
   outDir: string;
   /** Rewrite BENCHMARKS.md's section. */
@@ -41,7 +43,7 @@ export async function runReplicaBench(args: ReplicaBenchArgs, io: ReplicaBenchIo
   const seeds = args.seeds ?? [undefined];
   const scenarios = args.scenarios.map(loadScenario);
   const jobs: SimJob[] = scenarios.flatMap((scenario) =>
-    args.replicas.flatMap((replicas) => seeds.map((seed) => ({ scenario, opts: { seed, durationS: args.durationS, policies: args.policies, replicas } }))),
+    args.replicas.flatMap((replicas) => seeds.map((seed) => ({ scenario, opts: { seed, durationS: args.durationS, policies: args.policies, replicas, shareIntervalMs: args.shareIntervalMs } }))),
   );
   const reporters = jobs.map((j) => io.progress(`${j.scenario.name} R=${j.opts.replicas}${j.opts.seed === undefined ? "" : ` seed ${j.opts.seed}`}`));
   const runs = startSimJobs(jobs, args.jobs, (i, policy, f) => reporters[i](policy, f));
@@ -64,15 +66,17 @@ export async function runReplicaBench(args: ReplicaBenchArgs, io: ReplicaBenchIo
   if (args.replicas.includes(1) && args.replicas.includes(LOSS_AT)) {
     io.out(`\n${LOSS_AT} replicas against one\n${consoleTable(replicaLossTable(rows, LOSS_AT))}\n`);
   }
-  const dir = join(args.outDir, "replicas");
-  const markdown = replicasMarkdown(rows, { command: io.command, lossAt: LOSS_AT, durationS: args.durationS ?? 0 });
+  const sharing = args.shareIntervalMs !== undefined;
+  const dir = join(args.outDir, sharing ? "replicas-shared" : "replicas");
+  const markdown = replicasMarkdown(rows, { command: io.command, lossAt: LOSS_AT, durationS: args.durationS ?? 0, shareIntervalMs: args.shareIntervalMs });
   writeJson(join(dir, "replicas.json"), { rows, results });
   writeFileSync(join(dir, "replicas.md"), `${markdown}\n`);
   if (args.json) writeJson(args.json, { rows });
   io.out(`results: ${relative(process.cwd(), dir) || "."}/\n`);
   if (args.updateDocs) {
     const path = join(projectRoot, "BENCHMARKS.md");
-    writeFileSync(path, replaceBlock(readFileSync(path, "utf8"), "replicas", markdown, "## Gateway replicas"));
+    const [key, heading] = sharing ? ["replicas:shared", "### Sharing through the control plane (modelled)"] : ["replicas", "## Gateway replicas"];
+    writeFileSync(path, replaceBlock(readFileSync(path, "utf8"), key, markdown, heading));
     io.out(`updated ${relative(process.cwd(), path)} (replicas section)\n`);
   }
   return rows;

@@ -203,6 +203,11 @@ export interface RunOptions {
   policies?: string[];
   /** Gateway replicas behind a round-robin front, sharing nothing but the snapshot (sim mode; default 1). */
   replicas?: number;
+  /**
+   * Set: the replicas share in-flight counts and prefix placements through the control plane at this interval (ms),
+   * as the proposed design would (bench/sim/replica-state.ts); a model of a design not yet built.
+   */
+  shareIntervalMs?: number;
   /** Progress of one policy's run, fraction 0..1 of the arrival window. */
   onProgress?: (policy: string, fraction: number) => void;
 }

@@ -11,6 +11,7 @@ import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
 import { NativeRouter } from "../../testing/native/router.js";
 import { NativeSharedData } from "../../testing/native/shared-data.js";
 import { AggregatorModel, gatewayConfig } from "../sim/aggregator.js";
+import { shareGatewayState } from "../sim/replica-state.js";
 import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 import type { Profile } from "./profiles.js";
 import type { Decision, PolicySpec, ReleaseHandler } from "./types.js";
@@ -66,6 +67,7 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
       );
       const aggregator = link.aggregator;
       const shared = new NativeSharedData();
+      shareGatewayState(replica.sharing, replica.index, shared);
 
       // ...and every worker installs a newer version, and swaps prefix decisions, on its own refresh tick.
       const start = encodeSnapshot(aggregator.current);

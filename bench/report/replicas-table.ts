@@ -93,14 +93,19 @@ export function replicaLossTable(rows: readonly ReplicaRow[], replicas: number):
 }
 
 /** The Markdown section: the method in brief, the summary at `lossAt` replicas, then each scenario's table. */
-export function replicasMarkdown(rows: readonly ReplicaRow[], opts: { command: string; lossAt: number; durationS: number }): string {
+export function replicasMarkdown(rows: readonly ReplicaRow[], opts: { command: string; lossAt: number; durationS: number; shareIntervalMs?: number }): string {
   const counts = [...new Set(rows.map((r) => r.replicas))].sort((a, b) => a - b);
   const seeds = rows[0]?.seeds ?? [];
   const lines = [
     `Simulated, seeds ${seeds.join(", ")}, ${opts.durationS > 0 ? `${opts.durationS} s of arrivals` : "each scenario's own duration"}; ` +
-      `${counts.join(", ")} gateway replicas behind a round-robin front (per request, a retry included), sharing nothing but the ` +
-      "aggregator's snapshot pushes (today's gateway): each replica has its own Envoy workers, in-flight counts, prefix index, " +
-      "health ledger, queue board and canary positions. Latencies as everywhere here: from first arrival, a failed request at the " +
+      `${counts.join(", ")} gateway replicas behind a round-robin front (per request, a retry included), ` +
+      (opts.shareIntervalMs === undefined
+        ? "sharing nothing but the aggregator's snapshot pushes (today's gateway): each replica has its own Envoy workers, in-flight counts, " +
+          "prefix index, health ledger, queue board and canary positions. "
+        : `each reporting its in-flight counts and prefix placements to the aggregator, which merges them and sends every replica the others' every ` +
+          `${opts.shareIntervalMs} ms (plus the stream's delay each way): **a model of the proposed design, not yet built**; the health ledger, ` +
+          "queue board and canary positions stay per replica. ") +
+      "Latencies as everywhere here: from first arrival, a failed request at the " +
       "run's deadline; `completed` is the goodput. Cells: mean over the seeds (lowest–highest); a change is the mean of the per-seed " +
       "changes against the same seed with one gateway (their range in brackets).",
     "",

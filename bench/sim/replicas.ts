@@ -16,15 +16,16 @@
 import { deriveSeed } from "../../testing/fixtures/rng.js";
 import type { Policy, PolicyEnv, PolicySpec, ReleaseHandler } from "../policies/types.js";
 import type { TraceRequest } from "./workload.js";
-import { shareNothing, type StateSharing } from "./state-sharing.js";
+import { periodicSharing, shareNothing, type PeriodicSharingOptions } from "./state-sharing.js";
 
 export interface ReplicaOptions {
   /** Gateway replicas behind the front (1: today's single gateway). */
   count: number;
-  sharing: StateSharing;
+  /** The proposed sharing through the control plane (a model of a design not yet built); absent: share nothing, as today. */
+  sharing?: PeriodicSharingOptions;
 }
 
-export const SINGLE_GATEWAY: ReplicaOptions = { count: 1, sharing: shareNothing };
+export const SINGLE_GATEWAY: ReplicaOptions = { count: 1 };
 
 /** Where the front sends each attempt, in the order attempts reach it. */
 export interface Front {
@@ -54,6 +55,8 @@ export function replicaSeed(seed: number, replica: number): number {
 /** Makes the run's gateways; with one replica, the policy exactly as it runs alone. */
 export async function createGateways(spec: PolicySpec, env: Omit<PolicyEnv, "replica">, options: ReplicaOptions = SINGLE_GATEWAY): Promise<Policy> {
   const runWide = new Map<string, unknown>();
+  // Alone, a gateway has no one to share with.
+  const sharing = options.sharing && options.count > 1 ? periodicSharing(env.queue, options.sharing) : shareNothing;
   const replicas: Policy[] = [];
   for (let index = 0; index < options.count; index++) {
     replicas.push(
@@ -64,7 +67,7 @@ export async function createGateways(spec: PolicySpec, env: Omit<PolicyEnv, "rep
           index,
           count: options.count,
           runSeed: env.seed,
-          sharing: options.sharing,
+          sharing,
           runWide<T>(key: string, make: () => T): T {
             if (!runWide.has(key)) runWide.set(key, make());
             return runWide.get(key) as T;

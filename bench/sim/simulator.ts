@@ -13,7 +13,6 @@ import { EventQueue } from "./events.js";
 import { SimFleet } from "./fleet.js";
 import { SimClient } from "./client.js";
 import { createGateways, SINGLE_GATEWAY, type ReplicaOptions } from "./replicas.js";
-import { shareNothing } from "./state-sharing.js";
 import { generateTrace, type Trace, type TraceRequest } from "./workload.js";
 
 /** How often (in processed events) to report progress. */
@@ -96,13 +95,17 @@ export async function runSim(base: Scenario, opts: RunOptions = {}): Promise<Sce
   const scenario = effectiveScenario(base, opts);
   const specs = selectPolicies(opts.policies);
   const trace = generateTrace(scenario, scenario.seed);
-  const replicas: ReplicaOptions = { count: opts.replicas ?? 1, sharing: shareNothing };
+  const replicas: ReplicaOptions = {
+    count: opts.replicas ?? 1,
+    ...(opts.shareIntervalMs === undefined ? {} : { sharing: { intervalMs: opts.shareIntervalMs, oneWayMs: scenario.gateway.pushDelayMs } }),
+  };
   const policies: PolicyResult[] = [];
   for (const spec of specs) {
     policies.push(await simulatePolicy(scenario, trace, spec, scenario.seed, (f) => opts.onProgress?.(spec.name, f), replicas));
   }
   // One gateway is what every result had before replicas could be modelled: its result says nothing of them.
-  const gateways = replicas.count > 1 ? { replicas: { count: replicas.count, front: "round-robin" as const, sharing: replicas.sharing.name } } : {};
+  const sharing = replicas.sharing ? `proposed (a model, not built): every ${replicas.sharing.intervalMs} ms + ${replicas.sharing.oneWayMs} ms each way` : "none";
+  const gateways = replicas.count > 1 ? { replicas: { count: replicas.count, front: "round-robin" as const, sharing } } : {};
   return { ...resultHeader(scenario, trace, "sim"), ...gateways, policies };
 }
 

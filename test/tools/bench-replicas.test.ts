@@ -11,8 +11,10 @@ import type { ReplicaRow } from "../../bench/report/replicas-table.js";
 import { parseScenario } from "../../bench/scenario.js";
 import { EventQueue } from "../../bench/sim/events.js";
 import { SimFleet } from "../../bench/sim/fleet.js";
+import { decodeInflight, encodeInflight, shareGatewayState } from "../../bench/sim/replica-state.js";
 import { behindFront, createGateways, roundRobinFront } from "../../bench/sim/replicas.js";
-import { shareNothing } from "../../bench/sim/state-sharing.js";
+import { periodicSharing } from "../../bench/sim/state-sharing.js";
+import { A, B, C, endpoint, SYSTEM, Workers } from "../../testing/fixtures/workers.js";
 import { runSim } from "../../bench/sim/simulator.js";
 import { generateTrace, type TraceRequest } from "../../bench/sim/workload.js";
 
@@ -57,6 +59,25 @@ function recorder(): { spec: PolicySpec; made: Array<{ env: PolicyEnv; routed: n
   return { spec, made };
 }
 
+/** Runs the queue's events up to time t. */
+function runUntil(queue: EventQueue, t: number): void {
+  for (let at = queue.peekTime(); at <= t; at = queue.peekTime()) queue.pop()!.fn(at);
+}
+
+/** Two replicas of one worker each, sharing through a modelled control plane every 50 ms, 2 ms each way. */
+async function sharingPair(): Promise<{ queue: EventQueue; replicas: Workers[] }> {
+  const queue = new EventQueue();
+  const sharing = periodicSharing(queue, { intervalMs: 50, oneWayMs: 2 });
+  const replicas = [await Workers.start(1), await Workers.start(1)];
+  replicas.forEach((w, i) => {
+    w.fresh();
+    // Independent Envoys: distinct writer ids on the prefix log.
+    w.routers[0].reset(300 + i);
+    shareGatewayState(sharing, i, w.shared);
+  });
+  return { queue, replicas };
+}
+
 function env(): Omit<PolicyEnv, "replica"> {
   const trace = generateTrace(SMALL, 1);
   return { scenario: SMALL, trace, fleet: new SimFleet(SMALL, trace.requests), queue: new EventQueue(), seed: 11 };
@@ -75,7 +96,7 @@ describe("gateway replicas in the simulator", () => {
 
   it("each replica routes only the attempts the front gave it, a retry taking the next turn", async () => {
     const { spec, made } = recorder();
-    const gateways = await createGateways(spec, env(), { count: 3, sharing: shareNothing });
+    const gateways = await createGateways(spec, env(), { count: 3 });
     const decided = [0, 1, 2, 3, 4, 5, 6].map((i) => gateways.route(request(i), i));
     // The retry of request 1 is a new request at the front.
     gateways.route(request(1), 10);
@@ -86,12 +107,12 @@ describe("gateway replicas in the simulator", () => {
   it("one replica is the policy itself, with the run's seed; more get seeds of their own and share what the run makes once", async () => {
     const one = recorder();
     const base = env();
-    const alone = await createGateways(one.spec, base, { count: 1, sharing: shareNothing });
+    const alone = await createGateways(one.spec, base, { count: 1 });
     expect(alone).toBe(one.made[0].policy);
     expect(one.made[0].env.seed).toBe(base.seed);
 
     const many = recorder();
-    await createGateways(many.spec, base, { count: 4, sharing: shareNothing });
+    await createGateways(many.spec, base, { count: 4 });
     const seeds = many.made.map((m) => m.env.seed);
     expect(seeds[0]).toBe(base.seed);
     expect(new Set(seeds).size).toBe(4);
@@ -159,5 +180,61 @@ describe("gateway replicas in the simulator", () => {
     expect(await runBench(["--scenario", "uniform-steady", "--replicas", "2,2"], io)).toBe(2);
     expect(await runBench(["--scenario", "uniform-steady", "--replicas", "2", "--mode", "live"], io)).toBe(2);
     expect(err.join("")).toMatch(/--replicas: expected integers 1\.\.64[\s\S]*--replicas: a count is repeated[\s\S]*--replicas: needs --scenario NAME or --all, in sim mode/);
+  });
+
+  it("periodic sharing sends each replica the others' reports of a round, after the trip there and back", () => {
+    const queue = new EventQueue();
+    const sharing = periodicSharing(queue, { intervalMs: 50, oneWayMs: 3 });
+    const got: Array<[number, number, number[]]> = [];
+    for (const r of [0, 1, 2]) sharing.join<number>("n", r, { report: (t) => r * 1000 + t, receive: (others, t) => got.push([r, t, [...others]]) });
+    runUntil(queue, 106);
+    expect(got).toEqual([
+      [0, 56, [1050, 2050]],
+      [1, 56, [50, 2050]],
+      [2, 56, [50, 1050]],
+      [0, 106, [1100, 2100]],
+      [1, 106, [100, 2100]],
+      [2, 106, [100, 1100]],
+    ]);
+  });
+
+  it("the in-flight table's encoding round-trips as the routing core writes it", async () => {
+    const [w] = [await Workers.start(1)];
+    w.install([endpoint(A), endpoint(B), endpoint(C)], { running: 1 });
+    for (let i = 0; i < 5; i++) w.route(0, JSON.stringify({ model: "llama", stream: true, messages: [{ role: "user", content: `q${i}` }] }));
+    const table = w.shared.inflight;
+    const counts = decodeInflight(table);
+    expect([...counts.values()].reduce((s, [n]) => s + n, 0)).toBe(5);
+    expect(encodeInflight(counts)).toEqual(table);
+  });
+
+  it("modelled sharing: a replica counts the others' requests in flight from the next round on, and their end the round after", async () => {
+    const { queue, replicas } = await sharingPair();
+    for (const w of replicas) w.install([endpoint(A), endpoint(B)], { running: 1 });
+    const [r0, r1] = replicas;
+    const sent = [r0.route(0, JSON.stringify({ model: "llama", messages: [{ role: "user", content: "one" }] }))];
+    expect(r1.count(sent[0])).toBe(0);
+    runUntil(queue, 54);
+    expect(r1.count(sent[0])).toBe(1);
+    // Its own count is its own: not doubled by the round.
+    expect(r0.count(sent[0])).toBe(1);
+    const other = sent[0] === A ? B : A;
+    expect(r1.route(0, JSON.stringify({ model: "llama", messages: [{ role: "user", content: "two" }] }))).toBe(other);
+    r0.release(0, sent[0]);
+    runUntil(queue, 104);
+    expect(r1.count(sent[0])).toBe(0);
+    expect(r0.count(other)).toBe(1);
+  });
+
+  it("modelled sharing: a replica learns where the others placed a prefix, and sends the same prefix there", async () => {
+    const { queue, replicas } = await sharingPair();
+    for (const w of replicas) w.install([endpoint(A), endpoint(B), endpoint(C)], { prefix: 1 });
+    const [r0, r1] = replicas;
+    const body = (k: number, user: string) => JSON.stringify({ model: "llama", messages: [{ role: "system", content: `tenant ${k}: ${SYSTEM}` }, { role: "user", content: user }] });
+    const placed = [0, 1, 2, 3].map((k) => r0.route(0, body(k, "first")));
+    r0.tick();
+    runUntil(queue, 54);
+    r1.tick();
+    expect([0, 1, 2, 3].map((k) => r1.route(0, body(k, "second")))).toEqual(placed);
   });
 });
