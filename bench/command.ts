@@ -43,6 +43,11 @@ const USAGE = `usage: npm run bench -- [options]
   --overhead            run the filter-overhead benchmark too (alone if no scenario is given)
   --failover            run the failover benchmark too (alone if no scenario is given): client errors when a pod
                         dies, answers 500, or dies after the aggregator; writes DIR/failover/ and BENCHMARKS.md
+  --replicas A,B,...    instead, each scenario with A, B, ... gateway replicas behind a round-robin front, sharing
+                        nothing but the snapshot (sim mode); the tables per replica count and the loss against one;
+                        writes DIR/replicas/ (with --all, BENCHMARKS.md's replicas section too)
+  --share-interval MS   with --replicas: model the proposed (not yet built) sharing of in-flight counts and prefix
+                        placements through the aggregator, merged and fanned out every MS ms
   --capacity            instead of comparing policies, measure each scenario's capacity on its own mix: its trace
                         replayed --multiple times faster (default ${DEFAULT_MULTIPLE}) through round-robin and the oracle
                         (or --policies); writes DIR/<scenario>/capacity.json
@@ -97,6 +102,10 @@ export interface Args {
   scale?: { sizes?: number[] };
   /** Set for --soak. */
   soak?: { minutes: number; ratePerS: number };
+  /** Set for --replicas: the gateway replica counts to run each scenario with. */
+  replicas?: number[];
+  /** --share-interval: the replicas share state through the control plane (the proposed design, modelled). */
+  shareIntervalMs?: number;
 }
 
 function parseSeed(text: string, option: string): number {
@@ -124,6 +133,8 @@ export function parse(argv: string[]): Args | "help" {
       overhead: { type: "boolean" },
       failover: { type: "boolean" },
       capacity: { type: "boolean" },
+      replicas: { type: "string" },
+      "share-interval": { type: "string" },
       multiple: { type: "string" },
       smoke: { type: "boolean" },
       scale: { type: "boolean" },
@@ -139,7 +150,7 @@ export function parse(argv: string[]): Args | "help" {
   const standalone = (values.scale ? 1 : 0) + (values.soak ? 1 : 0);
   if (standalone > 1) throw new UsageError("--scale and --soak exclude each other");
   if (standalone === 1) {
-    const others = ["scenario", "all", "mode", "seeds", "policies", "jobs", "json", "overhead", "failover", "capacity", "multiple", "smoke"] as const;
+    const others = ["scenario", "all", "mode", "seeds", "policies", "jobs", "json", "overhead", "failover", "capacity", "replicas", "multiple", "smoke"] as const;
     const given = others.filter((k) => values[k] !== undefined);
     if (given.length > 0) throw new UsageError(`--${values.scale ? "scale" : "soak"} runs alone: drop --${given.join(", --")}`);
   }
@@ -193,6 +204,10 @@ export function parse(argv: string[]): Args | "help" {
     if (!capacity) throw new UsageError("--multiple: only with --capacity");
     if (!(multiple > 1)) throw new UsageError(`--multiple: expected a number > 1, got ${JSON.stringify(values.multiple)}`);
   }
+  const replicas = parseReplicas(values.replicas);
+  const shareIntervalMs = positive(values["share-interval"], "--share-interval");
+  if (shareIntervalMs !== undefined && !replicas) throw new UsageError("--share-interval: only with --replicas");
+  if (replicas && (mode !== "sim" || capacity || scenarios.length === 0)) throw new UsageError("--replicas: needs --scenario NAME or --all, in sim mode, without --capacity");
   if (all && !smoke && !capacity && mode === "sim") seeds ??= ALL_SEEDS;
   const jobs = values.jobs === undefined ? availableParallelism() : Number(values.jobs);
   if (!Number.isInteger(jobs) || jobs < 1) throw new UsageError(`--jobs: expected an integer >= 1, got ${JSON.stringify(values.jobs)}`);
@@ -218,7 +233,17 @@ export function parse(argv: string[]): Args | "help" {
     multiple,
     smoke,
     all,
+    replicas,
+    shareIntervalMs,
   };
+}
+
+function parseReplicas(text: string | undefined): number[] | undefined {
+  if (text === undefined) return undefined;
+  const counts = text.split(",").map((t) => Number(t));
+  if (counts.some((n) => !Number.isInteger(n) || n < 1 || n > 64)) throw new UsageError(`--replicas: expected integers 1..64, got ${JSON.stringify(text)}`);
+  if (new Set(counts).size !== counts.length) throw new UsageError(`--replicas: a count is repeated in ${JSON.stringify(text)}`);
+  return counts;
 }
 
 function positive(text: string | undefined, option: string): number | undefined {
@@ -369,6 +394,15 @@ async function runCapacity(args: Args, io: Io): Promise<void> {
   if (args.json) writeJson(args.json, reports.length === 1 ? reports[0] : { reports });
 }
 
+async function runReplicas(args: Args, argv: string[], io: Io): Promise<void> {
+  const { runReplicaBench } = await import("./replicas-command.js");
+  const concurrent = args.jobs > 1;
+  await runReplicaBench(
+    { ...args, scenarios: args.scenarios, replicas: args.replicas!, updateDocs: args.all && !args.smoke },
+    { out: io.out, progress: (label) => progressReporter(concurrent ? { ...io, errIsTty: false } : io, label), command: commandLine(argv) },
+  );
+}
+
 async function runOverheadBench(args: Args, argv: string[], io: Io): Promise<void> {
   const { runOverhead, overheadMarkdown } = await import("./overhead/index.js");
   const report = await runOverhead({
@@ -428,6 +462,7 @@ export async function runBench(argv: string[], io: Io = defaultIo): Promise<numb
       return await runSoakCommand(opts, (line) => io.out(`${line}\n`), (line) => io.err(`${line}\n`));
     }
     if (args.capacity) await runCapacity(args, io);
+    else if (args.replicas) await runReplicas(args, argv, io);
     else if (args.scenarios.length > 0) await runScenarios(args, argv, io);
     if (args.overhead) await runOverheadBench(args, argv, io);
     if (args.failover) await runFailoverBench(args, argv, io);

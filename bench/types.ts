@@ -189,6 +189,8 @@ export interface ScenarioResult {
   durationS: number;
   offered: { requests: number; ratePerS: number; meanPromptTokens: number; meanOutputTokens: number };
   fleet: Array<{ pod: string; model: string; speed: number }>;
+  /** Set when the run had several gateway replicas behind a front (bench/sim/replicas.ts); absent for one gateway. */
+  replicas?: { count: number; front: "round-robin"; sharing: string };
   policies: PolicyResult[];
 }
 
@@ -199,6 +201,13 @@ export interface RunOptions {
   durationS?: number;
   /** Policy names to run (default: all). */
   policies?: string[];
+  /** Gateway replicas behind a round-robin front, sharing nothing but the snapshot (sim mode; default 1). */
+  replicas?: number;
+  /**
+   * Set: the replicas share in-flight counts and prefix placements through the control plane at this interval (ms),
+   * as the proposed design would (bench/sim/replica-state.ts); a model of a design not yet built.
+   */
+  shareIntervalMs?: number;
   /** Progress of one policy's run, fraction 0..1 of the arrival window. */
   onProgress?: (policy: string, fraction: number) => void;
 }

@@ -5,14 +5,21 @@
 // index), one instance per Envoy worker. What the filter keeps in shared
 // data (the snapshot, the in-flight table, the prefix log) is kept here once
 // and handed to every instance, as Envoy's shared data is to every worker.
+// With several gateway replicas (sim/replicas.ts) each is one such Envoy of
+// its own, and only the aggregator is theirs in common.
 import { encodeSnapshot, type SnapshotMsg } from "../../host/proto.js";
 import { NativeRouter } from "../../testing/native/router.js";
 import { NativeSharedData } from "../../testing/native/shared-data.js";
 import { AggregatorModel, gatewayConfig } from "../sim/aggregator.js";
+import { shareGatewayState } from "../sim/replica-state.js";
 import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
 import type { Profile } from "./profiles.js";
 import type { Decision, PolicySpec, ReleaseHandler } from "./types.js";
 import type { TraceRequest } from "../sim/workload.js";
+import type { EventQueue } from "../sim/events.js";
+import type { SimFleet } from "../sim/fleet.js";
+import type { GatewayConfig } from "../../host/config.js";
+import type { GatewayModel } from "../scenario.js";
 
 export interface OursOptions {
   /** Admission (429 when a pool is saturated) as the gateway config's default has it (on), or off. */
@@ -31,25 +38,36 @@ function refusal(result: { status: number; error: { message: string }; retryAfte
   return { status: result.status, message: result.error.message, ...(retryAfterS === undefined ? {} : { retryAfterS }) };
 }
 
+/** The aggregator, and what its link to every Envoy last wrote to the Envoy's shared data: each pushed snapshot, after the push delay. */
+class ControlPlane {
+  readonly aggregator: AggregatorModel;
+  published: { version: number; bytes: Uint8Array } | undefined;
+
+  constructor(config: GatewayConfig, fleet: SimFleet, queue: EventQueue, model: GatewayModel, seed: number) {
+    const phases = new Rng(deriveSeed(seed, "phases:aggregator"));
+    this.aggregator = new AggregatorModel(config, fleet, queue, model, phases, (snapshot: SnapshotMsg, t) => {
+      queue.at(t + model.pushDelayMs, () => {
+        this.published = { version: snapshot.version, bytes: encodeSnapshot(snapshot) };
+      });
+    });
+  }
+}
+
 export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
   const admission = opts.admission ?? true;
   const name = `ours:${profile.name}${admission ? "" : ":no-admission"}`;
   return {
     name,
     description: `our Wasm filter (same routing core as in Envoy), ${profile.description}${admission ? "" : "; admission off"}`,
-    async create({ scenario, trace, fleet, queue, seed }) {
+    async create({ scenario, trace, fleet, queue, seed, replica }) {
       const model = scenario.gateway;
-      const phases = new Rng(deriveSeed(seed, "phases:aggregator"));
-      const config = gatewayConfig(scenario, trace, fleet, profile.weights, { admission });
-
-      // Shared data: the link writes each pushed snapshot (after the push delay)...
-      let published: { version: number; bytes: Uint8Array } | undefined;
-      const aggregator = new AggregatorModel(config, fleet, queue, model, phases, (snapshot: SnapshotMsg, t) => {
-        queue.at(t + model.pushDelayMs, () => {
-          published = { version: snapshot.version, bytes: encodeSnapshot(snapshot) };
-        });
-      });
+      // One control plane however many gateway replicas: every Envoy is pushed the same snapshots after the same delay.
+      const link = replica.runWide(`${name}:control-plane`, () =>
+        new ControlPlane(gatewayConfig(scenario, trace, fleet, profile.weights, { admission }), fleet, queue, model, replica.runSeed),
+      );
+      const aggregator = link.aggregator;
       const shared = new NativeSharedData();
+      shareGatewayState(replica.sharing, replica.index, shared);
 
       // ...and every worker installs a newer version, and swaps prefix decisions, on its own refresh tick.
       const start = encodeSnapshot(aggregator.current);
@@ -75,6 +93,7 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
           // What this worker's requests released since it last wrote the table goes out first, as the filter's tick does.
           shared.flush(router);
           shared.exchangePrefixLog(router);
+          const published = link.published;
           if (published !== undefined && published.version !== seen) {
             shared.install(router, published.bytes);
             seen = published.version;

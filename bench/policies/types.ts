@@ -2,6 +2,7 @@
 import type { Scenario } from "../scenario.js";
 import type { EventQueue } from "../sim/events.js";
 import type { SimFleet } from "../sim/fleet.js";
+import type { StateSharing } from "../sim/state-sharing.js";
 import type { Trace, TraceRequest } from "../sim/workload.js";
 
 /** One request as a policy may look at it; the texts are built only if asked for. */
@@ -32,8 +33,23 @@ export interface PolicyEnv {
   trace: Trace;
   fleet: SimFleet;
   queue: EventQueue;
-  /** The run's seed; a policy derives its own random streams from it. */
+  /** This gateway's seed (the run's, for the first replica); a policy derives its own random streams from it. */
   seed: number;
+  /** Which of the run's gateway replicas this policy instance is (bench/sim/replicas.ts). */
+  replica: ReplicaEnv;
+}
+
+/** A gateway replica's place in the run, and what it shares with the other replicas. */
+export interface ReplicaEnv {
+  /** 0 .. count - 1. */
+  index: number;
+  count: number;
+  /** The run's seed, for the parts every replica shares. */
+  runSeed: number;
+  /** A component every replica of the run shares (the control plane), made by the first that asks for `key`. */
+  runWide<T>(key: string, make: () => T): T;
+  /** How the replicas exchange what a scrape does not show. */
+  sharing: StateSharing;
 }
 
 export interface Policy {

@@ -7,7 +7,7 @@ import type { PolicySeeds, SeedsSummary, Spread } from "../seeds.js";
 import { formatMs, percent, percentOf, podShareCell, tableOf, type Column, type Table } from "./table.js";
 
 /** "1.40 s (1.31 s–1.52 s)". */
-function spreadCell(s: Spread | null | undefined, format: (x: number) => string): string {
+export function spreadCell(s: Spread | null | undefined, format: (x: number) => string): string {
   if (!s) return "n/a";
   return s.min === s.max ? format(s.mean) : `${format(s.mean)} (${format(s.min)}–${format(s.max)})`;
 }

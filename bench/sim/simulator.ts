@@ -12,6 +12,7 @@ import type { Mode, PolicyResult, RunOptions, ScenarioResult } from "../types.js
 import { EventQueue } from "./events.js";
 import { SimFleet } from "./fleet.js";
 import { SimClient } from "./client.js";
+import { createGateways, SINGLE_GATEWAY, type ReplicaOptions } from "./replicas.js";
 import { generateTrace, type Trace, type TraceRequest } from "./workload.js";
 
 /** How often (in processed events) to report progress. */
@@ -24,10 +25,11 @@ export async function replayPolicy(
   spec: PolicySpec,
   seed: number,
   onProgress?: (fraction: number) => void,
+  replicas: ReplicaOptions = SINGLE_GATEWAY,
 ): Promise<SimFleet> {
   const queue = new EventQueue();
   const fleet = new SimFleet(scenario, trace.requests);
-  const policy = await spec.create({ scenario, trace, fleet, queue, seed });
+  const policy = await createGateways(spec, { scenario, trace, fleet, queue, seed }, replicas);
   const client = new SimClient(trace, policy, fleet, queue);
   onProgress?.(0);
   const requests = trace.requests;
@@ -67,8 +69,9 @@ export async function simulatePolicy(
   spec: PolicySpec,
   seed: number,
   onProgress?: (fraction: number) => void,
+  replicas: ReplicaOptions = SINGLE_GATEWAY,
 ): Promise<PolicyResult> {
-  const fleet = await replayPolicy(scenario, trace, spec, seed, onProgress);
+  const fleet = await replayPolicy(scenario, trace, spec, seed, onProgress, replicas);
   return policyResult(
     {
       policy: spec.name,
@@ -92,11 +95,18 @@ export async function runSim(base: Scenario, opts: RunOptions = {}): Promise<Sce
   const scenario = effectiveScenario(base, opts);
   const specs = selectPolicies(opts.policies);
   const trace = generateTrace(scenario, scenario.seed);
+  const replicas: ReplicaOptions = {
+    count: opts.replicas ?? 1,
+    ...(opts.shareIntervalMs === undefined ? {} : { sharing: { intervalMs: opts.shareIntervalMs, oneWayMs: scenario.gateway.pushDelayMs } }),
+  };
   const policies: PolicyResult[] = [];
   for (const spec of specs) {
-    policies.push(await simulatePolicy(scenario, trace, spec, scenario.seed, (f) => opts.onProgress?.(spec.name, f)));
+    policies.push(await simulatePolicy(scenario, trace, spec, scenario.seed, (f) => opts.onProgress?.(spec.name, f), replicas));
   }
-  return { ...resultHeader(scenario, trace, "sim"), policies };
+  // One gateway is what every result had before replicas could be modelled: its result says nothing of them.
+  const sharing = replicas.sharing ? `proposed (a model, not built): every ${replicas.sharing.intervalMs} ms + ${replicas.sharing.oneWayMs} ms each way` : "none";
+  const gateways = replicas.count > 1 ? { replicas: { count: replicas.count, front: "round-robin" as const, sharing } } : {};
+  return { ...resultHeader(scenario, trace, "sim"), ...gateways, policies };
 }
 
 /** The parts of a result that depend only on the scenario and its trace, whatever the mode. */

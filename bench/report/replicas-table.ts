@@ -1,0 +1,121 @@
+// The gateway-replica tables: per scenario and policy, TTFT p50/p95/p99 and
+// the goodput for each replica count (mean over the seeds, range in
+// brackets), and the loss against one gateway; then, over every scenario,
+// the loss at one replica count against the target.
+import { spread, type Spread } from "../seeds.js";
+import { formatChange, relativeChange } from "../stats.js";
+import type { PolicyResult, ScenarioResult } from "../types.js";
+import { spreadCell } from "./seeds-table.js";
+import { formatMs, markdownTable, percentOf, tableOf, type Column, type Table } from "./table.js";
+
+/** The target: R replicas within this much of one gateway's p95 and p99 TTFT. */
+export const REPLICA_LOSS_TARGET = 0.05;
+
+export interface ReplicaRow {
+  scenario: string;
+  policy: string;
+  replicas: number;
+  seeds: number[];
+  completedShare: Spread;
+  ttftMs: { p50: Spread; p95: Spread; p99: Spread } | null;
+  /** Range of the per-seed changes against the same seed with one gateway; null without a one-gateway run. */
+  vsOne: { p95: Spread; p99: Spread } | null;
+}
+
+/** `runs`: one scenario's results per replica count, each a list over the same seeds. */
+export function replicaRows(runs: ReadonlyMap<number, readonly ScenarioResult[]>): ReplicaRow[] {
+  const one = runs.get(1);
+  const rows: ReplicaRow[] = [];
+  const first = [...runs.values()][0];
+  for (const { policy } of first[0].policies) {
+    for (const [replicas, results] of [...runs].sort((a, b) => a[0] - b[0])) {
+      const mine = results.map((r) => r.policies.find((p) => p.policy === policy)!);
+      const base = one?.map((r) => r.policies.find((p) => p.policy === policy)!);
+      const of = (f: (p: PolicyResult) => number | undefined) => spread(mine.map(f));
+      const change = (f: (p: PolicyResult) => number | undefined) => (base ? spread(mine.map((p, i) => relativeChange(f(p), f(base[i])))) : null);
+      const [p50, p95, p99] = [of((p) => p.ttftMs?.p50), of((p) => p.ttftMs?.p95), of((p) => p.ttftMs?.p99)];
+      const [l95, l99] = [change((p) => p.ttftMs?.p95), change((p) => p.ttftMs?.p99)];
+      rows.push({
+        scenario: results[0].scenario,
+        policy,
+        replicas,
+        seeds: results.map((r) => r.seed),
+        completedShare: of((p) => p.completedShare)!,
+        ttftMs: p50 && p95 && p99 ? { p50, p95, p99 } : null,
+        vsOne: l95 && l99 ? { p95: l95, p99: l99 } : null,
+      });
+    }
+  }
+  return rows;
+}
+
+/** "+3.1% (+1.0% … +5.2%)": the mean of the per-seed changes, and their range. */
+function changeCell(s: Spread | undefined): string {
+  if (!s) return "-";
+  const [mean, lo, hi] = [formatChange(s.mean), formatChange(s.min), formatChange(s.max)];
+  return lo === hi ? mean : `${mean} (${lo} … ${hi})`;
+}
+
+const ms = (x: number) => formatMs(x);
+
+/** One scenario's rows: goodput beside the percentiles, and the change against one gateway. */
+export function replicaTable(rows: readonly ReplicaRow[]): Table {
+  const columns: Column<ReplicaRow>[] = [
+    ["policy", false, (r) => r.policy],
+    ["replicas", true, (r) => String(r.replicas)],
+    ["completed", true, (r) => spreadCell(r.completedShare, percentOf)],
+    ["TTFT p50", true, (r) => spreadCell(r.ttftMs?.p50, ms)],
+    ["TTFT p95", true, (r) => spreadCell(r.ttftMs?.p95, ms)],
+    ["TTFT p99", true, (r) => spreadCell(r.ttftMs?.p99, ms)],
+    ["p95 vs 1 replica", true, (r) => (r.replicas === 1 ? "-" : changeCell(r.vsOne?.p95))],
+    ["p99 vs 1 replica", true, (r) => (r.replicas === 1 ? "-" : changeCell(r.vsOne?.p99))],
+  ];
+  return tableOf(columns, rows);
+}
+
+const within = (s: Spread | undefined) => (s === undefined ? "n/a" : s.mean <= REPLICA_LOSS_TARGET ? "yes" : "**no**");
+
+/** Every scenario's loss with `replicas` gateways against one, beside the target. */
+export function replicaLossTable(rows: readonly ReplicaRow[], replicas: number): Table {
+  const at = rows.filter((r) => r.replicas === replicas);
+  const oneOf = (r: ReplicaRow) => rows.find((o) => o.replicas === 1 && o.scenario === r.scenario && o.policy === r.policy)!;
+  const columns: Column<ReplicaRow>[] = [
+    ["scenario", false, (r) => r.scenario],
+    ["policy", false, (r) => r.policy],
+    ["completed 1 / R", true, (r) => `${percentOf(oneOf(r).completedShare.mean)} / ${percentOf(r.completedShare.mean)}`],
+    ["p95 1 / R", true, (r) => `${formatMs(oneOf(r).ttftMs?.p95.mean)} / ${formatMs(r.ttftMs?.p95.mean)}`],
+    ["p95 loss", true, (r) => changeCell(r.vsOne?.p95)],
+    ["p99 1 / R", true, (r) => `${formatMs(oneOf(r).ttftMs?.p99.mean)} / ${formatMs(r.ttftMs?.p99.mean)}`],
+    ["p99 loss", true, (r) => changeCell(r.vsOne?.p99)],
+    [`within ${REPLICA_LOSS_TARGET * 100}% (p95 and p99)`, false, (r) => (within(r.vsOne?.p95) === "yes" && within(r.vsOne?.p99) === "yes" ? "yes" : "**no**")],
+  ];
+  return tableOf(columns, at);
+}
+
+/** The Markdown section: the method in brief, the summary at `lossAt` replicas, then each scenario's table. */
+export function replicasMarkdown(rows: readonly ReplicaRow[], opts: { command: string; lossAt: number; durationS: number; shareIntervalMs?: number }): string {
+  const counts = [...new Set(rows.map((r) => r.replicas))].sort((a, b) => a - b);
+  const seeds = rows[0]?.seeds ?? [];
+  const lines = [
+    `Simulated, seeds ${seeds.join(", ")}, ${opts.durationS > 0 ? `${opts.durationS} s of arrivals` : "each scenario's own duration"}; ` +
+      `${counts.join(", ")} gateway replicas behind a round-robin front (per request, a retry included), ` +
+      (opts.shareIntervalMs === undefined
+        ? "sharing nothing but the aggregator's snapshot pushes (today's gateway): each replica has its own Envoy workers, in-flight counts, " +
+          "prefix index, health ledger, queue board and canary positions. "
+        : `each reporting its in-flight counts and prefix placements to the aggregator, which merges them and sends every replica the others' every ` +
+          `${opts.shareIntervalMs} ms (plus the stream's delay each way): **a model of the proposed design, not yet built**; the health ledger, ` +
+          "queue board and canary positions stay per replica. ") +
+      "Latencies as everywhere here: from first arrival, a failed request at the " +
+      "run's deadline; `completed` is the goodput. Cells: mean over the seeds (lowest–highest); a change is the mean of the per-seed " +
+      "changes against the same seed with one gateway (their range in brackets).",
+    "",
+    `Command: \`${opts.command}\``,
+  ];
+  if (counts.includes(opts.lossAt) && counts.includes(1)) {
+    lines.push("", `**${opts.lossAt} replicas against one** (target: p95 and p99 TTFT within ${REPLICA_LOSS_TARGET * 100}%):`, "", markdownTable(replicaLossTable(rows, opts.lossAt)));
+  }
+  for (const scenario of [...new Set(rows.map((r) => r.scenario))]) {
+    lines.push("", `#### ${scenario}`, "", markdownTable(replicaTable(rows.filter((r) => r.scenario === scenario))));
+  }
+  return lines.join("\n");
+}
