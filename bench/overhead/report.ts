@@ -135,21 +135,25 @@ export interface OverheadReport {
 }
 
 export const FILTER_HOT_PATH: string[] = [
-  "Wasm → host calls per routed request (counted, by import, in the table above) — " +
+  "Wasm → host calls per routed request (counted in the table above; docs/host-calls.md has each kind of request) — " +
     "`proxy_get_header_map_pairs` (all request headers, once), `proxy_get_buffer_bytes` (the whole buffered body, once, " +
-    "at end of stream), `proxy_get_shared_data` + `proxy_set_shared_data` (the in-flight table: read, add this request, " +
-    "compare-and-swap write), `proxy_replace_header_map_value` four times (x-gateway-pool, x-gateway-model-name, " +
-    "x-gateway-base-model, x-gateway-destination-endpoint); when the stream ends `proxy_get_property` twice " +
-    "(response.code, upstream.address, for passive health and the drain rate) and the in-flight table again (release). " +
-    "Counters (per class, reason, pod) are kept in Wasm memory and handed over on the 20 ms tick. " +
-    "A client-sent x-gateway-* header adds a remove and a counter bump each (none here); a canary split adds " +
-    "`proxy_set_buffer_bytes` and a content-length header; a request that finds no room reads and writes the refusal memory.",
+    "at end of stream), `proxy_get_shared_data` + `proxy_set_shared_data` (the in-flight table: read, add this request " +
+    "and any releases waiting in this worker, compare-and-swap write), `proxy_set_header_map_pairs` (every routing header " +
+    "in one call); when the stream ends `proxy_get_property` for response.code and upstream.address (passive health and the " +
+    "drain rate) and, only when the answer did not end whole, the response flags. One decision in 16 is timed (two clock " +
+    "reads). The release of the in-flight count goes out with the worker's next write or its 20 ms tick. " +
+    "Counters (per class, reason, pod) are kept in Wasm memory and handed over on the tick. " +
+    "A canary split adds `proxy_set_buffer_bytes`; a request that finds no room reads and writes the refusal memory; " +
+    "an answer's body adds one read of each chunk's last 2 KiB (where usage is).",
   "Host → Wasm calls per request: `proxy_on_context_create`, `proxy_on_request_headers`, `proxy_on_request_body` " +
-    "once per received body chunk (StopIterationAndBuffer until end of stream), `proxy_on_done`, `proxy_on_delete`, " +
-    "and the module's `malloc` for what the host hands over (header pairs, body, shared-data values, properties). " +
-    "No response or log callbacks are exported, so Envoy skips them.",
+    "once per received body chunk (StopIterationAndBuffer until end of stream), `proxy_on_response_body` per answer chunk, " +
+    "`proxy_on_done`, `proxy_on_delete`, and the module's `malloc` for what the host hands over (header pairs, body, " +
+    "shared-data values, properties).",
   "Copies: the header map is serialised once and the body copied once into Wasm memory; both are scanned in place, " +
     "and the prompt's first 16 KiB are hashed in place for the prefix keys. The model name is the only value decoded to a string.",
+  "Scoring: a pool of up to 32 usable pods is scored whole; a larger one over a shortlist (the best load estimates, kept " +
+    "in max-trees updated only for pods whose in-flight counts changed, plus prefix and adapter holders), so a decision " +
+    "at 1000 pods costs about what one at 64 does (docs/scorers.md, large pools).",
   "Off the request path: every worker's root context polls a 16-byte snapshot cell and the health ledger in shared data " +
     "every 20 ms, and, when a profile scores prefixes or adapters, swaps routing decisions through the ~53 KiB prefix log.",
 ];
@@ -386,7 +390,7 @@ export function overheadMarkdown(r: OverheadReport): string {
   }
   lines.push(
     "",
-    "Each decision scans the body, looks up the model and scores every endpoint; the time also includes the native " +
+    "Each decision scans the body, looks up the model and scores the pool (whole up to 32 usable pods, else its shortlist); the time also includes the native " +
       "build's JS↔Wasm boundary (body copied in, a JSON result string out and parsed) and a hrtime call.",
     "",
   );
