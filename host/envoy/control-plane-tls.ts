@@ -3,9 +3,9 @@
 // CA come from file-watched SDS (one small SDS file per secret, written next
 // to the bootstrap), so a rotated Secret is picked up without a restart; the
 // aggregator's certificate must chain to the CA and carry the server name.
-import { isIP } from "node:net";
 import { isMap, isSeq, type Document } from "yaml";
 import { certificateBody, sdsSecretConfig, sdsSecretFile, trustedCaBody, type SdsFile } from "./sds.js";
+import { sanMatcher, upstreamTlsSocket } from "./upstream-tls.js";
 import type { ControlPlaneClientTlsConfig } from "../config/control-plane.js";
 
 export const AGGREGATOR_CLUSTER = "llm_gateway_aggregator";
@@ -30,24 +30,12 @@ export function withControlPlaneTls(doc: Document, tls: ControlPlaneTlsParams, a
   if (!isMap(cluster)) throw new Error(`the Envoy template has no ${AGGREGATOR_CLUSTER} cluster`);
   const [client, ca] = controlPlaneSdsFiles(tls);
   const serverName = tls.serverName ?? aggregatorHost;
-  const byIp = isIP(serverName) !== 0;
-  cluster.set("transport_socket", doc.createNode({
-    name: "envoy.transport_sockets.tls",
-    typed_config: {
-      "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-      // SNI carries a name, never an IP literal; the SAN check holds either way.
-      ...(byIp ? {} : { sni: serverName }),
-      common_tls_context: {
-        tls_params: { tls_minimum_protocol_version: "TLSv1_2" },
-        alpn_protocols: ["h2"],
-        tls_certificate_sds_secret_configs: [sdsSecretConfig(client, CLIENT_SECRET)],
-        combined_validation_context: {
-          default_validation_context: {
-            match_typed_subject_alt_names: [{ san_type: byIp ? "IP_ADDRESS" : "DNS", matcher: { exact: serverName } }],
-          },
-          validation_context_sds_secret_config: sdsSecretConfig(ca, CA_SECRET),
-        },
-      },
+  cluster.set("transport_socket", doc.createNode(upstreamTlsSocket(serverName, {
+    alpn_protocols: ["h2"],
+    tls_certificate_sds_secret_configs: [sdsSecretConfig(client, CLIENT_SECRET)],
+    combined_validation_context: {
+      default_validation_context: { match_typed_subject_alt_names: sanMatcher(serverName) },
+      validation_context_sds_secret_config: sdsSecretConfig(ca, CA_SECRET),
     },
-  }));
+  })));
 }

@@ -5,12 +5,12 @@
 import { isAbsolute } from "node:path";
 import { isMap, isSeq, type Document } from "yaml";
 import { certificateBody, sdsSecretConfig, sdsSecretFile, trustedCaBody, type SdsFile } from "./sds.js";
+import { sanMatcher, TLS_SOCKET, upstreamTlsSocket } from "./upstream-tls.js";
 import { edgeLimitsSchema, type EdgeLimitsConfig, type ListenerTlsConfig, type PodTlsConfig } from "../config/edge.js";
 
 /** The limits a renderer uses when its caller gives none: the config file's defaults. */
 export const DEFAULT_EDGE_LIMITS: Readonly<EdgeLimitsConfig> = edgeLimitsSchema.parse(undefined);
 
-const TLS_SOCKET = "envoy.transport_sockets.tls";
 const LISTENER_CERT = "llm_gateway_listener_certificate";
 const CLIENT_CA = "llm_gateway_client_ca";
 
@@ -149,19 +149,11 @@ export function withPodTls(doc: Document, clusterName: string, tls: PodTlsConfig
   const cluster = clusters.items.find((c) => isMap(c) && c.get("name") === clusterName);
   if (!isMap(cluster)) throw new Error(`the Envoy template has no cluster ${clusterName}`);
   const validation: Record<string, unknown> = { trusted_ca: { filename: tls.caFile } };
-  if (tls.serverName) validation.match_typed_subject_alt_names = [{ san_type: "DNS", matcher: { exact: tls.serverName } }];
-  cluster.set("transport_socket", doc.createNode({
-    name: TLS_SOCKET,
-    typed_config: {
-      "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-      ...(tls.serverName ? { sni: tls.serverName } : {}),
-      common_tls_context: {
-        tls_params: { tls_minimum_protocol_version: "TLSv1_2" },
-        validation_context: validation,
-        ...(tls.certFile ? { tls_certificates: [{ certificate_chain: { filename: tls.certFile }, private_key: { filename: tls.keyFile } }] } : {}),
-      },
-    },
-  }));
+  if (tls.serverName) validation.match_typed_subject_alt_names = sanMatcher(tls.serverName);
+  cluster.set("transport_socket", doc.createNode(upstreamTlsSocket(tls.serverName, {
+    validation_context: validation,
+    ...(tls.certFile ? { tls_certificates: [{ certificate_chain: { filename: tls.certFile }, private_key: { filename: tls.keyFile } }] } : {}),
+  })));
 }
 
 const LISTENER = ["static_resources", "listeners", 0];

@@ -3,6 +3,7 @@
 import { isAbsolute } from "node:path";
 import { isIP } from "node:net";
 import type { JwtConfig } from "../config.js";
+import { sanMatcher, upstreamTlsSocket } from "./upstream-tls.js";
 
 /** The one path open without a token: the readiness probe's (the filter answers it, with nothing about the fleet's pods). */
 export const OPEN_PATH = "/health";
@@ -77,19 +78,8 @@ function jwksCluster(jwt: JwtConfig): Record<string, unknown> {
       cluster_name: JWKS_CLUSTER,
       endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: host, port_value: Number(url.port || 443) } } } }] }],
     },
-    transport_socket: {
-      name: "envoy.transport_sockets.tls",
-      typed_config: {
-        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-        ...(ip ? {} : { sni: host }),
-        common_tls_context: {
-          tls_params: { tls_minimum_protocol_version: "TLSv1_2" },
-          validation_context: {
-            trusted_ca: { filename: jwt.jwksCaFile },
-            match_typed_subject_alt_names: [{ san_type: ip ? "IP_ADDRESS" : "DNS", matcher: { exact: host } }],
-          },
-        },
-      },
-    },
+    transport_socket: upstreamTlsSocket(host, {
+      validation_context: { trusted_ca: { filename: jwt.jwksCaFile }, match_typed_subject_alt_names: sanMatcher(host) },
+    }),
   };
 }
