@@ -28,8 +28,14 @@ export const FULL_SCAN: i32 = 32;
 export const SHORTLIST: i32 = 16;
 /** Endpoints taken by each load scorer's own estimate. */
 const LEADERS: i32 = 2;
-/** The estimates are redone when the pool's usual prompt moves this far (in shares of a prefill step) from theirs. */
+/**
+ * The estimates are redone when the pool's usual prompt moves this far (in
+ * shares of a prefill step) from theirs, at most once per SHARE_WAIT_MS
+ * (snapshots redo them anyway, and the usual prompt moves slowly once the
+ * pool has seen traffic).
+ */
 const SHARE_DRIFT: f64 = 0.05;
+const SHARE_WAIT_MS: u64 = 1000;
 /** The prompt a pod's estimate is judged for until the pool has seen its own (512 tokens: a chat turn with some context). */
 const TYPICAL_PROMPT_TOKENS: f64 = 512;
 
@@ -42,6 +48,8 @@ export class Shortlist {
   private applied: i32 = 0;
   /** When the next ejection ends (a pod becomes usable again). */
   private rebuildMs: u64 = u64.MAX_VALUE;
+  /** Before this, a drift of the usual prompt waits for the next snapshot. */
+  private shareWaitMs: u64 = 0;
   /** Endpoints with fresh metrics that are not ejected. */
   usable: i32 = 0;
   /** Per slot: capacity relative to the fastest usable endpoint (core/scheduling/capacity.ts). */
@@ -72,8 +80,13 @@ export class Shortlist {
    * `weights` are the pool's, in the scorers' order.
    */
   observe(pool: Pool, inflight: InflightTable, nowMs: u64, weights: StaticArray<f64>): void {
-    if (this.pool !== pool || this.table !== inflight || this.healthEpoch != pool.healthEpoch || this.tableEpoch != inflight.epoch ||
-      nowMs >= this.rebuildMs || abs(usualShare(pool) - this.typical.prefillShare) > SHARE_DRIFT) {
+    let stale = this.pool !== pool || this.table !== inflight || this.healthEpoch != pool.healthEpoch ||
+      this.tableEpoch != inflight.epoch || nowMs >= this.rebuildMs;
+    if (!stale && nowMs >= this.shareWaitMs && abs(usualShare(pool) - this.typical.prefillShare) > SHARE_DRIFT) {
+      this.shareWaitMs = nowMs + SHARE_WAIT_MS;
+      stale = true;
+    }
+    if (stale) {
       this.rebuild(pool, inflight, nowMs, weights);
       return;
     }
@@ -241,7 +254,7 @@ class ScoreTree {
   }
 
   build(): void {
-    for (let k = this.leaves - 1; k >= 1; k--) unchecked(this.tree[k] = this.better(this.tree[2 * k], this.tree[2 * k + 1]));
+    for (let k = this.leaves - 1; k >= 1; k--) unchecked(this.tree[k] = this.better(unchecked(this.tree[2 * k]), unchecked(this.tree[2 * k + 1])));
   }
 
   /** The slot's key becomes `key`; with `reorder` the tree follows at once, else at the next build(). */
@@ -250,19 +263,22 @@ class ScoreTree {
     if (!reorder) return;
     let k = (this.leaves + slot) >> 1;
     while (k >= 1) {
-      unchecked(this.tree[k] = this.better(this.tree[2 * k], this.tree[2 * k + 1]));
+      const best = this.better(unchecked(this.tree[2 * k]), unchecked(this.tree[2 * k + 1]));
+      // The same other winner as before: nothing above changes.
+      if (best == unchecked(this.tree[k]) && best != slot) return;
+      unchecked(this.tree[k] = best);
       k >>= 1;
     }
   }
 
-  /** Appends to `out` the best `count` slots not stamped `generation` (stamping them), leaving the keys as they were. */
+  /** Appends to `out` those of the best `count` slots not stamped `generation` (stamping them), leaving the keys as they were. */
   take(count: i32, out: i32[], stamp: StaticArray<u32>, generation: u32): void {
     const held = this.held;
     const saved = this.saved;
     held.length = 0;
     saved.length = 0;
-    // Pop the best until `count` new ones came up (slots already taken elsewhere are passed over), then put all back.
-    while (count > 0 && this.leaves > 0) {
+    // Pop the best `count`, then put them back.
+    for (let c = 0; c < count && this.leaves > 0; c++) {
       const best = unchecked(this.tree[1]);
       if (best < 0 || unchecked(this.keys[best]) == NONE) break;
       held.push(best);
@@ -271,7 +287,6 @@ class ScoreTree {
       if (unchecked(stamp[best]) == generation) continue;
       unchecked(stamp[best] = generation);
       out.push(best);
-      count--;
     }
     for (let h = held.length - 1; h >= 0; h--) this.set(unchecked(held[h]), unchecked(saved[h]));
   }
