@@ -208,7 +208,7 @@ describe("gateway replicas in the simulator", () => {
     expect(encodeInflight(counts)).toEqual(table);
   });
 
-  it("modelled sharing: a replica counts the others' requests in flight from the next round on, and their end the round after", async () => {
+  it("modelled sharing: a replica counts the others' requests in flight from the next round on, and their end (once its worker's tick published it) the round after", async () => {
     const { queue, replicas } = await sharingPair();
     for (const w of replicas) w.install([endpoint(A), endpoint(B)], { running: 1 });
     const [r0, r1] = replicas;
@@ -221,6 +221,8 @@ describe("gateway replicas in the simulator", () => {
     const other = sent[0] === A ? B : A;
     expect(r1.route(0, JSON.stringify({ model: "llama", messages: [{ role: "user", content: "two" }] }))).toBe(other);
     r0.release(0, sent[0]);
+    // The release reaches the replica's shared table on its worker's tick, which the next report reads.
+    r0.tick();
     runUntil(queue, 104);
     expect(r1.count(sent[0])).toBe(0);
     expect(r0.count(other)).toBe(1);
