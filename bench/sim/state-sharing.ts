@@ -6,7 +6,7 @@
  * others' reports back. Each replica already gets the same snapshot pushes;
  * this is the only other way state may cross between replicas.
  *
- * Today's gateway shares nothing beyond the snapshot (`shareNothing`): a
+ * Without sharing (`shareNothing`: the gateway before sharing was built, or with it off) a
  * replica that joins is never asked for a report and never receives one,
  * and no event is scheduled, so a run is exactly as without replicas.
  */
@@ -36,7 +36,7 @@ export interface StateSharing {
   join<S, F = readonly S[]>(channel: string, replica: number, member: SharingMember<S, F>, merge?: () => ControlPlaneMerge<S, F>): void;
 }
 
-/** Today: replicas share nothing but the snapshot every one of them is pushed. */
+/** No sharing: replicas share nothing but the snapshot every one of them is pushed. */
 export const shareNothing: StateSharing = {
   join() {},
 };
