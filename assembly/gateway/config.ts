@@ -126,7 +126,7 @@ export class LinkConfig {
   reconnectMinMs: u64 = 100;
   reconnectMaxMs: u64 = 5_000;
   /** How often the link reports this Envoy's in flight to the aggregator for its replicas (0: it shares nothing). */
-  shareIntervalMs: u64 = 100;
+  shareIntervalMs: u64 = 20;
   error: string = "";
 
   static parse(ptr: usize, len: i32): LinkConfig {

@@ -62,13 +62,13 @@ export interface SnapshotServerOptions {
   onStreamRefused?: (method: string) => void;
   /** With several aggregators: streams only while this one leads, and the health service Envoy checks that by. */
   standby?: StandbyGate;
-  /** How often the Envoys sharing their in flight are sent the others' changes; default 100 ms. */
+  /** How often the Envoys sharing their in flight are sent the others' changes; default 20 ms. */
   shareIntervalMs?: number;
 }
 
 const SHUTDOWN_GRACE_MS = 1000;
 export const DEFAULT_HEARTBEAT_MS = 1000;
-export const DEFAULT_SHARE_INTERVAL_MS = 100;
+export const DEFAULT_SHARE_INTERVAL_MS = 20;
 // An empty Snapshot (version 0, which no real snapshot has) is the heartbeat.
 const HEARTBEAT = encodeSnapshot({} as Snapshot);
 
