@@ -16,6 +16,8 @@ import { HealthLedger, HealthRules } from "./core/fleet/health";
 import { FleetView } from "./core/scheduling/fleet-view";
 import { FULL_SCAN } from "./core/scheduling/shortlist";
 import { InflightTable } from "./core/fleet/inflight";
+import { PeerLoad, ReportEncoder } from "./core/fleet/peer-load";
+import { ProtoWriter } from "./core/wire/proto";
 import { PrefixDecision } from "./core/prefix/prefix-index";
 import { appendRecords, LOG_BYTES, PrefixLogReader } from "./core/prefix/prefix-log";
 import { hashBuffer, mix64 } from "./core/wire/hash";
@@ -300,6 +302,40 @@ export function inflightTable(): Uint8Array {
   const out = new Uint8Array(inflight.encodedLength());
   inflight.encodeInto(out.dataStart);
   return out;
+}
+
+/** Loads the other replicas' in flight (the filter's llm_gateway.peers_inflight key, read on the tick); false if the bytes are not a table. */
+export function setPeers(bytes: Uint8Array): bool {
+  return inflight.decodePeers(bytes.dataStart, bytes.byteLength);
+}
+
+// The link's side (gateway/link.ts, Envoy's singleton service): an instance
+// used for it plays that VM, whatever its router does.
+let linkReports = new ReportEncoder();
+let linkPeers = new PeerLoad();
+const linkOwn = new InflightTable();
+
+/** A report on the stream: the entries of the shared table (this gateway's own) changed since the last one. */
+export function linkReport(table: Uint8Array): Uint8Array {
+  if (!linkOwn.decode(table.dataStart, table.byteLength)) linkOwn.clear();
+  const out = new ProtoWriter();
+  linkReports.encode(linkOwn, out);
+  return Uint8Array.wrap(out.finish());
+}
+
+/** A fan-out received: the peers' table to publish to the workers, or an empty array if it did not decode (the link then drops the stream). */
+export function linkReceive(fanout: Uint8Array): Uint8Array {
+  if (!linkPeers.apply(fanout.dataStart, fanout.byteLength)) return new Uint8Array(0);
+  const sum = linkPeers.sum;
+  const out = new Uint8Array(sum.encodedLength());
+  sum.encodeInto(out.dataStart);
+  return out;
+}
+
+/** A new stream: the next report is whole, no peers known. */
+export function linkReset(): void {
+  linkReports = new ReportEncoder();
+  linkPeers = new PeerLoad();
 }
 
 /** Loads the shared memory of refused requests (the filter's llm_gateway.refusals key); false if the bytes are not one. */

@@ -46,8 +46,8 @@ const USAGE = `usage: npm run bench -- [options]
   --replicas A,B,...    instead, each scenario with A, B, ... gateway replicas behind a round-robin front, sharing
                         nothing but the snapshot (sim mode); the tables per replica count and the loss against one;
                         writes DIR/replicas/ (with --all, BENCHMARKS.md's replicas section too)
-  --share-interval MS   with --replicas: model the proposed (not yet built) sharing of in-flight counts and prefix
-                        placements through the aggregator, merged and fanned out every MS ms
+  --share-interval MS   with --replicas: the replicas share in-flight counts (as built: the link's reports, the
+                        aggregator's merge) and prefix placements (modelled) through the aggregator every MS ms
   --capacity            instead of comparing policies, measure each scenario's capacity on its own mix: its trace
                         replayed --multiple times faster (default ${DEFAULT_MULTIPLE}) through round-robin and the oracle
                         (or --policies); writes DIR/<scenario>/capacity.json
@@ -104,7 +104,7 @@ export interface Args {
   soak?: { minutes: number; ratePerS: number };
   /** Set for --replicas: the gateway replica counts to run each scenario with. */
   replicas?: number[];
-  /** --share-interval: the replicas share state through the control plane (the proposed design, modelled). */
+  /** --share-interval: the replicas share state through the control plane (docs/replicas.md). */
   shareIntervalMs?: number;
 }
 

@@ -205,7 +205,7 @@ export interface RunOptions {
   replicas?: number;
   /**
    * Set: the replicas share in-flight counts and prefix placements through the control plane at this interval (ms),
-   * as the proposed design would (bench/sim/replica-state.ts); a model of a design not yet built.
+   * in-flight counts through the built design's code, prefix placements modelled (bench/sim/replica-state.ts).
    */
   shareIntervalMs?: number;
   /** Progress of one policy's run, fraction 0..1 of the arrival window. */

@@ -125,6 +125,8 @@ export class LinkConfig {
   aggregatorCluster: string = "llm_gateway_aggregator";
   reconnectMinMs: u64 = 100;
   reconnectMaxMs: u64 = 5_000;
+  /** How often the link reports this Envoy's in flight to the aggregator for its replicas (0: it shares nothing). */
+  shareIntervalMs: u64 = 20;
   error: string = "";
 
   static parse(ptr: usize, len: i32): LinkConfig {
@@ -135,7 +137,8 @@ export class LinkConfig {
       c.aggregatorCluster = s.stringOr("aggregator_cluster", c.aggregatorCluster);
       c.reconnectMinMs = <u64>s.numberOr("reconnect_min_ms", <f64>c.reconnectMinMs, 10, 60_000);
       c.reconnectMaxMs = <u64>s.numberOr("reconnect_max_ms", <f64>c.reconnectMaxMs, 10, 600_000);
-      s.onlyKeys(["aggregator_cluster", "reconnect_min_ms", "reconnect_max_ms"]);
+      c.shareIntervalMs = <u64>s.numberOr("share_interval_ms", <f64>c.shareIntervalMs, 0, 60_000);
+      s.onlyKeys(["aggregator_cluster", "reconnect_min_ms", "reconnect_max_ms", "share_interval_ms"]);
     }
     c.error = s.error;
     return c;

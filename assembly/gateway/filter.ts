@@ -271,7 +271,10 @@ export class GatewayRoot extends RootContext {
     this.nowMs = nowMillis();
     const healthChanged = this.health.refresh();
     let installed = false;
-    if (this.reader.poll(this.view)) {
+    const fresh = this.reader.poll(this.view);
+    // Before a snapshot's baseline is taken: the peers' in flight counts in it.
+    this.inflight.loadPeers(this.reader.peersPublished);
+    if (fresh) {
       // The baseline for "sent since the scrape" is the table as it is now.
       this.inflight.read();
       installed = this.reader.load(this.view, this.inflight.table, this.health.ledger, this.router.prefixes);

@@ -16,12 +16,21 @@ import { utf8 } from "../abi/hostcalls";
 import { InflightTable } from "../core/fleet/inflight";
 import { SharedValue } from "./shared-value";
 
+// The other Envoy replicas' in flight, as the link (gateway/peer-share.ts)
+// last published it from the aggregator's fan-out; a worker loads it into the
+// table's peers part (InflightTable.decodePeers) on the tick whose snapshot
+// cell shows a new one, so an idle tick costs no call for it.
+export const PEERS_KEY: ArrayBuffer = utf8("llm_gateway.peers_inflight");
+
 // Workers rarely collide; a bounded loop keeps a pathological case cheap.
 const CAS_ATTEMPTS = 8;
 
 export class SharedInflight {
   readonly table: InflightTable = new InflightTable();
   private value: SharedValue = new SharedValue(utf8("llm_gateway.inflight"));
+  private peers: SharedValue = new SharedValue(PEERS_KEY);
+  /** The link's count of peers' tables published, as loaded last. */
+  private peersLoaded: u64 = 0;
   private out: ArrayBuffer = new ArrayBuffer(256);
   /** This worker's changes not yet published, in order; arrays kept from one flush to the next. */
   private pendingHashes: u64[] = [];
@@ -66,6 +75,20 @@ export class SharedInflight {
     this.pendingChanges.push(delta);
     this.pendingChanges.push(streams);
     this.pendingChanges.push(tokens);
+  }
+
+  /** Loads the peers' in flight into the table when the link published a new one (`published`: the snapshot cell's count). */
+  loadPeers(published: u64): void {
+    if (published == this.peersLoaded) return;
+    this.peersLoaded = published;
+    const v = this.peers;
+    if (v.read()) {
+      // Bytes this code did not write leave no peers.
+      this.table.decodePeers(v.bytes.ptr, v.bytes.len);
+      v.bytes.release();
+    } else {
+      this.table.decodePeers(0, 0);
+    }
   }
 
   /** Publishes the unpublished changes, if any (a read and a write): on the tick, so others see them within one. */

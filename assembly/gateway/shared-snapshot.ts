@@ -1,9 +1,11 @@
 // Snapshots cross from the singleton link (main thread) to the filter on every
 // worker through proxy-wasm shared data, which is process-wide per vm_id. The
-// snapshot bytes are written first and a small 16-byte cell last: the version
-// and when the aggregator was last heard from (a snapshot or a heartbeat, on
-// Envoy's clock). A worker polls only the cell and copies the snapshot when
-// its version changed; what to do with it is the core's FleetView.
+// snapshot bytes are written first and a small 24-byte cell last: the version,
+// when the aggregator was last heard from (a snapshot, a heartbeat or a
+// fan-out of the peers' in flight, on Envoy's clock), and how many times the
+// peers' in flight was published (gateway/peer-share.ts). A worker polls only
+// the cell and copies the snapshot (or the peers' table) when its number
+// changed; what to do with a snapshot is the core's FleetView.
 import { getSharedData, HostBytes, setSharedData, utf8 } from "../abi/hostcalls";
 import { FleetView } from "../core/scheduling/fleet-view";
 import { HealthLedger } from "../core/fleet/health";
@@ -13,13 +15,23 @@ import { decodeSnapshot } from "../core/fleet/snapshot";
 
 const SNAPSHOT_KEY = utf8("llm_gateway.snapshot");
 const CELL_KEY = utf8("llm_gateway.snapshot_cell");
-const cell = new ArrayBuffer(16);
+const CELL_BYTES = 24;
+const cell = new ArrayBuffer(CELL_BYTES);
+/** The link's count of peers' tables published (it is the cell's one writer). */
+let peersPublished: u64 = 0;
 
 /** Shared data with cas 0 always overwrites; there is one writer, so no CAS loop. */
 function writeCell(version: u64, heardMs: u64): void {
   store<u64>(changetype<usize>(cell), version);
   store<u64>(changetype<usize>(cell) + 8, heardMs);
-  setSharedData(CELL_KEY, changetype<usize>(cell), 16, 0);
+  store<u64>(changetype<usize>(cell) + 16, peersPublished);
+  setSharedData(CELL_KEY, changetype<usize>(cell), CELL_BYTES, 0);
+}
+
+/** The link published a new peers' table (after writing its key); a fan-out also shows the aggregator alive. */
+export function publishPeersChanged(version: u64, nowMs: u64): void {
+  peersPublished++;
+  writeCell(version, nowMs);
 }
 
 export function publishSnapshot(ptr: usize, len: i32, version: u64, nowMs: u64): void {
@@ -36,16 +48,19 @@ export function publishHeartbeat(version: u64, nowMs: u64): void {
 export class SnapshotReader {
   private bytes: HostBytes = new HostBytes();
   private pendingVersion: u64 = 0;
+  /** The cell's count of peers' tables published, as polled last. */
+  peersPublished: u64 = 0;
 
   /** True when the view should install a snapshot: call load() then. */
   poll(view: FleetView): bool {
     const bytes = this.bytes;
-    if (!getSharedData(CELL_KEY, bytes) || bytes.len != 16) {
+    if (!getSharedData(CELL_KEY, bytes) || bytes.len != CELL_BYTES) {
       bytes.release();
       return false;
     }
     this.pendingVersion = load<u64>(bytes.ptr);
     const heardMs = load<u64>(bytes.ptr + 8);
+    this.peersPublished = load<u64>(bytes.ptr + 16);
     bytes.release();
     return view.offer(this.pendingVersion, heardMs);
   }

@@ -67,7 +67,12 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
       );
       const aggregator = link.aggregator;
       const shared = new NativeSharedData();
-      shareGatewayState(replica.sharing, replica.index, shared);
+      if (replica.count > 1) {
+        // The link is Envoy's singleton service, a VM of its own.
+        const link = await NativeRouter.load();
+        link.reset(deriveSeed(seed, "link"));
+        shareGatewayState(replica.sharing, replica.index, shared, link);
+      }
 
       // ...and every worker installs a newer version, and swaps prefix decisions, on its own refresh tick.
       const start = encodeSnapshot(aggregator.current);
@@ -92,6 +97,7 @@ export function ours(profile: Profile, opts: OursOptions = {}): PolicySpec {
         queue.every(tickRng.uniform(0, model.refreshMs), model.refreshMs, (t) => {
           // What this worker's requests released since it last wrote the table goes out first, as the filter's tick does.
           shared.flush(router);
+          shared.loadPeers(router);
           shared.exchangePrefixLog(router);
           const published = link.published;
           if (published !== undefined && published.version !== seen) {

@@ -1,67 +1,25 @@
 /**
  * What one replica of our gateway tells the others through the control
- * plane in the proposed design (a model: neither the filter nor the
- * aggregator does it yet): its requests in flight per pod and the prefix
- * placements its workers recorded. The replica's shared data is changed as
- * the filter would change it on receiving the merged state:
+ * plane: its requests in flight per pod, and the prefix placements its
+ * workers recorded.
  *
- * - in flight: the shared table holds the replica's own counts plus the
- *   others' as last received; a new round swaps the others' part, so the
- *   pods the others loaded count as picks since the snapshot, as this
- *   replica's own do;
- * - prefix placements: the others' records are appended to the replica's
- *   prefix log, which its workers replay on their next tick as they replay
- *   each other's.
- *
- * Byte layouts are the routing core's (assembly/core/fleet/inflight.ts,
- * assembly/core/prefix/prefix-log.ts).
+ * - in flight: as built. The replica's link (an instance of the routing
+ *   core playing the filter's singleton service, gateway/link.ts) reports
+ *   the entries of its shared table changed since its last report, the
+ *   aggregator's own merge (host/aggregator/peer-load.ts) sums the others'
+ *   and sends each replica what changed of it, the link publishes that as
+ *   the peers' table, and every worker loads it on its tick
+ *   (InflightTable.decodePeers): its picks count the others' load, its
+ *   releases touch its own only.
+ * - prefix placements: a model (not on the wire yet): the others' records
+ *   are appended to the replica's prefix log, which its workers replay on
+ *   their next tick as they replay each other's. Layout:
+ *   assembly/core/prefix/prefix-log.ts.
  */
+import { PeerLoadMerge } from "../../host/aggregator/peer-load.js";
+import type { NativeRouter } from "../../testing/native/router.js";
 import type { NativeSharedData } from "../../testing/native/shared-data.js";
-import type { StateSharing } from "./state-sharing.js";
-
-/** Per pod (address hash): requests in flight, those still before their first token, and those's prompt tokens. */
-type Counts = Map<bigint, [number, number, number]>;
-
-const ENTRY_BYTES = 20;
-
-export function decodeInflight(bytes: Uint8Array): Counts {
-  const counts: Counts = new Map();
-  if (bytes.byteLength < 4) return counts;
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const n = view.getUint32(0, true);
-  for (let i = 0; i < n; i++) {
-    const at = 4 + i * ENTRY_BYTES;
-    counts.set(view.getBigUint64(at, true), [view.getInt32(at + 8, true), view.getInt32(at + 12, true), view.getInt32(at + 16, true)]);
-  }
-  return counts;
-}
-
-/** The core's encoding: sorted by hash, positive counts only, prefill within the count. */
-export function encodeInflight(counts: Counts): Uint8Array {
-  const entries = [...counts].filter(([, [n]]) => n > 0).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-  const bytes = new Uint8Array(4 + entries.length * ENTRY_BYTES);
-  const view = new DataView(bytes.buffer);
-  view.setUint32(0, entries.length, true);
-  entries.forEach(([hash, [n, streams, tokens]], i) => {
-    const at = 4 + i * ENTRY_BYTES;
-    const s = Math.min(Math.max(streams, 0), n);
-    view.setBigUint64(at, hash, true);
-    view.setInt32(at + 8, n, true);
-    view.setInt32(at + 12, s, true);
-    view.setInt32(at + 16, s === 0 ? 0 : Math.max(tokens, 0), true);
-  });
-  return bytes;
-}
-
-/** a + sign * b, field by field. */
-function combine(a: Counts, b: Counts, sign: 1 | -1): Counts {
-  const out: Counts = new Map([...a].map(([h, v]) => [h, [...v] as [number, number, number]]));
-  for (const [h, v] of b) {
-    const c = out.get(h) ?? [0, 0, 0];
-    out.set(h, [Math.max(0, c[0] + sign * v[0]), Math.max(0, c[1] + sign * v[1]), Math.max(0, c[2] + sign * v[2])]);
-  }
-  return out;
-}
+import type { ControlPlaneMerge, StateSharing } from "./state-sharing.js";
 
 const LOG_SLOTS = 512;
 const RECORD_BYTES = 104;
@@ -90,18 +48,34 @@ function appendRecords(log: Uint8Array, records: readonly Uint8Array[]): { log: 
   return { log: out, first };
 }
 
-/** Makes the replica take part in `sharing` (nothing happens when it shares nothing). */
-export function shareGatewayState(sharing: StateSharing, replica: number, shared: NativeSharedData): void {
-  let others: Counts = new Map();
-  const own = () => combine(decodeInflight(shared.inflight), others, -1);
-  sharing.join<Counts>("inflight", replica, {
-    report: own,
-    receive(reports) {
-      const mine = own();
-      others = reports.reduce((sum, r) => combine(sum, r, 1), new Map() as Counts);
-      shared.inflight = encodeInflight(combine(mine, others, 1));
+/** The aggregator's merge as one round sees it: every report taken, then every fan-out. */
+function aggregatorMerge(): ControlPlaneMerge<Uint8Array, Uint8Array> {
+  const merge = new PeerLoadMerge();
+  let round: Map<string, Uint8Array> | undefined;
+  return {
+    take(replica, report) {
+      round = undefined;
+      merge.take(String(replica), report);
     },
-  });
+    fanOut(replica) {
+      round ??= merge.round();
+      return round.get(String(replica)) ?? new Uint8Array(0);
+    },
+  };
+}
+
+/** Makes the replica take part in `sharing` through its `link` (nothing happens when it shares nothing). */
+export function shareGatewayState(sharing: StateSharing, replica: number, shared: NativeSharedData, link: NativeRouter): void {
+  sharing.join<Uint8Array, Uint8Array>("inflight", replica, {
+    // The link reads the shared table, which a worker's release reaches on the worker's next write or tick.
+    report: () => link.linkReport(shared.inflight),
+    receive(fanOut) {
+      if (fanOut.byteLength === 0) return;
+      const peers = link.linkReceive(fanOut);
+      if (peers.byteLength === 0) throw new Error("the link rejected a fan-out of the aggregator's merge");
+      shared.peers = peers;
+    },
+  }, aggregatorMerge);
 
   // Sequence ranges of the log that hold the others' records: never reported back.
   const foreign: Array<[number, number]> = [];

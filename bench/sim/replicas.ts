@@ -21,7 +21,7 @@ import { periodicSharing, shareNothing, type PeriodicSharingOptions } from "./st
 export interface ReplicaOptions {
   /** Gateway replicas behind the front (1: today's single gateway). */
   count: number;
-  /** The proposed sharing through the control plane (a model of a design not yet built); absent: share nothing, as today. */
+  /** Sharing through the control plane (docs/replicas.md); absent: share nothing, as the gateway does with sharing off. */
   sharing?: PeriodicSharingOptions;
 }
 

@@ -122,6 +122,7 @@ function aggregatorStats(pools: readonly PoolState[], staleAfterMs: number, snap
     endpointsVersion: discovery.version(CLUSTER_LOAD_ASSIGNMENT_TYPE),
     adsStreams: discovery.streams(),
     leading,
+    peerInflightBytes: push.sharedBytes(),
   };
 }
 

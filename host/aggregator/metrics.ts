@@ -35,6 +35,8 @@ export interface AggregatorStats {
   adsStreams: number;
   /** Whether this aggregator serves Envoy (always, without leader election). */
   leading: boolean;
+  /** Bytes of in-flight reports taken from Envoys, and of fan-outs sent to them (docs/replicas.md). */
+  peerInflightBytes: { reported: number; fannedOut: number };
 }
 
 const DISCOVERY_KINDS: DiscoveryEventKind[] = ["added", "removed", "error", "relist"];
@@ -225,6 +227,18 @@ export class AggregatorMetrics implements AggregatorTelemetry {
     single("llm_gateway_endpoints_version", "Version of the pools' endpoint sets served to Envoy over ADS.", (s) => s.endpointsVersion);
     single("llm_gateway_ads_streams", "Open ADS streams (one per Envoy).", (s) => s.adsStreams);
     single("llm_gateway_aggregator_leading", "1 while this aggregator serves Envoy; 0 while it stands by (aggregator.leaderElection).", (s) => (s.leading ? 1 : 0));
+    new Counter({
+      name: "llm_gateway_peer_inflight_bytes_total",
+      help: "Bytes of requests-in-flight sharing between Envoy replicas: reports taken (direction=report), fan-outs sent (direction=fanout).",
+      labelNames: ["direction"],
+      registers,
+      collect() {
+        if (!self.latest) return;
+        this.reset();
+        this.inc({ direction: "report" }, self.latest.peerInflightBytes.reported);
+        this.inc({ direction: "fanout" }, self.latest.peerInflightBytes.fannedOut);
+      },
+    });
     new Counter({
       name: "llm_gateway_snapshots_pushed_total",
       help: "Snapshot messages written to Watch streams (one per stream per new version).",

@@ -2,10 +2,14 @@
 // current snapshot at once, then every changed one, and an empty message (a
 // heartbeat) whenever it has heard nothing for `heartbeatMs`, so the filter
 // can tell a quiet fleet from a dead aggregator. A snapshot is encoded once
-// and the same bytes go to every stream.
+// and the same bytes go to every stream. Envoys that share their requests in
+// flight (Hello.shares_inflight) report them in further Hellos; every
+// `shareIntervalMs` each is sent what changed of the others' sum
+// (peer-load.ts), and a stream's end takes its Envoy's counts out at once.
 import * as grpc from "@grpc/grpc-js";
 import { formatHostPort } from "../config.js";
 import { encodeSnapshot, snapshotServiceDefinition, type HelloMsg } from "../proto.js";
+import { PeerLoadMerge } from "./peer-load.js";
 import { capStreams, describePeer, SERVER_OPTIONS } from "./link-security.js";
 import type { Snapshot } from "./snapshot.js";
 import type { StandbyGate } from "./standby.js";
@@ -33,6 +37,8 @@ export interface SnapshotServer {
   refusedStreams(): number;
   /** Messages written to streams so far. */
   pushed(): number;
+  /** Bytes of in-flight reports taken and of fan-outs sent so far (payloads, as encoded in the messages). */
+  sharedBytes(): { reported: number; fannedOut: number };
   /** Sends `snapshot` to every stream; returns its encoded size in bytes. */
   publish(snapshot: Snapshot): number;
   /** Ends every stream with OK and stops the server. */
@@ -56,15 +62,22 @@ export interface SnapshotServerOptions {
   onStreamRefused?: (method: string) => void;
   /** With several aggregators: streams only while this one leads, and the health service Envoy checks that by. */
   standby?: StandbyGate;
+  /** How often the Envoys sharing their in flight are sent the others' changes; default 20 ms. */
+  shareIntervalMs?: number;
 }
 
 const SHUTDOWN_GRACE_MS = 1000;
 export const DEFAULT_HEARTBEAT_MS = 1000;
+export const DEFAULT_SHARE_INTERVAL_MS = 20;
 // An empty Snapshot (version 0, which no real snapshot has) is the heartbeat.
 const HEARTBEAT = encodeSnapshot({} as Snapshot);
 
 export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<SnapshotServer> {
   const subscribers = new Set<Subscriber>();
+  const peers = new PeerLoadMerge();
+  /** The sharing streams by the merge's member key. */
+  const sharing = new Map<string, Subscriber>();
+  const shared = { reported: 0, fannedOut: 0 };
   let pushedCount = 0;
   let nextStreamId = 1;
 
@@ -97,6 +110,9 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       if (gone) return;
       gone = true;
       subscribers.delete(sub);
+      // A gone Envoy's requests must not stay counted: the next round tells the others.
+      sharing.delete(String(id));
+      peers.forget(String(id));
       opts.log(`stream ${id} ${why} (${subscribers.size} open)`);
     };
     // Envoy may open duplicate streams and drop them: forget on every way out.
@@ -110,7 +126,21 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       if (pending) send(sub, pending);
     });
     call.on("data", (hello: HelloMsg) => {
-      opts.log(`stream ${id} hello client=${JSON.stringify(hello.client)} haveVersion=${hello.haveVersion}`);
+      const key = String(id);
+      if (!sharing.has(key)) {
+        opts.log(`stream ${id} hello client=${JSON.stringify(hello.client)} haveVersion=${hello.haveVersion}${hello.sharesInflight ? " shares in flight" : ""}`);
+        if (!hello.sharesInflight || gone) return;
+        sharing.set(key, sub);
+      }
+      const report = hello.inflight ?? new Uint8Array(0);
+      try {
+        peers.take(key, report);
+        shared.reported += report.byteLength;
+      } catch (err) {
+        // The stream's figures can no longer be trusted: it ends, and the Envoy starts a new one whole.
+        opts.log(`stream ${id}: ${(err as Error).message}; closing it`);
+        call.destroy(err as Error);
+      }
     });
     // The client may half-close after its Hello (proxy_grpc_close does that);
     // the stream stays open for pushes, so 'end' is deliberately not handled.
@@ -141,11 +171,25 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
   }, Math.max(10, Math.floor(heartbeatMs / 4)));
   heartbeat.unref();
 
+  const shareRound = setInterval(() => {
+    if (sharing.size === 0) return;
+    for (const [key, bytes] of peers.round()) {
+      const sub = sharing.get(key);
+      if (!sub || bytes.byteLength === 0) continue;
+      shared.fannedOut += bytes.byteLength;
+      // A fan-out carries changes: unlike a snapshot it may not be replaced by a newer one while the stream is blocked.
+      sub.call.write(encodeSnapshot({ peerInflight: bytes } as unknown as Snapshot));
+      sub.lastSentMs = Date.now();
+    }
+  }, opts.shareIntervalMs ?? DEFAULT_SHARE_INTERVAL_MS);
+  shareRound.unref();
+
   return {
     port,
     streams: () => subscribers.size,
     refusedStreams: () => capped.gate.refused(),
     pushed: () => pushedCount,
+    sharedBytes: () => ({ ...shared }),
     publish(snapshot) {
       const bytes = encode(snapshot);
       for (const sub of subscribers) send(sub, bytes);
@@ -153,6 +197,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     },
     close() {
       clearInterval(heartbeat);
+      clearInterval(shareRound);
       for (const sub of subscribers) sub.call.end();
       subscribers.clear();
       return new Promise<void>((resolve) => {

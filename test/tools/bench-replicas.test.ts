@@ -11,7 +11,8 @@ import type { ReplicaRow } from "../../bench/report/replicas-table.js";
 import { parseScenario } from "../../bench/scenario.js";
 import { EventQueue } from "../../bench/sim/events.js";
 import { SimFleet } from "../../bench/sim/fleet.js";
-import { decodeInflight, encodeInflight, shareGatewayState } from "../../bench/sim/replica-state.js";
+import { shareGatewayState } from "../../bench/sim/replica-state.js";
+import { NativeRouter } from "../../testing/native/router.js";
 import { behindFront, createGateways, roundRobinFront } from "../../bench/sim/replicas.js";
 import { periodicSharing } from "../../bench/sim/state-sharing.js";
 import { A, B, C, endpoint, SYSTEM, Workers } from "../../testing/fixtures/workers.js";
@@ -69,11 +70,12 @@ async function sharingPair(): Promise<{ queue: EventQueue; replicas: Workers[] }
   const queue = new EventQueue();
   const sharing = periodicSharing(queue, { intervalMs: 50, oneWayMs: 2 });
   const replicas = [await Workers.start(1), await Workers.start(1)];
+  const links = [await NativeRouter.load(), await NativeRouter.load()];
   replicas.forEach((w, i) => {
     w.fresh();
     // Independent Envoys: distinct writer ids on the prefix log.
     w.routers[0].reset(300 + i);
-    shareGatewayState(sharing, i, w.shared);
+    shareGatewayState(sharing, i, w.shared, links[i]);
   });
   return { queue, replicas };
 }
@@ -198,31 +200,29 @@ describe("gateway replicas in the simulator", () => {
     ]);
   });
 
-  it("the in-flight table's encoding round-trips as the routing core writes it", async () => {
-    const [w] = [await Workers.start(1)];
-    w.install([endpoint(A), endpoint(B), endpoint(C)], { running: 1 });
-    for (let i = 0; i < 5; i++) w.route(0, JSON.stringify({ model: "llama", stream: true, messages: [{ role: "user", content: `q${i}` }] }));
-    const table = w.shared.inflight;
-    const counts = decodeInflight(table);
-    expect([...counts.values()].reduce((s, [n]) => s + n, 0)).toBe(5);
-    expect(encodeInflight(counts)).toEqual(table);
-  });
-
-  it("modelled sharing: a replica counts the others' requests in flight from the next round on, and their end the round after", async () => {
+  it("sharing through the aggregator's merge: a replica counts the others' requests in flight once a round reached its workers' tick, and their end (once the sender's tick published it) the round after", async () => {
     const { queue, replicas } = await sharingPair();
     for (const w of replicas) w.install([endpoint(A), endpoint(B)], { running: 1 });
     const [r0, r1] = replicas;
     const sent = [r0.route(0, JSON.stringify({ model: "llama", messages: [{ role: "user", content: "one" }] }))];
     expect(r1.count(sent[0])).toBe(0);
     runUntil(queue, 54);
+    r1.tick();
     expect(r1.count(sent[0])).toBe(1);
     // Its own count is its own: not doubled by the round.
     expect(r0.count(sent[0])).toBe(1);
     const other = sent[0] === A ? B : A;
     expect(r1.route(0, JSON.stringify({ model: "llama", messages: [{ role: "user", content: "two" }] }))).toBe(other);
     r0.release(0, sent[0]);
+    // The release reaches the replica's shared table on its worker's tick, which the next report reads.
+    r0.tick();
     runUntil(queue, 104);
+    r0.tick();
+    r1.tick();
     expect(r1.count(sent[0])).toBe(0);
+    expect(r0.count(other)).toBe(1);
+    // A release touches the own count only: the peers' one stays as sent.
+    r0.release(0, other);
     expect(r0.count(other)).toBe(1);
   });
 

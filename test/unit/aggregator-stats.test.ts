@@ -15,6 +15,7 @@ const STATS: AggregatorStats = {
   endpointsVersion: 3,
   adsStreams: 2,
   leading: true,
+  peerInflightBytes: { reported: 1200, fannedOut: 3400 },
 };
 
 /** The value of the sample `series` (name and labels exactly as printed). */
@@ -65,6 +66,7 @@ describe("aggregator metrics", () => {
     expect(sample(text, "llm_gateway_snapshots_pushed_total")).toBe(5);
     expect(sample(text, "llm_gateway_connected_streams")).toBe(2);
     expect(sample(text, "llm_gateway_ads_streams")).toBe(2);
+    expect(sample(text, 'llm_gateway_peer_inflight_bytes_total{direction="fanout"}')).toBe(3400);
     expect(sample(text, "llm_gateway_aggregator_leading")).toBe(1);
     expect(sample(text, "llm_gateway_endpoints_version")).toBe(3);
     expect(text).toMatch(/^process_cpu_user_seconds_total \d/m);

@@ -135,6 +135,10 @@ interface Bindings {
   inflightTable(): Uint8Array;
   inflightPublished(): boolean;
   flushInflight(): boolean;
+  setPeers(bytes: Uint8Array): boolean;
+  linkReport(table: Uint8Array): Uint8Array;
+  linkReceive(fanout: Uint8Array): Uint8Array;
+  linkReset(): void;
   endRequest(primary: string, upstream: string, status: number, flags: bigint, stream: boolean, sawDone: boolean, prefillTokens: number): number;
   firstBytes(address: string, prefillTokens: number): void;
   inflightOf(address: string): number;
@@ -207,6 +211,30 @@ export class NativeRouter {
   /** The tick's flush (GatewayRoot.onTick) of the unpublished changes into the table loaded last; false when there were none. */
   flushInflight(): boolean {
     return this.wasm.flushInflight();
+  }
+
+  /** Loads the other Envoy replicas' in flight (the filter's peers key, read on a worker's tick): get() and scoring add it to the own. */
+  setPeers(bytes: Uint8Array): void {
+    if (!this.wasm.setPeers(bytes)) throw new Error("native router rejected the peers' in-flight bytes");
+  }
+
+  /**
+   * The link's report (gateway/link.ts; an instance used for these plays
+   * Envoy's singleton service): the entries of the shared in-flight table
+   * changed since the last report (core/fleet/peer-load.ts).
+   */
+  linkReport(table: Uint8Array): Uint8Array {
+    return this.wasm.linkReport(table);
+  }
+
+  /** The link applies a fan-out from the aggregator: the peers' table it publishes to the workers. */
+  linkReceive(fanout: Uint8Array): Uint8Array {
+    return this.wasm.linkReceive(fanout);
+  }
+
+  /** A new stream: the next report is whole, the peers' table empty. */
+  linkReset(): void {
+    this.wasm.linkReset();
   }
 
   /** Loads the memory of refused requests all workers share (the filter's llm_gateway.refusals key). */

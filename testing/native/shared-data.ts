@@ -12,6 +12,8 @@ export class NativeSharedData {
   prefixLog: Uint8Array = new Uint8Array(0);
   /** What every worker holds (the filter's llm_gateway.queues key). */
   board: Uint8Array = new Uint8Array(0);
+  /** The other Envoy replicas' in flight as the link last published it (llm_gateway.peers_inflight). */
+  peers: Uint8Array = new Uint8Array(0);
 
   /** Routes on `router` against the shared in-flight table, which then counts the request. */
   route(router: NativeRouter, body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult {
@@ -95,6 +97,11 @@ export class NativeSharedData {
   flush(router: NativeRouter): void {
     router.setInflight(this.inflight);
     if (router.flushInflight()) this.inflight = router.inflightTable();
+  }
+
+  /** A worker's tick reads the peers' in flight the link published. */
+  loadPeers(router: NativeRouter): void {
+    router.setPeers(this.peers);
   }
 
   /** A request routed to `address` ended: answered 200 by that pod, or (`answered` false) with no answer at all. */

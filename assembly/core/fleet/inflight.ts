@@ -21,6 +21,13 @@
 // The table also logs which endpoints' figures changed, so a pool's
 // shortlist (core/scheduling/shortlist.ts) updates only those instead of
 // re-reading every endpoint on every decision.
+//
+// Beside this gateway's own figures the table holds its peers': the other
+// Envoy replicas' in flight, as the control plane last sent them
+// (core/fleet/peer-load.ts). The readers (get and the others) add them in, so
+// scoring, a snapshot's baseline and the shortlist see every replica's load;
+// add(), decode() and the encoding touch this gateway's own figures only, so
+// a release can never take off a peer's request.
 
 const ENTRY_BYTES: i32 = 20;
 /** Beyond this many logged changes the log restarts and readers resynchronise in full (bounded memory). */
@@ -40,9 +47,32 @@ export class InflightTable {
   private oldCounts: i32[] = [];
   private oldPrefilling: i32[] = [];
   private oldPrefillTokens: i32[] = [];
+  /** The peers' figures (sorted by hash, as the own), replaced whole by decodePeers(). */
+  private peerHashes: u64[] = [];
+  private peerCounts: i32[] = [];
+  private peerPrefilling: i32[] = [];
+  private peerPrefillTokens: i32[] = [];
 
+  /** Endpoints with requests of this gateway's own in flight. */
   get size(): i32 {
     return this.hashes.length;
+  }
+
+  /** The i-th own entry (sorted by hash), for encoders that walk the table. */
+  hashAt(i: i32): u64 {
+    return unchecked(this.hashes[i]);
+  }
+
+  countAt(i: i32): i32 {
+    return unchecked(this.counts[i]);
+  }
+
+  prefillingAt(i: i32): i32 {
+    return unchecked(this.prefilling[i]);
+  }
+
+  prefillTokensAt(i: i32): i32 {
+    return unchecked(this.prefillTokens[i]);
   }
 
   clear(): void {
@@ -53,22 +83,76 @@ export class InflightTable {
     this.prefillTokens.length = 0;
   }
 
-  /** The count for an endpoint (0 if it has none in flight). */
+  /** The count for an endpoint, this gateway's and its peers' (0 if it has none in flight). */
   get(hash: u64): i32 {
     const i = this.at(hash);
-    return i >= 0 ? unchecked(this.counts[i]) : 0;
+    const p = this.peerAt(hash);
+    return (i >= 0 ? unchecked(this.counts[i]) : 0) + (p >= 0 ? unchecked(this.peerCounts[p]) : 0);
   }
 
   /** Of an endpoint's count, the streams not yet past their first token. */
   prefillingOf(hash: u64): i32 {
     const i = this.at(hash);
-    return i >= 0 ? unchecked(this.prefilling[i]) : 0;
+    const p = this.peerAt(hash);
+    return (i >= 0 ? unchecked(this.prefilling[i]) : 0) + (p >= 0 ? unchecked(this.peerPrefilling[p]) : 0);
   }
 
   /** Those streams' uncached prompt tokens. */
   prefillTokensOf(hash: u64): i32 {
     const i = this.at(hash);
-    return i >= 0 ? unchecked(this.prefillTokens[i]) : 0;
+    const p = this.peerAt(hash);
+    return (i >= 0 ? unchecked(this.prefillTokens[i]) : 0) + (p >= 0 ? unchecked(this.peerPrefillTokens[p]) : 0);
+  }
+
+  /** This gateway's own count for an endpoint, without its peers'. */
+  ownOf(hash: u64): i32 {
+    const i = this.at(hash);
+    return i >= 0 ? unchecked(this.counts[i]) : 0;
+  }
+
+  /**
+   * Replaces the peers' figures with an encoded table (the own encoding),
+   * logging the endpoints whose peer figures changed; false (and no peers)
+   * if the bytes are not one.
+   */
+  decodePeers(ptr: usize, len: i32): bool {
+    // The old peers become the scratch arrays' contents, as decode() swaps the own.
+    this.swapPeers();
+    const ok = parseTable(ptr, len, this.peerHashes, this.peerCounts, this.peerPrefilling, this.peerPrefillTokens);
+    this.logDifferences(this.oldHashes, this.oldCounts, this.oldPrefilling, this.oldPrefillTokens,
+      this.peerHashes, this.peerCounts, this.peerPrefilling, this.peerPrefillTokens);
+    return ok;
+  }
+
+  /**
+   * Sets an endpoint's own figures outright (0 removes it): how a copy of
+   * the peers' sum applies the control plane's changed entries.
+   */
+  set(hash: u64, count: i32, streams: i32, tokens: i32): void {
+    const found = this.find(hash);
+    const present = found >= 0 && unchecked(this.hashes[found]) == hash;
+    if (count <= 0) {
+      if (!present) return;
+      this.logChange(hash);
+      removeAt(this.hashes, found);
+      removeAt(this.counts, found);
+      removeAt(this.prefilling, found);
+      removeAt(this.prefillTokens, found);
+      return;
+    }
+    let i = found;
+    if (!present) {
+      i = found + 1;
+      insertAt(this.hashes, i, hash);
+      insertAt(this.counts, i, 0);
+      insertAt(this.prefilling, i, 0);
+      insertAt(this.prefillTokens, i, 0);
+    }
+    this.logChange(hash);
+    const p = min(max(streams, 0), count);
+    unchecked(this.counts[i] = count);
+    unchecked(this.prefilling[i] = p);
+    unchecked(this.prefillTokens[i] = p == 0 ? 0 : max(tokens, 0));
   }
 
   /**
@@ -112,36 +196,11 @@ export class InflightTable {
       this.clear();
       return true;
     }
-    const n = len < 4 ? -1 : <i32>load<u32>(ptr);
-    if (n < 0 || <i64>len != 4 + <i64>n * ENTRY_BYTES) {
-      this.clear();
-      return false;
-    }
     this.swapOut();
-    let prev: u64 = 0;
-    for (let i = 0; i < n; i++) {
-      const at = ptr + 4 + <usize>(i * ENTRY_BYTES);
-      const hash = load<u64>(at);
-      const count = load<i32>(at + 8);
-      const streams = load<i32>(at + 12);
-      const tokens = load<i32>(at + 16);
-      // Sorted, unique, positive, prefill within the count: anything else was not written by this code.
-      if ((i > 0 && hash <= prev) || count <= 0 || streams < 0 || streams > count || tokens < 0 || (streams == 0 && tokens != 0)) {
-        this.hashes.length = 0;
-        this.counts.length = 0;
-        this.prefilling.length = 0;
-        this.prefillTokens.length = 0;
-        this.logDifferences();
-        return false;
-      }
-      this.hashes.push(hash);
-      this.counts.push(count);
-      this.prefilling.push(streams);
-      this.prefillTokens.push(tokens);
-      prev = hash;
-    }
-    this.logDifferences();
-    return true;
+    const ok = parseTable(ptr, len, this.hashes, this.counts, this.prefilling, this.prefillTokens);
+    this.logDifferences(this.oldHashes, this.oldCounts, this.oldPrefilling, this.oldPrefillTokens,
+      this.hashes, this.counts, this.prefilling, this.prefillTokens);
+    return ok;
   }
 
   /** The current contents become the old ones, and the current arrays empty (reusing the old arrays' storage). */
@@ -164,18 +223,36 @@ export class InflightTable {
     t.length = 0;
   }
 
-  /** Logs every endpoint whose figures differ between the old and current contents (both sorted by hash). */
-  private logDifferences(): void {
-    const a = this.oldHashes;
-    const b = this.hashes;
+  /** The peers' contents become the old ones, and the peers' arrays empty. */
+  private swapPeers(): void {
+    const h = this.oldHashes;
+    this.oldHashes = this.peerHashes;
+    this.peerHashes = h;
+    h.length = 0;
+    const c = this.oldCounts;
+    this.oldCounts = this.peerCounts;
+    this.peerCounts = c;
+    c.length = 0;
+    const p = this.oldPrefilling;
+    this.oldPrefilling = this.peerPrefilling;
+    this.peerPrefilling = p;
+    p.length = 0;
+    const t = this.oldPrefillTokens;
+    this.oldPrefillTokens = this.peerPrefillTokens;
+    this.peerPrefillTokens = t;
+    t.length = 0;
+  }
+
+  /** Logs every endpoint whose figures differ between two contents (a* old, b* new, both sorted by hash). */
+  private logDifferences(a: u64[], aCounts: i32[], aPrefilling: i32[], aTokens: i32[], b: u64[], bCounts: i32[], bPrefilling: i32[], bTokens: i32[]): void {
     let i = 0;
     let j = 0;
     while (i < a.length || j < b.length) {
       const ha = i < a.length ? unchecked(a[i]) : u64.MAX_VALUE;
       const hb = j < b.length ? unchecked(b[j]) : u64.MAX_VALUE;
       if (i < a.length && j < b.length && ha == hb) {
-        if (unchecked(this.oldCounts[i]) != unchecked(this.counts[j]) || unchecked(this.oldPrefilling[i]) != unchecked(this.prefilling[j]) ||
-          unchecked(this.oldPrefillTokens[i]) != unchecked(this.prefillTokens[j])) {
+        if (unchecked(aCounts[i]) != unchecked(bCounts[j]) || unchecked(aPrefilling[i]) != unchecked(bPrefilling[j]) ||
+          unchecked(aTokens[i]) != unchecked(bTokens[j])) {
           this.logChange(ha);
         }
         i++;
@@ -215,6 +292,21 @@ export class InflightTable {
     }
   }
 
+  /** Index of `hash` among the peers', or -1. */
+  private peerAt(hash: u64): i32 {
+    const peers = this.peerHashes;
+    let lo = 0;
+    let hi = peers.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const h = unchecked(peers[mid]);
+      if (h == hash) return mid;
+      if (h < hash) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return -1;
+  }
+
   /** Index of `hash`, or -1. */
   private at(hash: u64): i32 {
     const i = this.find(hash);
@@ -237,6 +329,38 @@ export class InflightTable {
     }
     return found;
   }
+}
+
+/**
+ * Fills the (empty) arrays from an encoded table; false, and left empty, if
+ * the bytes are not one (sorted, unique, positive, prefill within the count:
+ * anything else was not written by this code). No bytes: an empty table.
+ */
+function parseTable(ptr: usize, len: i32, hashes: u64[], counts: i32[], prefilling: i32[], tokens: i32[]): bool {
+  if (len == 0) return true;
+  const n = len < 4 ? -1 : <i32>load<u32>(ptr);
+  if (n < 0 || <i64>len != 4 + <i64>n * ENTRY_BYTES) return false;
+  let prev: u64 = 0;
+  for (let i = 0; i < n; i++) {
+    const at = ptr + 4 + <usize>(i * ENTRY_BYTES);
+    const hash = load<u64>(at);
+    const count = load<i32>(at + 8);
+    const streams = load<i32>(at + 12);
+    const t = load<i32>(at + 16);
+    if ((i > 0 && hash <= prev) || count <= 0 || streams < 0 || streams > count || t < 0 || (streams == 0 && t != 0)) {
+      hashes.length = 0;
+      counts.length = 0;
+      prefilling.length = 0;
+      tokens.length = 0;
+      return false;
+    }
+    hashes.push(hash);
+    counts.push(count);
+    prefilling.push(streams);
+    tokens.push(t);
+    prev = hash;
+  }
+  return true;
 }
 
 function insertAt<T>(a: T[], at: i32, v: T): void {

@@ -7,7 +7,12 @@ export const enum WireType { Varint = 0, Fixed64 = 1, Bytes = 2, Fixed32 = 5 }
 export class ProtoReader {
   ok: bool = true;
 
-  constructor(private pos: usize, private end: usize) {}
+  constructor(private pos: usize, readonly end: usize) {}
+
+  /** Where the reader stands (a nested message's first byte, for one read with message()). */
+  get start(): usize {
+    return this.pos;
+  }
 
   static over(ptr: usize, len: i32): ProtoReader {
     return new ProtoReader(ptr, ptr + <usize>len);
@@ -27,6 +32,17 @@ export class ProtoReader {
     }
     this.ok = false;
     return 0;
+  }
+
+  /** Eight bytes, little-endian (a fixed64 field's value, or a packed entry's). */
+  fixed64(): u64 {
+    if (this.pos + 8 > this.end) {
+      this.ok = false;
+      return 0;
+    }
+    const v = load<u64>(this.pos);
+    this.pos += 8;
+    return v;
   }
 
   float(): f32 {
@@ -111,13 +127,23 @@ export class ProtoWriter {
     for (let i = 0; i < view.length; i++) this.bytes.push(view[i]);
   }
 
+  get length(): i32 {
+    return this.bytes.length;
+  }
+
   finish(): ArrayBuffer {
     const out = new ArrayBuffer(this.bytes.length);
     for (let i = 0; i < this.bytes.length; i++) store<u8>(changetype<usize>(out) + <usize>i, this.bytes[i]);
     return out;
   }
 
-  private varint(v: u64): void {
+  /** Eight bytes, little-endian, with no tag (inside a bytes field of our own packing). */
+  fixed64(v: u64): void {
+    for (let i: u64 = 0; i < 64; i += 8) this.bytes.push(<u8>(v >> i));
+  }
+
+  /** A varint with no tag (inside a bytes field of our own packing). */
+  varint(v: u64): void {
     while (v >= 0x80) {
       this.bytes.push(<u8>((v & 0x7f) | 0x80));
       v >>= 7;

@@ -1,0 +1,110 @@
+// The link's part in sharing requests in flight between Envoy replicas
+// (core/fleet/peer-load.ts has the formats): every share interval it reads
+// the workers' shared table (their own requests; a worker's release reaches
+// it on that worker's next write or tick) and sends the changed entries in a
+// Hello on the stream; each fan-out from the aggregator updates the peers'
+// sum, published for the workers' ticks. All of it on the link's tick and
+// its stream's messages: nothing on a request's path.
+import { getSharedData, grpcSend, HostBytes, setSharedData, utf8 } from "../abi/hostcalls";
+import { InflightTable } from "../core/fleet/inflight";
+import { PeerLoad, ReportEncoder } from "../core/fleet/peer-load";
+import { ProtoReader, ProtoWriter } from "../core/wire/proto";
+import { PEERS_KEY } from "./shared-inflight";
+import { publishPeersChanged } from "./shared-snapshot";
+
+const INFLIGHT_KEY = utf8("llm_gateway.inflight");
+const HELLO_INFLIGHT: u32 = 3;
+const HELLO_SHARES: u32 = 4;
+const SNAPSHOT_VERSION: u32 = 1;
+const SNAPSHOT_PEER_INFLIGHT: u32 = 6;
+
+export const enum FanOut { No, Applied, Malformed }
+
+export class PeerShare {
+  private reports: ReportEncoder = new ReportEncoder();
+  private peers: PeerLoad = new PeerLoad();
+  private own: InflightTable = new InflightTable();
+  private bytes: HostBytes = new HostBytes();
+  private out: ArrayBuffer = new ArrayBuffer(256);
+  private nextReportMs: u64 = 0;
+
+  constructor(private intervalMs: u64) {}
+
+  get enabled(): bool {
+    return this.intervalMs > 0;
+  }
+
+  /** A new stream: the first report is the whole table, the peers' sum starts empty. */
+  start(hello: ProtoWriter): void {
+    this.reports.reset();
+    this.peers.reset();
+    hello.varintField(HELLO_SHARES, 1);
+    this.appendReport(hello);
+  }
+
+  /** The stream ended: no peers' figures outlive it (the aggregator forgets this Envoy's likewise). */
+  stop(version: u64, heardMs: u64): void {
+    this.peers.reset();
+    this.publishPeers(version, heardMs);
+  }
+
+  /** On the link's tick: a report when the interval is up and something changed. */
+  tick(token: u32, nowMs: u64): void {
+    if (nowMs < this.nextReportMs) return;
+    this.nextReportMs = nowMs + this.intervalMs;
+    const hello = new ProtoWriter();
+    if (this.appendReport(hello)) grpcSend(token, hello.finish(), false);
+  }
+
+  /**
+   * A message on the stream, if it is a fan-out (peer_inflight and no
+   * version): applied and published. Malformed: the caller drops the
+   * stream (a new one starts whole).
+   */
+  receive(ptr: usize, len: i32, version: u64, nowMs: u64): FanOut {
+    const r = ProtoReader.over(ptr, len);
+    let peerPtr: usize = 0;
+    let peerLen: i32 = -1;
+    while (r.more()) {
+      const tag = <u32>r.varint();
+      const field = tag >> 3;
+      if (field == SNAPSHOT_VERSION) return FanOut.No;
+      if (field == SNAPSHOT_PEER_INFLIGHT && (tag & 7) == 2) {
+        const sub = r.message();
+        peerPtr = sub.start;
+        peerLen = <i32>(sub.end - sub.start);
+      } else {
+        r.skip(tag & 7);
+      }
+    }
+    if (!r.ok) return FanOut.Malformed;
+    if (peerLen < 0) return FanOut.No;
+    if (!this.peers.apply(peerPtr, peerLen)) return FanOut.Malformed;
+    this.publishPeers(version, nowMs);
+    return FanOut.Applied;
+  }
+
+  /** Appends the changed entries as Hello.inflight; false when none changed. */
+  private appendReport(hello: ProtoWriter): bool {
+    if (getSharedData(INFLIGHT_KEY, this.bytes)) {
+      if (!this.own.decode(this.bytes.ptr, this.bytes.len)) this.own.clear();
+      this.bytes.release();
+    } else {
+      this.own.clear();
+    }
+    const entries = new ProtoWriter();
+    if (this.reports.encode(this.own, entries) == 0) return false;
+    hello.bytesField(HELLO_INFLIGHT, entries.finish());
+    return true;
+  }
+
+  /** The peers' table for the workers, then the cell that tells them (`version`, `heardMs`: the cell's other figures as they stand). */
+  private publishPeers(version: u64, heardMs: u64): void {
+    const sum = this.peers.sum;
+    const len = sum.encodedLength();
+    if (this.out.byteLength < len) this.out = new ArrayBuffer(len * 2);
+    sum.encodeInto(changetype<usize>(this.out));
+    setSharedData(PEERS_KEY, changetype<usize>(this.out), len, 0);
+    publishPeersChanged(version, heardMs);
+  }
+}

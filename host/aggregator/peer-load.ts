@@ -1,0 +1,156 @@
+/**
+ * The control plane's side of in-flight sharing between Envoy replicas
+ * (the filter's side and both wire formats: assembly/core/fleet/peer-load.ts).
+ * Each connected Envoy reports the entries of its own table that changed;
+ * this keeps every Envoy's latest figures and their sum, and every round
+ * gives each Envoy the entries of the *others'* sum that changed since it
+ * was last told (all of them on its first round). An Envoy whose stream
+ * ended is forgotten at once: its figures leave the sum, and the next round
+ * tells the others.
+ */
+
+/** Requests in flight, those before their first token, and those's prompt tokens. */
+type Figures = [count: number, prefilling: number, tokens: number];
+
+interface Member {
+  own: Map<bigint, Figures>;
+  /** What it was last told of the others' sum, per pod. */
+  told: Map<bigint, Figures>;
+  /** Ids whose hash it has been told (on this stream). */
+  named: Set<number>;
+  /** Not yet sent a round: its first is the whole sum of the others. */
+  fresh: boolean;
+}
+
+export class PeerLoadMerge {
+  private members = new Map<string, Member>();
+  private total = new Map<bigint, Figures>();
+  /** Pods whose sum changed since the last round. */
+  private changed = new Set<bigint>();
+  private ids = new Map<bigint, number>();
+
+  get size(): number {
+    return this.members.size;
+  }
+
+  /** Applies one report of `envoy` (joining it on its first); throws on bytes that are not a report, naming the fault. */
+  take(envoy: string, report: Uint8Array): void {
+    let m = this.members.get(envoy);
+    if (!m) {
+      m = { own: new Map(), told: new Map(), named: new Set(), fresh: true };
+      this.members.set(envoy, m);
+    }
+    for (const [hash, figures] of decodeReport(report)) {
+      const before = m.own.get(hash) ?? ZERO;
+      if (figures[0] > 0) m.own.set(hash, figures);
+      else m.own.delete(hash);
+      this.addToTotal(hash, figures, before);
+    }
+  }
+
+  /** The envoy's stream ended: its figures no longer count. */
+  forget(envoy: string): void {
+    const m = this.members.get(envoy);
+    if (!m) return;
+    this.members.delete(envoy);
+    for (const [hash, figures] of m.own) this.addToTotal(hash, ZERO, figures);
+  }
+
+  /** One round: per member that reported, the fan-out to send it (empty: nothing changed for it). */
+  round(): Map<string, Uint8Array> {
+    const out = new Map<string, Uint8Array>();
+    for (const [envoy, m] of this.members) {
+      const pods = m.fresh ? new Set([...this.total.keys(), ...m.told.keys()]) : this.changed;
+      m.fresh = false;
+      const w = new ByteWriter();
+      for (const hash of pods) {
+        const all = this.total.get(hash) ?? ZERO;
+        const mine = m.own.get(hash) ?? ZERO;
+        const others: Figures = [all[0] - mine[0], all[1] - mine[1], all[2] - mine[2]];
+        const told = m.told.get(hash) ?? ZERO;
+        if (others[0] === told[0] && others[1] === told[1] && others[2] === told[2]) continue;
+        if (others[0] > 0) m.told.set(hash, others);
+        else m.told.delete(hash);
+        let id = this.ids.get(hash);
+        if (id === undefined) {
+          id = this.ids.size;
+          this.ids.set(hash, id);
+        }
+        const named = m.named.has(id);
+        w.varint(id * 2 + (named ? 0 : 1));
+        if (!named) {
+          w.fixed64(hash);
+          m.named.add(id);
+        }
+        // A pod with no requests left has no prefilling ones either.
+        const count = Math.max(others[0], 0);
+        const prefilling = count === 0 ? 0 : Math.min(Math.max(others[1], 0), count);
+        w.varint(count);
+        w.varint(prefilling);
+        w.varint(prefilling === 0 ? 0 : Math.max(others[2], 0));
+      }
+      out.set(envoy, w.finish());
+    }
+    this.changed.clear();
+    return out;
+  }
+
+  private addToTotal(hash: bigint, now: Figures, before: Figures): void {
+    if (now[0] === before[0] && now[1] === before[1] && now[2] === before[2]) return;
+    const t = this.total.get(hash) ?? ZERO;
+    const sum: Figures = [t[0] + now[0] - before[0], t[1] + now[1] - before[1], t[2] + now[2] - before[2]];
+    if (sum[0] > 0) this.total.set(hash, sum);
+    else this.total.delete(hash);
+    this.changed.add(hash);
+  }
+}
+
+const ZERO: Figures = [0, 0, 0];
+
+/** A report's entries: u64 hash (little-endian), varint count, prefilling, tokens. */
+export function decodeReport(bytes: Uint8Array): Array<[bigint, Figures]> {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const entries: Array<[bigint, Figures]> = [];
+  let at = 0;
+  const varint = (): number => {
+    let v = 0;
+    for (let shift = 0; shift < 35; shift += 7) {
+      if (at >= bytes.byteLength) break;
+      const b = bytes[at++];
+      v += (b & 0x7f) * 2 ** shift;
+      if ((b & 0x80) === 0) return v;
+    }
+    throw new Error(`in-flight report: bad varint at byte ${at}`);
+  };
+  while (at < bytes.byteLength) {
+    if (at + 8 > bytes.byteLength) throw new Error(`in-flight report: truncated entry at byte ${at}`);
+    const hash = view.getBigUint64(at, true);
+    at += 8;
+    const count = varint();
+    const prefilling = varint();
+    const tokens = varint();
+    if (prefilling > count) throw new Error(`in-flight report: more prefilling than in flight at byte ${at}`);
+    entries.push([hash, [count, prefilling, tokens]]);
+  }
+  return entries;
+}
+
+class ByteWriter {
+  private bytes: number[] = [];
+
+  varint(v: number): void {
+    while (v >= 0x80) {
+      this.bytes.push((v % 0x80) | 0x80);
+      v = Math.floor(v / 0x80);
+    }
+    this.bytes.push(v);
+  }
+
+  fixed64(v: bigint): void {
+    for (let i = 0n; i < 64n; i += 8n) this.bytes.push(Number((v >> i) & 0xffn));
+  }
+
+  finish(): Uint8Array {
+    return Uint8Array.from(this.bytes);
+  }
+}

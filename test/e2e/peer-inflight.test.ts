@@ -1,0 +1,88 @@
+// Two real Envoys on one aggregator share their requests in flight through
+// it: a request held open through Envoy A counts in Envoy B's picks within
+// the share interval (B steers away from A's pod though no scrape shows the
+// load), and once A is gone its count is forgotten (B uses that pod again).
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { envoyParamsFromGatewayConfig, envoySdsFiles, renderEnvoyXds } from "../../host/envoy/index.js";
+import { filterWasmPath } from "../../host/paths.js";
+import { startEnvoy, type EnvoyProcess } from "../../testing/launcher/envoy-process.js";
+import { startTestStack, waitFor, type TestStack } from "../helpers/stack.js";
+
+let stack: TestStack;
+let envoyA: EnvoyProcess | null = null;
+let sdsDir = "";
+
+// Scrapes far apart: the snapshot never shows A's request as running, so only the sharing can tell B of it.
+beforeAll(async () => {
+  stack = await startTestStack(
+    [{ name: "llama", baseModel: "llama-3.1-8b", weights: { queue: 0, kvCache: 0, running: 1, lora: 0, prefix: 0 },
+      pods: [{ name: "pod-x", engineConfig: { speed: 0.1 } }, { name: "pod-y", engineConfig: { speed: 0.1 } }] }],
+    {},
+    {},
+    { scrapeIntervalMs: 60_000, staleAfterMs: 180_000 },
+  );
+  sdsDir = mkdtempSync(join(tmpdir(), "llm-gateway-sds-"));
+  const params = envoyParamsFromGatewayConfig(stack.config, { wasmPath: filterWasmPath, sdsDir });
+  for (const f of envoySdsFiles(params)) writeFileSync(f.path, f.content);
+  envoyA = await startEnvoy({
+    configYaml: renderEnvoyXds({ ...params, gatewayPort: 0, adminPort: 0, aggregatorPort: stack.aggregator.grpcPort }).bootstrap,
+    concurrency: 2,
+  });
+});
+
+afterAll(async () => {
+  await envoyA?.stop();
+  await stack?.close();
+  if (sdsDir) rmSync(sdsDir, { recursive: true, force: true });
+});
+
+const body = (maxTokens: number, stream: boolean) =>
+  JSON.stringify({ model: "llama-3.1-8b", messages: [{ role: "user", content: "hello" }], max_tokens: maxTokens, stream });
+
+/** A short request through B: the pod that served it. */
+async function servedThroughB(): Promise<string> {
+  const r = await fetch(`${stack.gatewayUrl}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: body(1, false) });
+  await r.arrayBuffer();
+  expect(r.status).toBe(200);
+  return r.headers.get("x-served-by") ?? "";
+}
+
+async function routesOn(url: string): Promise<boolean> {
+  const r = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: body(1, false) }).catch(() => null);
+  if (!r) return false;
+  await r.arrayBuffer();
+  return r.status === 200;
+}
+
+it("counts a request open through Envoy A in Envoy B's picks, and forgets it once A is gone", async () => {
+  const urlA = `http://${envoyA!.listenerAddresses.llm_gateway}`;
+  // Both Envoys hold a snapshot on every worker (a few in a row, so both workers answered).
+  for (const url of [urlA, stack.gatewayUrl]) {
+    let ok = 0;
+    await waitFor(`${url} routing`, async () => (ok = (await routesOn(url)) ? ok + 1 : 0) >= 4, 20_000);
+  }
+
+  // A long stream through A, held open past its first bytes.
+  const held = await fetch(`${urlA}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: body(400, true) });
+  expect(held.status).toBe(200);
+  const busy = held.headers.get("x-served-by")!;
+  const reader = held.body!.getReader();
+  await reader.read();
+  const idle = busy === "pod-x" ? "pod-y" : "pod-x";
+
+  // Within the share interval (plus B's tick) B's workers count it: every short request of B goes to the other pod.
+  let inARow = 0;
+  await waitFor("B steering away from A's busy pod", async () => {
+    inARow = (await servedThroughB()) === idle ? inARow + 1 : 0;
+    return inARow >= 8;
+  }, 15_000);
+
+  // A goes away with its request open: the aggregator forgets its count, and B uses that pod again (a tie, broken either way).
+  await envoyA!.stop();
+  envoyA = null;
+  await reader.cancel().catch(() => {});
+  await waitFor("B routing to A's pod again", async () => (await servedThroughB()) === busy, 15_000);
+});
