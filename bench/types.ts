@@ -208,6 +208,8 @@ export interface RunOptions {
    * as the proposed design would (bench/sim/replica-state.ts); a model of a design not yet built.
    */
   shareIntervalMs?: number;
+  /** Live mode: ours once per count of Envoys (more than one behind a round-robin front) instead of once. */
+  envoys?: number[];
   /** Progress of one policy's run, fraction 0..1 of the arrival window. */
   onProgress?: (policy: string, fraction: number) => void;
 }
