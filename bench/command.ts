@@ -49,8 +49,8 @@ const USAGE = `usage: npm run bench -- [options]
                         writes DIR/replicas/ (with --all, BENCHMARKS.md's replicas section too)
   --share-interval MS   with --replicas: model the proposed (not yet built) sharing of in-flight counts and prefix
                         placements through the aggregator, merged and fanned out every MS ms
-  --envoys A,B,...      live mode: run ours once per count of Envoys (more than one behind a round-robin front
-                        Envoy, one aggregator), e.g. 1,3; prints each count's p95 against one Envoy's
+  --envoys A,B,...      live mode: run ours once per count of Envoys, each behind a round-robin front Envoy
+                        (one aggregator), e.g. 1,3; prints each count's p95 and goodput against one Envoy's
   --capacity            instead of comparing policies, measure each scenario's capacity on its own mix: its trace
                         replayed --multiple times faster (default ${DEFAULT_MULTIPLE}) through round-robin and the oracle
                         (or --policies); writes DIR/<scenario>/capacity.json

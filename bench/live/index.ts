@@ -40,11 +40,11 @@ export const LIVE_POLICIES: readonly LivePolicy[] = [
   },
 ];
 
-/** Ours with `envoys` Envoys (behind a round-robin front when more than one). */
+/** Ours with `envoys` Envoys behind a round-robin front. */
 function withEnvoys(ours: LivePolicy, envoys: number): LivePolicy {
   return {
     name: replicatedName(ours.name, envoys),
-    description: envoys === 1 ? `${ours.description}; one Envoy` : `${ours.description}; ${envoys} Envoys behind a round-robin front, sharing only the snapshot`,
+    description: `${ours.description}; ${envoys === 1 ? "one Envoy" : `${envoys} Envoys sharing only the snapshot`}, behind a round-robin front Envoy`,
     start: (c, w) => startOursReplicated(c, w, envoys),
   };
 }

@@ -1,7 +1,8 @@
 // Live runs of ours with several Envoys: one aggregator, R Envoys with the
-// filter rendered from the same config, and for R > 1 a round-robin front
+// filter rendered from the same config, and a round-robin front
 // (testing/launcher/front.ts) the client sends to, as a load balancer
-// spreads clients over replicas in production. Today the replicas share
+// spreads clients over replicas in production. One Envoy goes behind the
+// front too, so the counts differ only in R. Today the replicas share
 // nothing but the aggregator's snapshot: each one's view of in-flight
 // requests and prefix placements is its own.
 import type { GatewayConfig } from "../../host/config.js";
@@ -12,8 +13,8 @@ import type { Table } from "../report/table.js";
 import type { PolicyResult } from "../types.js";
 import type { Gateway } from "./gateways.js";
 
-/** The name of ours with `envoys` Envoys; one keeps the plain name. */
-export const replicatedName = (policy: string, envoys: number) => (envoys === 1 ? policy : `${policy}/${envoys}-envoys`);
+/** The name of ours with `envoys` Envoys behind the front. */
+export const replicatedName = (policy: string, envoys: number) => `${policy}/${envoys}-envoy${envoys === 1 ? "" : "s"}`;
 
 export async function startOursReplicated(config: GatewayConfig, workers: number, envoys: number): Promise<Gateway> {
   const aggregator = await startAggregator(config, { metricsPort: false, log: () => {} });
@@ -26,7 +27,6 @@ export async function startOursReplicated(config: GatewayConfig, workers: number
     stops.push(() => replicas.close());
     // Every count starts measuring from a routing view.
     await Promise.all(replicas.addresses.map((a) => waitHealthy(`http://${a}`)));
-    if (envoys === 1) return { url: `http://${replicas.addresses[0]}`, stop };
     const front = await startFront({ host: "127.0.0.1", port: 0, replicas: replicas.addresses });
     stops.push(() => front.envoy.stop());
     await waitHealthy(front.url);

@@ -7,7 +7,10 @@ import { parse as parseYaml, stringify } from "yaml";
 import { parse } from "../../bench/command.js";
 import { envoysRows } from "../../bench/live/replicas.js";
 import type { PolicyResult } from "../../bench/types.js";
-import { ConfigError, parseGatewayConfig } from "../../host/config.js";
+import { join } from "node:path";
+import { ConfigError, loadGatewayConfig, parseGatewayConfig } from "../../host/config.js";
+import { projectRoot } from "../../host/paths.js";
+import { loadLocalFleet } from "../../testing/fakeserver/index.js";
 import { renderFrontBootstrap } from "../../testing/launcher/front.js";
 import { aggregatorPeers, replicaPortClaims } from "../../testing/launcher/replicas.js";
 
@@ -40,6 +43,12 @@ describe("replica launcher", () => {
     expect(issues(() => aggregatorPeers(two, 3))[0]).toBe("aggregator.leaderElection.peers lists 2 aggregators, --aggregators asks for 3");
     const remote = config({ leaderElection: { peers: ["127.0.0.1:50051", "10.0.0.6:50051"] } });
     expect(issues(() => aggregatorPeers(remote, 2))[0]).toMatch(/10\.0\.0\.6:50051 is not on this machine/);
+  });
+
+  it("ships config/local-replicas.yaml: two local peers, the fake pods of config/local-fleet.yaml", () => {
+    const local = loadGatewayConfig(join(projectRoot, "config", "local-replicas.yaml"));
+    expect(aggregatorPeers(local, 2)).toEqual(["127.0.0.1:50051", "127.0.0.1:50052"]);
+    expect(loadLocalFleet(join(projectRoot, "config", "local-fleet.yaml"), local)).toHaveLength(4);
   });
 
   it("puts Envoy k on gateway.port + k and admin on adminPort + k, and keeps port 0 as any", () => {
@@ -76,7 +85,7 @@ describe("live bench --envoys", () => {
   it("compares each count's p95 with one Envoy's", () => {
     const result = (policy: string, ttft: number, e2e: number, completedShare: number) =>
       ({ policy, ttftMs: { p95: ttft }, e2eMs: { p95: e2e }, completedShare }) as unknown as PolicyResult;
-    const rows = envoysRows([result("ours:default", 200, 1000, 1), result("ours:default/3-envoys", 230, 1050, 0.99)], "ours:default", [1, 3]);
+    const rows = envoysRows([result("ours:default/1-envoy", 200, 1000, 1), result("ours:default/3-envoys", 230, 1050, 0.99)], "ours:default", [1, 3]);
     expect(rows.map((r) => r.envoys)).toEqual([1, 3]);
     expect(rows[1].ttftVsOne).toBeCloseTo(0.15);
     expect(rows[1].e2eVsOne).toBeCloseTo(0.05);
