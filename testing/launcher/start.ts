@@ -103,7 +103,7 @@ async function main(): Promise<void> {
     runDir = createRunDir(runsBase);
     const envoyLog = join(runDir, "envoy.log");
     console.log(`starting the gateway from ${configPath}`);
-    console.log(`envoy log: ${envoyLog}`);
+    console.log(replicated ? `logs: ${runDir}` : `envoy log: ${envoyLog}`);
     const warning = envoyWarningFilter();
     starting = replicated ? startReplicaStack(config, {
       configPath: resolve(configPath),
