@@ -7,6 +7,7 @@
 // before the health check has noticed.
 import { stringify } from "yaml";
 import { parseEndpoint } from "../../host/config.js";
+import { DEFAULT_EDGE_LIMITS } from "../../host/envoy/index.js";
 import { startEnvoy, type EnvoyProcess } from "./envoy-process.js";
 
 export const FRONT_LISTENER = "front";
@@ -22,6 +23,8 @@ export interface FrontParams {
   replicas: readonly string[];
   /** How often each replica's /health is asked; default 1000 ms. */
   healthCheckMs?: number;
+  /** Open client connections the front holds at most; default the replicas' default caps added up. */
+  maxConnections?: number;
 }
 
 const seconds = (ms: number) => `${ms / 1000}s`;
@@ -36,6 +39,15 @@ export function renderFrontBootstrap(p: FrontParams): string {
   });
   return stringify({
     admin: { address: { socket_address: { address: "127.0.0.1", port_value: p.adminPort ?? 0 } } },
+    overload_manager: {
+      resource_monitors: [{
+        name: "envoy.resource_monitors.global_downstream_max_connections",
+        typed_config: {
+          "@type": "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
+          max_active_downstream_connections: p.maxConnections ?? DEFAULT_EDGE_LIMITS.maxConnections * p.replicas.length,
+        },
+      }],
+    },
     static_resources: {
       listeners: [{
         name: FRONT_LISTENER,
