@@ -17,7 +17,8 @@ import { consoleTable, resultsTable } from "./report/table.js";
 import { listScenarios, loadScenario, ScenarioError, type Scenario } from "./scenario.js";
 import { summariseSeeds } from "./seeds.js";
 import { selectPolicies } from "./policies/index.js";
-import { runLive } from "./live/index.js";
+import { OURS_LIVE, runLive } from "./live/index.js";
+import { envoysRows, envoysTable } from "./live/replicas.js";
 import { DEFAULT_SIZES } from "./scale/index.js";
 import { SOAK_DEFAULTS } from "./soak/command.js";
 import { startSimJobs, type SimJob } from "./sim/pool.js";
@@ -48,6 +49,8 @@ const USAGE = `usage: npm run bench -- [options]
                         writes DIR/replicas/ (with --all, BENCHMARKS.md's replicas section too)
   --share-interval MS   with --replicas: the replicas share in-flight counts (as built: the link's reports, the
                         aggregator's merge) and prefix placements (modelled) through the aggregator every MS ms
+  --envoys A,B,...      live mode: run ours once per count of Envoys, each behind a round-robin front Envoy
+                        (one aggregator), e.g. 1,3; prints each count's p95 and goodput against one Envoy's
   --capacity            instead of comparing policies, measure each scenario's capacity on its own mix: its trace
                         replayed --multiple times faster (default ${DEFAULT_MULTIPLE}) through round-robin and the oracle
                         (or --policies); writes DIR/<scenario>/capacity.json
@@ -104,6 +107,8 @@ export interface Args {
   soak?: { minutes: number; ratePerS: number };
   /** Set for --replicas: the gateway replica counts to run each scenario with. */
   replicas?: number[];
+  /** --envoys: live runs of ours with these counts of Envoys. */
+  envoys?: number[];
   /** --share-interval: the replicas share state through the control plane (docs/replicas.md). */
   shareIntervalMs?: number;
 }
@@ -135,6 +140,7 @@ export function parse(argv: string[]): Args | "help" {
       capacity: { type: "boolean" },
       replicas: { type: "string" },
       "share-interval": { type: "string" },
+      envoys: { type: "string" },
       multiple: { type: "string" },
       smoke: { type: "boolean" },
       scale: { type: "boolean" },
@@ -208,6 +214,8 @@ export function parse(argv: string[]): Args | "help" {
   const shareIntervalMs = positive(values["share-interval"], "--share-interval");
   if (shareIntervalMs !== undefined && !replicas) throw new UsageError("--share-interval: only with --replicas");
   if (replicas && (mode !== "sim" || capacity || scenarios.length === 0)) throw new UsageError("--replicas: needs --scenario NAME or --all, in sim mode, without --capacity");
+  const envoys = parseEnvoys(values.envoys);
+  if (envoys && (mode !== "live" || scenarios.length === 0)) throw new UsageError("--envoys: needs --mode live and --scenario NAME or --all");
   if (all && !smoke && !capacity && mode === "sim") seeds ??= ALL_SEEDS;
   const jobs = values.jobs === undefined ? availableParallelism() : Number(values.jobs);
   if (!Number.isInteger(jobs) || jobs < 1) throw new UsageError(`--jobs: expected an integer >= 1, got ${JSON.stringify(values.jobs)}`);
@@ -235,7 +243,16 @@ export function parse(argv: string[]): Args | "help" {
     all,
     replicas,
     shareIntervalMs,
+    envoys,
   };
+}
+
+function parseEnvoys(text: string | undefined): number[] | undefined {
+  if (text === undefined) return undefined;
+  const counts = text.split(",").map((t) => Number(t));
+  if (counts.some((n) => !Number.isInteger(n) || n < 1 || n > 8)) throw new UsageError(`--envoys: expected integers 1..8, got ${JSON.stringify(text)}`);
+  if (new Set(counts).size !== counts.length) throw new UsageError(`--envoys: a count is repeated in ${JSON.stringify(text)}`);
+  return counts;
 }
 
 function parseReplicas(text: string | undefined): number[] | undefined {
@@ -299,7 +316,7 @@ function commandLine(argv: string[]): string {
  */
 function startRuns(scenarios: readonly Scenario[], args: Args, io: Io): Array<Array<Promise<ScenarioResult>>> {
   const seeds = args.seeds ?? [undefined];
-  const jobs: SimJob[] = scenarios.flatMap((scenario) => seeds.map((seed) => ({ scenario, opts: { seed, durationS: args.durationS, policies: args.policies } })));
+  const jobs: SimJob[] = scenarios.flatMap((scenario) => seeds.map((seed) => ({ scenario, opts: { seed, durationS: args.durationS, policies: args.policies, envoys: args.envoys } })));
   // Concurrent runs interleave their progress: whole lines then, never one redrawn in place.
   const concurrent = args.mode === "sim" && args.jobs > 1 && jobs.length > 1;
   const reporters = jobs.map((j) => progressReporter(concurrent ? { ...io, errIsTty: false } : io, seeds.length > 1 ? `${j.scenario.name} seed ${j.opts.seed}` : j.scenario.name));
@@ -347,6 +364,7 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
       io.out(`${consoleTable(resultsTable(first))}\n`);
     }
     printAdmission(runs, io);
+    if (args.envoys) printEnvoys(runs, args.envoys, io);
     if (first.mode === "sim") onOff.push(...onOffRows(runs));
     io.out(`results: ${relative(process.cwd(), dir) || "."}/\n`);
     if (updateDocs) {
@@ -367,6 +385,11 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
     writeFileSync(benchmarksPath, doc);
     io.out(`updated ${relative(process.cwd(), benchmarksPath)} and ${relative(process.cwd(), chartDir)}/\n`);
   }
+}
+
+/** Each count of Envoys against one, per seed. */
+function printEnvoys(runs: readonly ScenarioResult[], counts: readonly number[], io: Io): void {
+  for (const r of runs) io.out(`\nEnvoys against one (seed ${r.seed})\n${consoleTable(envoysTable(envoysRows(r.policies, OURS_LIVE, counts)))}\n`);
 }
 
 /** The admission tables of a run with classes or refusals, and ours with against without admission. */

@@ -208,6 +208,8 @@ export interface RunOptions {
    * in-flight counts through the built design's code, prefix placements modelled (bench/sim/replica-state.ts).
    */
   shareIntervalMs?: number;
+  /** Live mode: ours once per count of Envoys (more than one behind a round-robin front) instead of once. */
+  envoys?: number[];
   /** Progress of one policy's run, fraction 0..1 of the arrival window. */
   onProgress?: (policy: string, fraction: number) => void;
 }

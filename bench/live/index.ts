@@ -12,6 +12,7 @@ import { replay } from "./client.js";
 import { startFleetProcess } from "./fleet-process.js";
 import { liveGatewayConfig, startBaseline, startOurs, type Gateway, type LivePool } from "./gateways.js";
 import type { GatewayConfig } from "../../host/config.js";
+import { replicatedName, startOursReplicated } from "./replicas.js";
 
 /** Real time is expensive: unless --duration says otherwise, replay this much of the trace... */
 export const LIVE_DEFAULT_DURATION_S = 30;
@@ -27,16 +28,26 @@ interface LivePolicy {
 }
 
 const defaultProfile = PROFILES[0];
+export const OURS_LIVE = `ours:${defaultProfile.name}`;
 
 export const LIVE_POLICIES: readonly LivePolicy[] = [
   { name: "round-robin", description: "Envoy's ROUND_ROBIN cluster, one per model", start: (c, w) => startBaseline(c, w, "ROUND_ROBIN") },
   { name: "least-request", description: "Envoy's LEAST_REQUEST cluster, one per model", start: (c, w) => startBaseline(c, w, "LEAST_REQUEST") },
   {
-    name: `ours:${defaultProfile.name}`,
+    name: OURS_LIVE,
     description: `Envoy + our Wasm filter fed by the aggregator; ${defaultProfile.description}`,
     start: (c, w) => startOurs(c, w),
   },
 ];
+
+/** Ours with `envoys` Envoys behind a round-robin front. */
+function withEnvoys(ours: LivePolicy, envoys: number): LivePolicy {
+  return {
+    name: replicatedName(ours.name, envoys),
+    description: `${ours.description}; ${envoys === 1 ? "one Envoy" : `${envoys} Envoys sharing only the snapshot`}, behind a round-robin front Envoy`,
+    start: (c, w) => startOursReplicated(c, w, envoys),
+  };
+}
 
 /** Pod specs in the simulator's order and names, so per-pod counts line up with sim results. */
 function podSpecs(scenario: Scenario, adapters: string[][]): PodSpec[] {
@@ -65,7 +76,8 @@ export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<Sc
   const trace = generateTrace(scenario, scenario.seed);
   const specs = podSpecs(scenario, trace.adapters);
   const podNames = specs.map((s) => s.name);
-  const selected = opts.policies?.length ? LIVE_POLICIES.filter((p) => opts.policies!.includes(p.name)) : LIVE_POLICIES;
+  const chosen = opts.policies?.length ? LIVE_POLICIES.filter((p) => opts.policies!.includes(p.name)) : LIVE_POLICIES;
+  const selected = opts.envoys ? chosen.flatMap((p) => (p.name === OURS_LIVE ? opts.envoys!.map((n) => withEnvoys(p, n)) : [p])) : chosen;
   if (selected.length === 0) throw new Error(`no live policy among ${opts.policies!.join(", ")} (live: ${LIVE_POLICIES.map((p) => p.name).join(", ")})`);
 
   const policies: PolicyResult[] = [];

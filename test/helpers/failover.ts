@@ -18,9 +18,9 @@ export class ClientTraffic {
 
   constructor(readonly models: string[]) {}
 
-  /** `loops` loops; the odd ones stream. */
-  start(gatewayUrl: string, loops: number): void {
-    for (let k = 0; k < loops; k++) this.loops.push(this.loop(k, gatewayUrl));
+  /** `loops` loops; the odd ones stream unless `streams` is false. */
+  start(gatewayUrl: string, loops: number, { streams = true } = {}): void {
+    for (let k = 0; k < loops; k++) this.loops.push(this.loop(k, gatewayUrl, streams && k % 2 === 1));
   }
 
   async stop(): Promise<void> {
@@ -28,12 +28,12 @@ export class ClientTraffic {
     await Promise.all(this.loops);
   }
 
-  private async loop(k: number, gatewayUrl: string): Promise<void> {
+  private async loop(k: number, gatewayUrl: string, stream: boolean): Promise<void> {
     const client = new OpenAI({ baseURL: `${gatewayUrl}/v1`, apiKey: "x", maxRetries: 0 });
     for (let i = 0; i < MAX_REQUESTS_PER_LOOP && !this.stopped; i++) {
       const model = this.models[(i + k) % this.models.length];
       try {
-        if (k % 2 === 0) {
+        if (!stream) {
           const r = await client.chat.completions.create({ model, ...ASK });
           if (r.choices[0].message.content === null) throw new Error("empty answer");
         } else {

@@ -11,9 +11,15 @@ import { projectRoot } from "../../host/paths.js";
 import { FleetFileError, loadLocalFleet } from "../fakeserver/index.js";
 import { startStack, type Stack } from "./stack.js";
 import { installShutdown } from "./shutdown.js";
+import { startReplicaStack, type ReplicaStack } from "./replicas.js";
 
-const USAGE = "usage: npm start [-- --config FILE] [--fleet FILE] [--run-dir DIR]   (GATEWAY_PORT overrides the listener port)\n" +
-  "  without --config: config/local.yaml and its fake pods, config/local-fleet.yaml; with it, fake pods only from --fleet";
+const USAGE = "usage: npm start [-- --config FILE] [--fleet FILE] [--run-dir DIR] [--envoys R] [--aggregators N] [--front PORT]\n" +
+  "  (GATEWAY_PORT overrides the listener port)\n" +
+  "  without --config: config/local.yaml and its fake pods, config/local-fleet.yaml; with it, fake pods only from --fleet\n" +
+  "  --envoys R: R Envoys, Envoy k on gateway.port + k, admin on gateway.adminPort + k\n" +
+  "  --aggregators N: N aggregator processes on the config's aggregator.leaderElection.peers\n" +
+  "    (without --config: config/local-replicas.yaml, two peers)\n" +
+  "  --front PORT: a round-robin Envoy on PORT in front of the Envoys (docs/live-replicas.md)";
 const KEEP_RUNS = 10;
 const RUN_NAME = /^\d{8}T\d{6}Z-\d+$/;
 
@@ -37,6 +43,9 @@ async function main(): Promise<void> {
       config: { type: "string", short: "c" },
       fleet: { type: "string" },
       "run-dir": { type: "string" },
+      envoys: { type: "string" },
+      aggregators: { type: "string" },
+      front: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -49,7 +58,23 @@ async function main(): Promise<void> {
   process.stdout.on("error", () => {});
   process.stderr.on("error", () => {});
 
-  const configPath = values.config ?? join(projectRoot, "config", "local.yaml");
+  const count = (flag: string, text: string | undefined, max: number): number | undefined => {
+    if (text === undefined) return undefined;
+    const n = Number(text);
+    if (Number.isInteger(n) && n >= 1 && n <= max) return n;
+    console.error(`--${flag}: expected an integer 1..${max}, got "${text}"`);
+    process.exit(1);
+  };
+  const envoys = count("envoys", values.envoys, 16);
+  const aggregators = count("aggregators", values.aggregators, 8);
+  const frontPort = values.front === undefined ? undefined : Number(values.front);
+  if (frontPort !== undefined && !(Number.isInteger(frontPort) && frontPort >= 0 && frontPort < 65536)) {
+    console.error(`--front: expected a port number, got "${values.front}"`);
+    process.exit(1);
+  }
+  const replicated = envoys !== undefined || aggregators !== undefined || frontPort !== undefined;
+  const defaultConfig = (aggregators ?? 1) > 1 ? "local-replicas.yaml" : "local.yaml";
+  const configPath = values.config ?? join(projectRoot, "config", defaultConfig);
   // Your own config points at your own pods: fake ones start only when asked for.
   const fleetPath = values.fleet ?? (values.config === undefined ? join(projectRoot, "config", "local-fleet.yaml") : undefined);
   const portEnv = process.env.GATEWAY_PORT;
@@ -59,7 +84,7 @@ async function main(): Promise<void> {
     process.exit(1);
   }
 
-  let starting: Promise<Stack> | undefined;
+  let starting: Promise<Stack | ReplicaStack> | undefined;
   const shutdown = installShutdown({
     stop: async () => {
       // A stop during start-up waits for it, then closes what it started.
@@ -69,7 +94,7 @@ async function main(): Promise<void> {
     log: (line) => console.log(line),
   });
 
-  let stack: Stack;
+  let stack: Stack | ReplicaStack;
   const runsBase = resolve(values["run-dir"] ?? join(projectRoot, ".run"));
   let runDir: string | undefined;
   try {
@@ -78,9 +103,23 @@ async function main(): Promise<void> {
     runDir = createRunDir(runsBase);
     const envoyLog = join(runDir, "envoy.log");
     console.log(`starting the gateway from ${configPath}`);
-    console.log(`envoy log: ${envoyLog}`);
+    console.log(replicated ? `logs: ${runDir}` : `envoy log: ${envoyLog}`);
     const warning = envoyWarningFilter();
-    starting = startStack(config, {
+    starting = replicated ? startReplicaStack(config, {
+      configPath: resolve(configPath),
+      envoys: envoys ?? 1,
+      aggregators: aggregators ?? 1,
+      frontPort,
+      gatewayPort,
+      fleet,
+      envoyLogLevel: "info",
+      logDir: runDir,
+      onEnvoyLog: (name, line) => {
+        if (warning(line)) console.error(`[${name}] ${line}`);
+      },
+      onAggregatorLine: (k, line) => console.log(`[aggregator ${k}] ${line.replace(/^\[aggregator\] /, "")}`),
+      log: (line) => console.log(line),
+    }) : startStack(config, {
       gatewayPort,
       fleet,
       // Edits to the file reload the running gateway (SIGHUP still stops it: this is a terminal program).
@@ -104,6 +143,7 @@ async function main(): Promise<void> {
   }
   if (shutdown.stopping) return;
   pruneRuns(runsBase);
+  if ("envoys" in stack) return reportReplicas(stack, shutdown);
 
   void stack.envoy.exited.then((code) => {
     if (shutdown.stopping) return;
@@ -120,6 +160,43 @@ async function main(): Promise<void> {
     (jwt ? `-H "authorization: Bearer $TOKEN" ` : "") +
     `-d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}]}'`);
   if (jwt) console.log(`JWT is on: every path but /health needs a token from ${jwt.issuer} (how to mint one for a test: docs/jwt.md)`);
+}
+
+/** Prints where each part listens; a part that dies is reported, and the run ends once every Envoy or every aggregator is gone. */
+function reportReplicas(stack: ReplicaStack, shutdown: ReturnType<typeof installShutdown>): void {
+  const { config } = stack;
+  const stop = (reason: string) => shutdown.begin(reason, 1);
+  for (const a of stack.aggregators) {
+    const metrics = a.metricsPort === null ? "" : `, metrics on http://${formatHostPort(config.aggregator.host, a.metricsPort)}/metrics`;
+    console.log(`aggregator ${a.index} on ${a.grpcAddress} (pid ${a.process.pid})${metrics}`);
+  }
+  for (const [k, e] of stack.envoys.entries()) console.log(`envoy ${k} on ${e.listenerAddresses.llm_gateway}, admin on ${e.adminUrl} (pid ${e.pid})`);
+  if (stack.front) console.log(`front (round-robin over the envoys) on ${stack.front.url}, admin on ${stack.front.envoy.adminUrl} (pid ${stack.front.envoy.pid})`);
+  let envoysLeft = stack.envoys.length;
+  let aggregatorsLeft = stack.aggregators.length;
+  for (const [k, e] of stack.envoys.entries()) {
+    void e.exited.then(() => {
+      if (shutdown.stopping) return;
+      envoysLeft--;
+      console.error(`envoy ${k} exited; ${envoysLeft} of ${stack.envoys.length} left (its log: envoy-${k}.log in the run folder)`);
+      if (envoysLeft === 0) stop("every envoy exited");
+    });
+  }
+  for (const a of stack.aggregators) {
+    void a.process.exited.then(() => {
+      if (shutdown.stopping) return;
+      aggregatorsLeft--;
+      console.error(`aggregator ${a.index} exited; ${aggregatorsLeft} of ${stack.aggregators.length} left`);
+      if (aggregatorsLeft === 0) stop("every aggregator exited");
+    });
+  }
+  void stack.front?.envoy.exited.then(() => {
+    if (!shutdown.stopping) stop("the front exited");
+  });
+  const model = config.pools[0]?.baseModel ?? "MODEL";
+  console.log(`gateway ready at ${stack.gatewayUrl}`);
+  console.log(`try: curl ${stack.gatewayUrl}/v1/chat/completions -H 'content-type: application/json' ` +
+    `-d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}]}'`);
 }
 
 await main();
