@@ -75,7 +75,7 @@ export async function runReplicaBench(args: ReplicaBenchArgs, io: ReplicaBenchIo
   io.out(`results: ${relative(process.cwd(), dir) || "."}/\n`);
   if (args.updateDocs) {
     const path = join(projectRoot, "BENCHMARKS.md");
-    const [key, heading] = sharing ? ["replicas:shared", "### Sharing through the control plane (modelled)"] : ["replicas", "## Gateway replicas"];
+    const [key, heading] = sharing ? ["replicas:shared", "### Sharing through the control plane"] : ["replicas", "## Gateway replicas"];
     writeFileSync(path, replaceBlock(readFileSync(path, "utf8"), key, markdown, heading));
     io.out(`updated ${relative(process.cwd(), path)} (replicas section)\n`);
   }
