@@ -33,81 +33,85 @@ const ENTRY_BYTES: i32 = 20;
 /** Beyond this many logged changes the log restarts and readers resynchronise in full (bounded memory). */
 const MAX_LOGGED: i32 = 4096;
 
-export class InflightTable {
-  private hashes: u64[] = [];
-  private counts: i32[] = [];
-  private prefilling: i32[] = [];
-  private prefillTokens: i32[] = [];
-  /** Address hashes whose figures changed, in order; a reader keeps its position (see `epoch`). */
-  readonly changes: u64[] = [];
-  /** Bumped when the change log restarts: a reader holding an older epoch must resynchronise in full. */
-  epoch: u32 = 0;
-  // The previous contents while decode() compares them with the new (swapped, so neither allocates once grown).
-  private oldHashes: u64[] = [];
-  private oldCounts: i32[] = [];
-  private oldPrefilling: i32[] = [];
-  private oldPrefillTokens: i32[] = [];
-  /** The peers' figures (sorted by hash, as the own), replaced whole by decodePeers(). */
-  private peerHashes: u64[] = [];
-  private peerCounts: i32[] = [];
-  private peerPrefilling: i32[] = [];
-  private peerPrefillTokens: i32[] = [];
-
-  /** Endpoints with requests of this gateway's own in flight. */
-  get size(): i32 {
-    return this.hashes.length;
-  }
-
-  /** The i-th own entry (sorted by hash), for encoders that walk the table. */
-  hashAt(i: i32): u64 {
-    return unchecked(this.hashes[i]);
-  }
-
-  countAt(i: i32): i32 {
-    return unchecked(this.counts[i]);
-  }
-
-  prefillingAt(i: i32): i32 {
-    return unchecked(this.prefilling[i]);
-  }
-
-  prefillTokensAt(i: i32): i32 {
-    return unchecked(this.prefillTokens[i]);
-  }
+/** Per endpoint (sorted by address hash): requests in flight, the streams among them before their first token, and those streams' prompt tokens. */
+class Figures {
+  hashes: u64[] = [];
+  counts: i32[] = [];
+  prefilling: i32[] = [];
+  prefillTokens: i32[] = [];
 
   clear(): void {
-    for (let i = 0; i < this.hashes.length; i++) this.logChange(unchecked(this.hashes[i]));
     this.hashes.length = 0;
     this.counts.length = 0;
     this.prefilling.length = 0;
     this.prefillTokens.length = 0;
+  }
+}
+
+export class InflightTable {
+  /** This gateway's own figures. */
+  private own: Figures = new Figures();
+  /** Address hashes whose figures changed, in order; a reader keeps its position (see `epoch`). */
+  readonly changes: u64[] = [];
+  /** Bumped when the change log restarts: a reader holding an older epoch must resynchronise in full. */
+  epoch: u32 = 0;
+  /** The previous contents while a decode compares them with the new (swapped, so neither allocates once grown). */
+  private old: Figures = new Figures();
+  /** The peers' figures (sorted by hash, as the own), replaced whole by decodePeers(). */
+  private peers: Figures = new Figures();
+
+  /** Endpoints with requests of this gateway's own in flight. */
+  get size(): i32 {
+    return this.own.hashes.length;
+  }
+
+  /** The i-th own entry (sorted by hash), for encoders that walk the table. */
+  hashAt(i: i32): u64 {
+    return unchecked(this.own.hashes[i]);
+  }
+
+  countAt(i: i32): i32 {
+    return unchecked(this.own.counts[i]);
+  }
+
+  prefillingAt(i: i32): i32 {
+    return unchecked(this.own.prefilling[i]);
+  }
+
+  prefillTokensAt(i: i32): i32 {
+    return unchecked(this.own.prefillTokens[i]);
+  }
+
+  clear(): void {
+    for (let i = 0; i < this.own.hashes.length; i++) this.logChange(unchecked(this.own.hashes[i]));
+    this.own.clear();
   }
 
   /** The count for an endpoint, this gateway's and its peers' (0 if it has none in flight). */
   get(hash: u64): i32 {
     const i = this.at(hash);
     const p = this.peerAt(hash);
-    return (i >= 0 ? unchecked(this.counts[i]) : 0) + (p >= 0 ? unchecked(this.peerCounts[p]) : 0);
+    return (i >= 0 ? unchecked(this.own.counts[i]) : 0) + (p >= 0 ? unchecked(this.peers.counts[p]) : 0);
   }
 
   /** Of an endpoint's count, the streams not yet past their first token. */
   prefillingOf(hash: u64): i32 {
     const i = this.at(hash);
     const p = this.peerAt(hash);
-    return (i >= 0 ? unchecked(this.prefilling[i]) : 0) + (p >= 0 ? unchecked(this.peerPrefilling[p]) : 0);
+    return (i >= 0 ? unchecked(this.own.prefilling[i]) : 0) + (p >= 0 ? unchecked(this.peers.prefilling[p]) : 0);
   }
 
   /** Those streams' uncached prompt tokens. */
   prefillTokensOf(hash: u64): i32 {
     const i = this.at(hash);
     const p = this.peerAt(hash);
-    return (i >= 0 ? unchecked(this.prefillTokens[i]) : 0) + (p >= 0 ? unchecked(this.peerPrefillTokens[p]) : 0);
+    return (i >= 0 ? unchecked(this.own.prefillTokens[i]) : 0) + (p >= 0 ? unchecked(this.peers.prefillTokens[p]) : 0);
   }
 
   /** This gateway's own count for an endpoint, without its peers'. */
   ownOf(hash: u64): i32 {
     const i = this.at(hash);
-    return i >= 0 ? unchecked(this.counts[i]) : 0;
+    return i >= 0 ? unchecked(this.own.counts[i]) : 0;
   }
 
   /**
@@ -118,9 +122,8 @@ export class InflightTable {
   decodePeers(ptr: usize, len: i32): bool {
     // The old peers become the scratch arrays' contents, as decode() swaps the own.
     this.swapPeers();
-    const ok = parseTable(ptr, len, this.peerHashes, this.peerCounts, this.peerPrefilling, this.peerPrefillTokens);
-    this.logDifferences(this.oldHashes, this.oldCounts, this.oldPrefilling, this.oldPrefillTokens,
-      this.peerHashes, this.peerCounts, this.peerPrefilling, this.peerPrefillTokens);
+    const ok = parseTable(ptr, len, this.peers);
+    this.logDifferences(this.old, this.peers);
     return ok;
   }
 
@@ -130,29 +133,29 @@ export class InflightTable {
    */
   set(hash: u64, count: i32, streams: i32, tokens: i32): void {
     const found = this.find(hash);
-    const present = found >= 0 && unchecked(this.hashes[found]) == hash;
+    const present = found >= 0 && unchecked(this.own.hashes[found]) == hash;
     if (count <= 0) {
       if (!present) return;
       this.logChange(hash);
-      removeAt(this.hashes, found);
-      removeAt(this.counts, found);
-      removeAt(this.prefilling, found);
-      removeAt(this.prefillTokens, found);
+      removeAt(this.own.hashes, found);
+      removeAt(this.own.counts, found);
+      removeAt(this.own.prefilling, found);
+      removeAt(this.own.prefillTokens, found);
       return;
     }
     let i = found;
     if (!present) {
       i = found + 1;
-      insertAt(this.hashes, i, hash);
-      insertAt(this.counts, i, 0);
-      insertAt(this.prefilling, i, 0);
-      insertAt(this.prefillTokens, i, 0);
+      insertAt(this.own.hashes, i, hash);
+      insertAt(this.own.counts, i, 0);
+      insertAt(this.own.prefilling, i, 0);
+      insertAt(this.own.prefillTokens, i, 0);
     }
     this.logChange(hash);
     const p = min(max(streams, 0), count);
-    unchecked(this.counts[i] = count);
-    unchecked(this.prefilling[i] = p);
-    unchecked(this.prefillTokens[i] = p == 0 ? 0 : max(tokens, 0));
+    unchecked(this.own.counts[i] = count);
+    unchecked(this.own.prefilling[i] = p);
+    unchecked(this.own.prefillTokens[i] = p == 0 ? 0 : max(tokens, 0));
   }
 
   /**
@@ -164,27 +167,27 @@ export class InflightTable {
   add(hash: u64, delta: i32, streams: i32 = 0, tokens: i32 = 0): void {
     const found = this.find(hash);
     let i = found;
-    if (found < 0 || unchecked(this.hashes[found]) != hash) {
+    if (found < 0 || unchecked(this.own.hashes[found]) != hash) {
       if (delta <= 0) return;
       i = found + 1;
-      insertAt(this.hashes, i, hash);
-      insertAt(this.counts, i, 0);
-      insertAt(this.prefilling, i, 0);
-      insertAt(this.prefillTokens, i, 0);
+      insertAt(this.own.hashes, i, hash);
+      insertAt(this.own.counts, i, 0);
+      insertAt(this.own.prefilling, i, 0);
+      insertAt(this.own.prefillTokens, i, 0);
     }
     this.logChange(hash);
-    const n = unchecked(this.counts[i]) + delta;
+    const n = unchecked(this.own.counts[i]) + delta;
     if (n <= 0) {
-      removeAt(this.hashes, i);
-      removeAt(this.counts, i);
-      removeAt(this.prefilling, i);
-      removeAt(this.prefillTokens, i);
+      removeAt(this.own.hashes, i);
+      removeAt(this.own.counts, i);
+      removeAt(this.own.prefilling, i);
+      removeAt(this.own.prefillTokens, i);
       return;
     }
-    unchecked(this.counts[i] = n);
-    const p = min(max(unchecked(this.prefilling[i]) + streams, 0), n);
-    unchecked(this.prefilling[i] = p);
-    unchecked(this.prefillTokens[i] = p == 0 ? 0 : max(unchecked(this.prefillTokens[i]) + tokens, 0));
+    unchecked(this.own.counts[i] = n);
+    const p = min(max(unchecked(this.own.prefilling[i]) + streams, 0), n);
+    unchecked(this.own.prefilling[i] = p);
+    unchecked(this.own.prefillTokens[i] = p == 0 ? 0 : max(unchecked(this.own.prefillTokens[i]) + tokens, 0));
   }
 
   /**
@@ -197,54 +200,37 @@ export class InflightTable {
       return true;
     }
     this.swapOut();
-    const ok = parseTable(ptr, len, this.hashes, this.counts, this.prefilling, this.prefillTokens);
-    this.logDifferences(this.oldHashes, this.oldCounts, this.oldPrefilling, this.oldPrefillTokens,
-      this.hashes, this.counts, this.prefilling, this.prefillTokens);
+    const ok = parseTable(ptr, len, this.own);
+    this.logDifferences(this.old, this.own);
     return ok;
   }
 
-  /** The current contents become the old ones, and the current arrays empty (reusing the old arrays' storage). */
+  /** The current contents become the old ones, and the current figures empty (reusing the old ones' storage). */
   private swapOut(): void {
-    const h = this.oldHashes;
-    this.oldHashes = this.hashes;
-    this.hashes = h;
-    h.length = 0;
-    const c = this.oldCounts;
-    this.oldCounts = this.counts;
-    this.counts = c;
-    c.length = 0;
-    const p = this.oldPrefilling;
-    this.oldPrefilling = this.prefilling;
-    this.prefilling = p;
-    p.length = 0;
-    const t = this.oldPrefillTokens;
-    this.oldPrefillTokens = this.prefillTokens;
-    this.prefillTokens = t;
-    t.length = 0;
+    const emptied = this.old;
+    this.old = this.own;
+    this.own = emptied;
+    emptied.clear();
   }
 
-  /** The peers' contents become the old ones, and the peers' arrays empty. */
+  /** The peers' contents become the old ones, and the peers' figures empty. */
   private swapPeers(): void {
-    const h = this.oldHashes;
-    this.oldHashes = this.peerHashes;
-    this.peerHashes = h;
-    h.length = 0;
-    const c = this.oldCounts;
-    this.oldCounts = this.peerCounts;
-    this.peerCounts = c;
-    c.length = 0;
-    const p = this.oldPrefilling;
-    this.oldPrefilling = this.peerPrefilling;
-    this.peerPrefilling = p;
-    p.length = 0;
-    const t = this.oldPrefillTokens;
-    this.oldPrefillTokens = this.peerPrefillTokens;
-    this.peerPrefillTokens = t;
-    t.length = 0;
+    const emptied = this.old;
+    this.old = this.peers;
+    this.peers = emptied;
+    emptied.clear();
   }
 
   /** Logs every endpoint whose figures differ between two contents (a* old, b* new, both sorted by hash). */
-  private logDifferences(a: u64[], aCounts: i32[], aPrefilling: i32[], aTokens: i32[], b: u64[], bCounts: i32[], bPrefilling: i32[], bTokens: i32[]): void {
+  private logDifferences(before: Figures, after: Figures): void {
+    const a = before.hashes;
+    const b = after.hashes;
+    const aCounts = before.counts;
+    const bCounts = after.counts;
+    const aPrefilling = before.prefilling;
+    const bPrefilling = after.prefilling;
+    const aTokens = before.prefillTokens;
+    const bTokens = after.prefillTokens;
     let i = 0;
     let j = 0;
     while (i < a.length || j < b.length) {
@@ -276,25 +262,25 @@ export class InflightTable {
   }
 
   encodedLength(): i32 {
-    return 4 + this.hashes.length * ENTRY_BYTES;
+    return 4 + this.own.hashes.length * ENTRY_BYTES;
   }
 
   /** Writes the encoding at `ptr` (encodedLength() bytes). */
   encodeInto(ptr: usize): void {
-    const n = this.hashes.length;
+    const n = this.own.hashes.length;
     store<u32>(ptr, <u32>n);
     for (let i = 0; i < n; i++) {
       const at = ptr + 4 + <usize>(i * ENTRY_BYTES);
-      store<u64>(at, unchecked(this.hashes[i]));
-      store<i32>(at + 8, unchecked(this.counts[i]));
-      store<i32>(at + 12, unchecked(this.prefilling[i]));
-      store<i32>(at + 16, unchecked(this.prefillTokens[i]));
+      store<u64>(at, unchecked(this.own.hashes[i]));
+      store<i32>(at + 8, unchecked(this.own.counts[i]));
+      store<i32>(at + 12, unchecked(this.own.prefilling[i]));
+      store<i32>(at + 16, unchecked(this.own.prefillTokens[i]));
     }
   }
 
   /** Index of `hash` among the peers', or -1. */
   private peerAt(hash: u64): i32 {
-    const peers = this.peerHashes;
+    const peers = this.peers.hashes;
     let lo = 0;
     let hi = peers.length - 1;
     while (lo <= hi) {
@@ -310,17 +296,17 @@ export class InflightTable {
   /** Index of `hash`, or -1. */
   private at(hash: u64): i32 {
     const i = this.find(hash);
-    return i >= 0 && unchecked(this.hashes[i]) == hash ? i : -1;
+    return i >= 0 && unchecked(this.own.hashes[i]) == hash ? i : -1;
   }
 
   /** Index of the last hash <= `hash`, or -1. */
   private find(hash: u64): i32 {
     let lo = 0;
-    let hi = this.hashes.length - 1;
+    let hi = this.own.hashes.length - 1;
     let found = -1;
     while (lo <= hi) {
       const mid = (lo + hi) >>> 1;
-      if (unchecked(this.hashes[mid]) <= hash) {
+      if (unchecked(this.own.hashes[mid]) <= hash) {
         found = mid;
         lo = mid + 1;
       } else {
@@ -336,7 +322,11 @@ export class InflightTable {
  * the bytes are not one (sorted, unique, positive, prefill within the count:
  * anything else was not written by this code). No bytes: an empty table.
  */
-function parseTable(ptr: usize, len: i32, hashes: u64[], counts: i32[], prefilling: i32[], tokens: i32[]): bool {
+function parseTable(ptr: usize, len: i32, into: Figures): bool {
+  const hashes = into.hashes;
+  const counts = into.counts;
+  const prefilling = into.prefilling;
+  const tokens = into.prefillTokens;
   if (len == 0) return true;
   const n = len < 4 ? -1 : <i32>load<u32>(ptr);
   if (n < 0 || <i64>len != 4 + <i64>n * ENTRY_BYTES) return false;
@@ -348,10 +338,7 @@ function parseTable(ptr: usize, len: i32, hashes: u64[], counts: i32[], prefilli
     const streams = load<i32>(at + 12);
     const t = load<i32>(at + 16);
     if ((i > 0 && hash <= prev) || count <= 0 || streams < 0 || streams > count || t < 0 || (streams == 0 && t != 0)) {
-      hashes.length = 0;
-      counts.length = 0;
-      prefilling.length = 0;
-      tokens.length = 0;
+      into.clear();
       return false;
     }
     hashes.push(hash);
