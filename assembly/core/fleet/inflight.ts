@@ -46,6 +46,22 @@ class Figures {
     this.prefilling.length = 0;
     this.prefillTokens.length = 0;
   }
+
+  /** A new endpoint at index `at`, with nothing in flight yet. */
+  insert(at: i32, hash: u64): void {
+    insertAt(this.hashes, at, hash);
+    insertAt(this.counts, at, 0);
+    insertAt(this.prefilling, at, 0);
+    insertAt(this.prefillTokens, at, 0);
+  }
+
+  /** Drops the endpoint at index `at` (in place: no array is allocated). */
+  remove(at: i32): void {
+    removeAt(this.hashes, at);
+    removeAt(this.counts, at);
+    removeAt(this.prefilling, at);
+    removeAt(this.prefillTokens, at);
+  }
 }
 
 export class InflightTable {
@@ -137,19 +153,13 @@ export class InflightTable {
     if (count <= 0) {
       if (!present) return;
       this.logChange(hash);
-      removeAt(this.own.hashes, found);
-      removeAt(this.own.counts, found);
-      removeAt(this.own.prefilling, found);
-      removeAt(this.own.prefillTokens, found);
+      this.own.remove(found);
       return;
     }
     let i = found;
     if (!present) {
       i = found + 1;
-      insertAt(this.own.hashes, i, hash);
-      insertAt(this.own.counts, i, 0);
-      insertAt(this.own.prefilling, i, 0);
-      insertAt(this.own.prefillTokens, i, 0);
+      this.own.insert(i, hash);
     }
     this.logChange(hash);
     const p = min(max(streams, 0), count);
@@ -170,18 +180,12 @@ export class InflightTable {
     if (found < 0 || unchecked(this.own.hashes[found]) != hash) {
       if (delta <= 0) return;
       i = found + 1;
-      insertAt(this.own.hashes, i, hash);
-      insertAt(this.own.counts, i, 0);
-      insertAt(this.own.prefilling, i, 0);
-      insertAt(this.own.prefillTokens, i, 0);
+      this.own.insert(i, hash);
     }
     this.logChange(hash);
     const n = unchecked(this.own.counts[i]) + delta;
     if (n <= 0) {
-      removeAt(this.own.hashes, i);
-      removeAt(this.own.counts, i);
-      removeAt(this.own.prefilling, i);
-      removeAt(this.own.prefillTokens, i);
+      this.own.remove(i);
       return;
     }
     unchecked(this.own.counts[i] = n);
