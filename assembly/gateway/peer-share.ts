@@ -5,14 +5,13 @@
 // Hello on the stream; each fan-out from the aggregator updates the peers'
 // sum, published for the workers' ticks. All of it on the link's tick and
 // its stream's messages: nothing on a request's path.
-import { getSharedData, grpcSend, HostBytes, setSharedData, utf8 } from "../abi/hostcalls";
+import { getSharedData, grpcSend, HostBytes, setSharedData } from "../abi/hostcalls";
 import { InflightTable } from "../core/fleet/inflight";
 import { PeerLoad, ReportEncoder } from "../core/fleet/peer-load";
 import { ProtoReader, ProtoWriter } from "../core/wire/proto";
-import { PEERS_KEY } from "./shared-inflight";
+import { INFLIGHT_KEY, PEERS_KEY } from "./shared-inflight";
 import { publishPeersChanged } from "./shared-snapshot";
 
-const INFLIGHT_KEY = utf8("llm_gateway.inflight");
 const HELLO_INFLIGHT: u32 = 3;
 const HELLO_SHARES: u32 = 4;
 const SNAPSHOT_VERSION: u32 = 1;

@@ -16,6 +16,9 @@ import { utf8 } from "../abi/hostcalls";
 import { InflightTable } from "../core/fleet/inflight";
 import { SharedValue } from "./shared-value";
 
+/** The shared-data key of the workers' in-flight table. */
+export const INFLIGHT_KEY: ArrayBuffer = utf8("llm_gateway.inflight");
+
 // The other Envoy replicas' in flight, as the link (gateway/peer-share.ts)
 // last published it from the aggregator's fan-out; a worker loads it into the
 // table's peers part (InflightTable.decodePeers) on the tick whose snapshot
@@ -27,7 +30,7 @@ const CAS_ATTEMPTS = 8;
 
 export class SharedInflight {
   readonly table: InflightTable = new InflightTable();
-  private value: SharedValue = new SharedValue(utf8("llm_gateway.inflight"));
+  private value: SharedValue = new SharedValue(INFLIGHT_KEY);
   private peers: SharedValue = new SharedValue(PEERS_KEY);
   /** The link's count of peers' tables published, as loaded last. */
   private peersLoaded: u64 = 0;

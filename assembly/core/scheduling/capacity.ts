@@ -4,6 +4,7 @@
 // engine's time per output token). An endpoint whose rate is unknown is taken
 // to be as fast as the median known one: neither favoured nor shunned.
 import { Endpoint } from "../fleet/snapshot";
+import { sortPrefix } from "./sort";
 
 /**
  * Learned rates of identical GPUs differ by their current batch (a pod with
@@ -37,16 +38,8 @@ export function relativeCapacities(candidates: Endpoint[], out: StaticArray<f64>
   }
 }
 
-/** Median of sorted[0..n) (insertion sort: n is a pool's size, and usually all rates are known). */
+/** Median of a[0..n), sorting it (n is a pool's size, and usually all rates are known). */
 function medianOf(a: StaticArray<f64>, n: i32): f64 {
-  for (let i = 1; i < n; i++) {
-    const v = unchecked(a[i]);
-    let j = i - 1;
-    while (j >= 0 && unchecked(a[j]) > v) {
-      unchecked(a[j + 1] = a[j]);
-      j--;
-    }
-    unchecked(a[j + 1] = v);
-  }
+  sortPrefix(a, n);
   return unchecked(a[n >> 1]);
 }

@@ -16,6 +16,7 @@
 // Ties between estimates break by a per-worker salt, so workers (and
 // gateways) that see an idle pool alike do not all shortlist the same pods.
 import { relativeCapacities } from "./capacity";
+import { sortPrefix } from "./sort";
 import { InflightTable } from "../fleet/inflight";
 import { Endpoint, Pool, prefillShare } from "../fleet/snapshot";
 import { RouteRequest } from "../scorers/route-request";
@@ -129,7 +130,7 @@ export class Shortlist {
       unchecked(this.stamp[slot] = this.generation);
       taken.push(slot);
     }
-    sortAscending(taken);
+    sortPrefix(taken, taken.length);
     const n = taken.length;
     if (request.capacity.length < n) request.capacity = new StaticArray<f64>(max(n, SHORTLIST * 2));
     for (let i = 0; i < n; i++) {
@@ -317,17 +318,4 @@ function copyFigures(e: Endpoint, inflight: InflightTable): void {
   e.inflight = inflight.get(e.addressHash);
   e.prefilling = inflight.prefillingOf(e.addressHash);
   e.prefillTokens = inflight.prefillTokensOf(e.addressHash);
-}
-
-/** Insertion sort: a shortlist is a few dozen slots. */
-function sortAscending(a: i32[]): void {
-  for (let i = 1; i < a.length; i++) {
-    const v = unchecked(a[i]);
-    let j = i - 1;
-    while (j >= 0 && unchecked(a[j]) > v) {
-      unchecked(a[j + 1] = a[j]);
-      j--;
-    }
-    unchecked(a[j + 1] = v);
-  }
 }
