@@ -309,6 +309,11 @@ export function setPeers(bytes: Uint8Array): bool {
   return inflight.decodePeers(bytes.dataStart, bytes.byteLength);
 }
 
+/** This instance's place among the replicas sharing (the snapshot cell's, read on the tick); count 0 or 1: alone. */
+export function setReplicaPlace(index: u32, count: u32): void {
+  router.place.set(index, count);
+}
+
 // The link's side (gateway/link.ts, Envoy's singleton service): an instance
 // used for it plays that VM, whatever its router does.
 let linkReports = new ReportEncoder();

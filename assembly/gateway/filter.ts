@@ -274,6 +274,9 @@ export class GatewayRoot extends RootContext {
     const fresh = this.reader.poll(this.view);
     // Before a snapshot's baseline is taken: the peers' in flight counts in it.
     this.inflight.loadPeers(this.reader.peersPublished);
+    const place = this.router.place;
+    place.set(this.reader.replicaIndex, this.reader.replicaCount);
+    this.metrics!.place(place.index, place.count);
     if (fresh) {
       // The baseline for "sent since the scrape" is the table as it is now.
       this.inflight.read();

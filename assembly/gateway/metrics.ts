@@ -52,6 +52,9 @@ export class FilterMetrics {
   private snapshotVersion: Gauge = new Gauge(statName("snapshot_version"));
   /** Whole seconds since the aggregator was last heard from (a snapshot or a heartbeat), as /health's view_age_ms. */
   private snapshotAge: Gauge = new Gauge(statName("snapshot_age_seconds"));
+  /** This Envoy's place among the replicas sharing through the control plane (0 sharing: alone). */
+  private replicaIndex: Gauge = new Gauge(statName("replica_index"));
+  private replicasSharing: Gauge = new Gauge(statName("replicas_sharing"));
   private pools: Map<string, PoolGauges> = new Map();
   /** Per worker (a gauge's value is the last writer's): what it holds now. */
   private heldRequests: Gauge | null = null;
@@ -75,6 +78,12 @@ export class FilterMetrics {
     this.dueMs = nowMs + GAUGE_PERIOD_MS;
     if (heardMs > 0) this.snapshotAge.set(nowMs > heardMs ? (nowMs - heardMs) / 1_000 : 0);
     if (snap != null) this.poolGauges(snap, nowMs);
+  }
+
+  /** On the refresh tick: the place the link last published (a host call only when it moved). */
+  place(index: u32, count: u32): void {
+    this.replicaIndex.set(<u64>index);
+    this.replicasSharing.set(<u64>count);
   }
 
   /** What worker `worker` holds, after a tick that held anything. */

@@ -3,8 +3,9 @@
 // the workers' shared table (their own requests; a worker's release reaches
 // it on that worker's next write or tick) and sends the changed entries in a
 // Hello on the stream; each fan-out from the aggregator updates the peers'
-// sum, published for the workers' ticks. All of it on the link's tick and
-// its stream's messages: nothing on a request's path.
+// sum, published for the workers' ticks, with this Envoy's place among the
+// replicas (core/scheduling/replica-lean.ts). All of it on the link's tick
+// and its stream's messages: nothing on a request's path.
 import { getSharedData, grpcSend, HostBytes, setSharedData } from "../abi/hostcalls";
 import { InflightTable } from "../core/fleet/inflight";
 import { PeerLoad, ReportEncoder } from "../core/fleet/peer-load";
@@ -16,6 +17,8 @@ const HELLO_INFLIGHT: u32 = 3;
 const HELLO_SHARES: u32 = 4;
 const SNAPSHOT_VERSION: u32 = 1;
 const SNAPSHOT_PEER_INFLIGHT: u32 = 6;
+const SNAPSHOT_REPLICA_INDEX: u32 = 7;
+const SNAPSHOT_REPLICA_COUNT: u32 = 8;
 
 export const enum FanOut { No, Applied, Malformed }
 
@@ -26,6 +29,9 @@ export class PeerShare {
   private bytes: HostBytes = new HostBytes();
   private out: ArrayBuffer = new ArrayBuffer(256);
   private nextReportMs: u64 = 0;
+  /** This Envoy's place among the sharing replicas, as the aggregator last numbered them (count 0: alone). */
+  private replicaIndex: u32 = 0;
+  private replicaCount: u32 = 0;
 
   constructor(private intervalMs: u64) {}
 
@@ -37,6 +43,7 @@ export class PeerShare {
   start(hello: ProtoWriter): void {
     this.reports.reset();
     this.peers.reset();
+    this.replicaCount = 0;
     hello.varintField(HELLO_SHARES, 1);
     this.appendReport(hello);
   }
@@ -44,6 +51,7 @@ export class PeerShare {
   /** The stream ended: no peers' figures outlive it (the aggregator forgets this Envoy's likewise). */
   stop(version: u64, heardMs: u64): void {
     this.peers.reset();
+    this.replicaCount = 0;
     this.publishPeers(version, heardMs);
   }
 
@@ -56,29 +64,42 @@ export class PeerShare {
   }
 
   /**
-   * A message on the stream, if it is a fan-out (peer_inflight and no
-   * version): applied and published. Malformed: the caller drops the
-   * stream (a new one starts whole).
+   * A message on the stream, if it is a fan-out (peer_inflight or the
+   * replicas' numbering, and no version): applied and published. Malformed:
+   * the caller drops the stream (a new one starts whole).
    */
   receive(ptr: usize, len: i32, version: u64, nowMs: u64): FanOut {
     const r = ProtoReader.over(ptr, len);
     let peerPtr: usize = 0;
-    let peerLen: i32 = -1;
+    let peerLen: i32 = 0;
+    let fanOut = false;
+    let index: u64 = 0;
+    let count: u64 = 0;
     while (r.more()) {
       const tag = <u32>r.varint();
       const field = tag >> 3;
+      const wire = tag & 7;
       if (field == SNAPSHOT_VERSION) return FanOut.No;
-      if (field == SNAPSHOT_PEER_INFLIGHT && (tag & 7) == 2) {
+      if (field == SNAPSHOT_PEER_INFLIGHT && wire == 2) {
         const sub = r.message();
         peerPtr = sub.start;
         peerLen = <i32>(sub.end - sub.start);
+        fanOut = true;
+      } else if ((field == SNAPSHOT_REPLICA_INDEX || field == SNAPSHOT_REPLICA_COUNT) && wire == 0) {
+        if (field == SNAPSHOT_REPLICA_INDEX) index = r.varint();
+        else count = r.varint();
+        fanOut = true;
       } else {
-        r.skip(tag & 7);
+        r.skip(wire);
       }
     }
     if (!r.ok) return FanOut.Malformed;
-    if (peerLen < 0) return FanOut.No;
-    if (!this.peers.apply(peerPtr, peerLen)) return FanOut.Malformed;
+    if (!fanOut) return FanOut.No;
+    if (peerLen > 0 && !this.peers.apply(peerPtr, peerLen)) return FanOut.Malformed;
+    // Every fan-out numbers the replicas afresh; nonsense numbering leaves this Envoy alone.
+    const valid = count > 1 && index < count && count <= <u64>u32.MAX_VALUE;
+    this.replicaIndex = valid ? <u32>index : 0;
+    this.replicaCount = valid ? <u32>count : 0;
     this.publishPeers(version, nowMs);
     return FanOut.Applied;
   }
@@ -104,6 +125,6 @@ export class PeerShare {
     if (this.out.byteLength < len) this.out = new ArrayBuffer(len * 2);
     sum.encodeInto(changetype<usize>(this.out));
     setSharedData(PEERS_KEY, changetype<usize>(this.out), len, 0);
-    publishPeersChanged(version, heardMs);
+    publishPeersChanged(version, heardMs, this.replicaIndex, this.replicaCount);
   }
 }

@@ -1,7 +1,7 @@
 /**
  * What one replica of our gateway tells the others through the control
  * plane: its requests in flight per pod, and the prefix placements its
- * workers recorded.
+ * workers recorded; the control plane tells it its place among them.
  *
  * - in flight: as built. The replica's link (an instance of the routing
  *   core playing the filter's singleton service, gateway/link.ts) reports
@@ -48,8 +48,14 @@ function appendRecords(log: Uint8Array, records: readonly Uint8Array[]): { log: 
   return { log: out, first };
 }
 
+/** What a fan-out message carries: the changes of the others' sum, and the replica's place among those sharing. */
+interface FanOut {
+  inflight: Uint8Array;
+  place: { index: number; count: number };
+}
+
 /** The aggregator's merge as one round sees it: every report taken, then every fan-out. */
-function aggregatorMerge(): ControlPlaneMerge<Uint8Array, Uint8Array> {
+function aggregatorMerge(): ControlPlaneMerge<Uint8Array, FanOut> {
   const merge = new PeerLoadMerge();
   let round: Map<string, Uint8Array> | undefined;
   return {
@@ -59,19 +65,21 @@ function aggregatorMerge(): ControlPlaneMerge<Uint8Array, Uint8Array> {
     },
     fanOut(replica) {
       round ??= merge.round();
-      return round.get(String(replica)) ?? new Uint8Array(0);
+      const key = String(replica);
+      return { inflight: round.get(key) ?? new Uint8Array(0), place: merge.placeOf(key) ?? { index: 0, count: 0 } };
     },
   };
 }
 
 /** Makes the replica take part in `sharing` through its `link` (nothing happens when it shares nothing). */
 export function shareGatewayState(sharing: StateSharing, replica: number, shared: NativeSharedData, link: NativeRouter): void {
-  sharing.join<Uint8Array, Uint8Array>("inflight", replica, {
+  sharing.join<Uint8Array, FanOut>("inflight", replica, {
     // The link reads the shared table, which a worker's release reaches on the worker's next write or tick.
     report: () => link.linkReport(shared.inflight),
-    receive(fanOut) {
-      if (fanOut.byteLength === 0) return;
-      const peers = link.linkReceive(fanOut);
+    receive({ inflight, place }) {
+      shared.place = place;
+      if (inflight.byteLength === 0) return;
+      const peers = link.linkReceive(inflight);
       if (peers.byteLength === 0) throw new Error("the link rejected a fan-out of the aggregator's merge");
       shared.peers = peers;
     },

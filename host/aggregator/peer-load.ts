@@ -6,7 +6,9 @@
  * gives each Envoy the entries of the *others'* sum that changed since it
  * was last told (all of them on its first round). An Envoy whose stream
  * ended is forgotten at once: its figures leave the sum, and the next round
- * tells the others.
+ * tells the others. The members are numbered in the order they joined, so
+ * each Envoy can lean toward a share of the pods of its own
+ * (assembly/core/scheduling/replica-lean.ts).
  */
 
 /** Requests in flight, those before their first token, and those's prompt tokens. */
@@ -46,6 +48,16 @@ export class PeerLoadMerge {
       else m.own.delete(hash);
       this.addToTotal(hash, figures, before);
     }
+  }
+
+  /** The envoy's place among the members (0-based, in the order they joined) and how many there are. */
+  placeOf(envoy: string): { index: number; count: number } | undefined {
+    let index = 0;
+    for (const key of this.members.keys()) {
+      if (key === envoy) return { index, count: this.members.size };
+      index++;
+    }
+    return undefined;
   }
 
   /** The envoy's stream ended: its figures no longer count. */

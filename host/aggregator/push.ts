@@ -27,6 +27,8 @@ interface Subscriber {
   blocked: boolean;
   pending: Buffer | null;
   lastSentMs: number;
+  /** The place among the sharing replicas it was last sent ("index/count"). */
+  toldPlace: string;
 }
 
 export interface SnapshotServer {
@@ -101,7 +103,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
   function watch(call: WatchCall): void {
     const id = nextStreamId++;
     const peer = describePeer(call);
-    const sub: Subscriber = { call, blocked: false, pending: null, lastSentMs: 0 };
+    const sub: Subscriber = { call, blocked: false, pending: null, lastSentMs: 0, toldPlace: "" };
     subscribers.add(sub);
     opts.log(`stream ${id} opened from ${peer} (${subscribers.size} open)`);
 
@@ -175,10 +177,14 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     if (sharing.size === 0) return;
     for (const [key, bytes] of peers.round()) {
       const sub = sharing.get(key);
-      if (!sub || bytes.byteLength === 0) continue;
+      const place = peers.placeOf(key);
+      if (!sub || !place) continue;
+      const told = `${place.index}/${place.count}`;
+      if (bytes.byteLength === 0 && told === sub.toldPlace) continue;
+      sub.toldPlace = told;
       shared.fannedOut += bytes.byteLength;
       // A fan-out carries changes: unlike a snapshot it may not be replaced by a newer one while the stream is blocked.
-      sub.call.write(encodeSnapshot({ peerInflight: bytes } as unknown as Snapshot));
+      sub.call.write(encodeSnapshot({ peerInflight: bytes, replicaIndex: place.index, replicaCount: place.count } as unknown as Snapshot));
       sub.lastSentMs = Date.now();
     }
   }, opts.shareIntervalMs ?? DEFAULT_SHARE_INTERVAL_MS);

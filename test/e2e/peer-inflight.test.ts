@@ -2,6 +2,8 @@
 // it: a request held open through Envoy A counts in Envoy B's picks within
 // the share interval (B steers away from A's pod though no scrape shows the
 // load), and once A is gone its count is forgotten (B uses that pod again).
+// The aggregator numbers the two (each leans by it toward its own share of
+// pods that score alike: test/unit/replica-lean.test.ts), and B alone again.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -57,7 +59,23 @@ async function routesOn(url: string): Promise<boolean> {
   return r.status === 200;
 }
 
-it("counts a request open through Envoy A in Envoy B's picks, and forgets it once A is gone", async () => {
+/** The Envoy's place among the sharing replicas, from its admin stats: "index/count". */
+async function placeOf(adminUrl: string): Promise<string> {
+  const text = await (await fetch(`${adminUrl}/stats?filter=replica`)).text();
+  const gauge = (name: string) => /: (\d+)/.exec(text.split("\n").find((l) => l.includes(`llm_gateway.${name}:`)) ?? "")?.[1] ?? "?";
+  return `${gauge("replica_index")}/${gauge("replicas_sharing")}`;
+}
+
+it("numbers the two Envoys apart", async () => {
+  const adminA = envoyA!.adminUrl;
+  const adminB = stack.envoy.adminUrl;
+  await waitFor("both Envoys numbered", async () => {
+    const places = [await placeOf(adminA), await placeOf(adminB)].sort();
+    return places[0] === "0/2" && places[1] === "1/2";
+  }, 20_000);
+});
+
+it("counts a request open through Envoy A in Envoy B's picks, and forgets it (and B's share) once A is gone", async () => {
   const urlA = `http://${envoyA!.listenerAddresses.llm_gateway}`;
   // Both Envoys hold a snapshot on every worker (a few in a row, so both workers answered).
   for (const url of [urlA, stack.gatewayUrl]) {
@@ -85,4 +103,5 @@ it("counts a request open through Envoy A in Envoy B's picks, and forgets it onc
   envoyA = null;
   await reader.cancel().catch(() => {});
   await waitFor("B routing to A's pod again", async () => (await servedThroughB()) === busy, 15_000);
+  await waitFor("B numbered alone", async () => (await placeOf(stack.envoy.adminUrl)) === "0/0", 15_000);
 });

@@ -85,6 +85,15 @@ describe("the aggregator's merge of the replicas' in flight", () => {
     expect(fanOut(merge.round().get("a")!)).toEqual([[0, 7n, 1, 0, 0]]);
   });
 
+  it("numbers the Envoys in the order they joined, and renumbers them when one leaves", () => {
+    const merge = new PeerLoadMerge();
+    for (const e of ["a", "b", "c"]) merge.take(e, report());
+    expect(["a", "b", "c"].map((e) => merge.placeOf(e))).toEqual([{ index: 0, count: 3 }, { index: 1, count: 3 }, { index: 2, count: 3 }]);
+    merge.forget("a");
+    expect(merge.placeOf("a")).toBeUndefined();
+    expect(["b", "c"].map((e) => merge.placeOf(e))).toEqual([{ index: 0, count: 2 }, { index: 1, count: 2 }]);
+  });
+
   it("refuses bytes that are not a report, naming the fault", () => {
     expect(() => decodeReport(Uint8Array.from([1, 2, 3]))).toThrow(/truncated entry at byte 0/);
     expect(() => decodeReport(report([1n, 1, 2, 0]))).toThrow(/more prefilling than in flight/);

@@ -136,6 +136,7 @@ interface Bindings {
   inflightPublished(): boolean;
   flushInflight(): boolean;
   setPeers(bytes: Uint8Array): boolean;
+  setReplicaPlace(index: number, count: number): void;
   linkReport(table: Uint8Array): Uint8Array;
   linkReceive(fanout: Uint8Array): Uint8Array;
   linkReset(): void;
@@ -216,6 +217,11 @@ export class NativeRouter {
   /** Loads the other Envoy replicas' in flight (the filter's peers key, read on a worker's tick): get() and scoring add it to the own. */
   setPeers(bytes: Uint8Array): void {
     if (!this.wasm.setPeers(bytes)) throw new Error("native router rejected the peers' in-flight bytes");
+  }
+
+  /** This worker's Envoy's place among the replicas sharing (the snapshot cell's, read on a worker's tick): near-equal pods lean apart. */
+  setReplicaPlace(index: number, count: number): void {
+    this.wasm.setReplicaPlace(index, count);
   }
 
   /**

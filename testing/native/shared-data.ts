@@ -14,6 +14,8 @@ export class NativeSharedData {
   board: Uint8Array = new Uint8Array(0);
   /** The other Envoy replicas' in flight as the link last published it (llm_gateway.peers_inflight). */
   peers: Uint8Array = new Uint8Array(0);
+  /** This Envoy's place among the replicas, as the link last published it (the snapshot cell's; count 0: alone). */
+  place = { index: 0, count: 0 };
 
   /** Routes on `router` against the shared in-flight table, which then counts the request. */
   route(router: NativeRouter, body: string | Uint8Array, kind: ApiKind = "chat", options: RouteOptions = {}): RouteResult {
@@ -99,9 +101,10 @@ export class NativeSharedData {
     if (router.flushInflight()) this.inflight = router.inflightTable();
   }
 
-  /** A worker's tick reads the peers' in flight the link published. */
+  /** A worker's tick reads the peers' in flight and the place the link published. */
   loadPeers(router: NativeRouter): void {
     router.setPeers(this.peers);
+    router.setReplicaPlace(this.place.index, this.place.count);
   }
 
   /** A request routed to `address` ended: answered 200 by that pod, or (`answered` false) with no answer at all. */

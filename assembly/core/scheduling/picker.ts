@@ -6,6 +6,7 @@
 // they have grown to the pool size.
 import { hasRoom } from "./admission";
 import { relativeCapacities } from "./capacity";
+import { leanApart, ReplicaPlace } from "./replica-lean";
 import { FULL_SCAN, isUsable, Shortlist } from "./shortlist";
 import { InflightTable } from "../fleet/inflight";
 import { PrefixIndex } from "../prefix/prefix-index";
@@ -41,6 +42,8 @@ export class Picker {
   private rest: Endpoint[] = [];
   /** Numbers the decisions, so a scorer can tell whose results it kept (RouteRequest.serial). */
   private decisions: u32 = 0;
+  /** Among the replicas sharing through the control plane: near-equal pods are ranked apart from theirs (replica-lean.ts). */
+  readonly place: ReplicaPlace = new ReplicaPlace();
   /** The last pick, best first: at most MAX_RANKED endpoints. */
   readonly ranked: Endpoint[] = [];
   /** Candidate index of each ranked endpoint. */
@@ -167,7 +170,8 @@ export class Picker {
 
   /**
    * Second step: fills `ranked` from the prepared candidates. With `explain`,
-   * `contributions[s * n + i]` keeps scorer s's weighted score of candidate i.
+   * `contributions[s * n + i]` keeps scorer s's weighted score of candidate i
+   * (among replicas the totals hold the lean too, replica-lean.ts).
    */
   choose(request: RouteRequest, explain: bool): void {
     const ranked = this.ranked;
@@ -192,6 +196,11 @@ export class Picker {
         unchecked(totals[i] += c);
         if (explain) unchecked(this.contributions[s * n + i] = c);
       }
+    }
+    if (this.place.shared) {
+      let sum: f64 = 0;
+      for (let s = 0; s < scorers.length; s++) sum += unchecked(weights[s]);
+      leanApart(this.candidates, totals, n, sum, this.place, this.salt);
     }
     const keep = min(n, MAX_RANKED);
     const order = this.order;

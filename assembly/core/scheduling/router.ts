@@ -14,6 +14,7 @@ import { QueueBoard } from "../queueing/queue-board";
 import { FleetView } from "./fleet-view";
 import { InflightTable } from "../fleet/inflight";
 import { Picker } from "./picker";
+import { ReplicaPlace } from "./replica-lean";
 import { DecisionLog } from "../prefix/decision-log";
 import { PrefixDecision, PrefixIndex } from "../prefix/prefix-index";
 import { ApiKind, OpenAIRequest } from "../openai/request";
@@ -117,6 +118,11 @@ export class Router {
   /** Pools with up to `pods` usable endpoints are scored whole; larger ones over a shortlist (core/scheduling/shortlist.ts). */
   scoreWholeUpTo(pods: i32): void {
     this.picker.fullScanUpTo = pods;
+  }
+
+  /** This gateway's place among the replicas sharing through the control plane (none: alone). */
+  get place(): ReplicaPlace {
+    return this.picker.place;
   }
 
   /** Best endpoint first, then fallbacks; may be empty when `blind`. */
