@@ -89,6 +89,12 @@ export interface AggregatorConfig {
   maxStreams: number;
   /** Several aggregators, one serving Envoy at a time; absent, this one always does. */
   leaderElection?: LeaderElectionConfig;
+  /**
+   * How often Envoy replicas share their requests in flight through the
+   * aggregator: each Envoy's report interval and the aggregator's fan-out
+   * round (docs/replicas.md); 0: each Envoy routes on its own counts alone.
+   */
+  shareIntervalMs: number;
 }
 
 /** A weight per scorer, by the scorer's name (host/scorers.generated.ts, from the scorers' own folders). */
@@ -307,6 +313,7 @@ const port = (allowZero: boolean) => {
   return z.number({ error: msg(text) }).int({ error: text }).min(allowZero ? 0 : 1, { error: text }).max(65535, { error: text });
 };
 const positiveInt = z.number({ error: msg("expected an integer > 0") }).int({ error: "expected an integer > 0" }).min(1, { error: "expected an integer > 0" });
+const SHARE_TEXT = "expected an integer 0..60000 (milliseconds; 0: no sharing between Envoy replicas)";
 const weight = z.number({ error: msg("expected a number >= 0") }).min(0, { error: "expected a number >= 0" });
 const HOST_TEXT = "expected a host name or IP address";
 const host = z.string({ error: msg(HOST_TEXT) }).refine(isHostText, { error: HOST_TEXT });
@@ -672,6 +679,7 @@ export const configSchema = z.strictObject({
       plaintext: z.boolean().default(false),
       maxStreams: maxStreamsSchema,
       leaderElection: leaderElectionSchema(endpoint).optional(),
+      shareIntervalMs: z.number({ error: msg(SHARE_TEXT) }).int({ error: SHARE_TEXT }).min(0, { error: SHARE_TEXT }).max(60_000, { error: SHARE_TEXT }).default(20),
     })
     .prefault({}),
   pools: z.array(poolSchema, { error: msg("expected a list of pools") }).min(1, { error: "expected at least one pool" }),

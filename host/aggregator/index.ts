@@ -255,6 +255,7 @@ export async function startAggregator(initial: GatewayConfig, opts: AggregatorOp
       current: () => builder.current,
       log,
       heartbeatMs: config.aggregator.heartbeatMs,
+      shareIntervalMs: config.aggregator.shareIntervalMs,
       services: [discovery.service],
       credentials: await serverCredentials(config.aggregator),
       maxStreams: config.aggregator.maxStreams,

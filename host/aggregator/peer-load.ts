@@ -42,7 +42,12 @@ export class PeerLoadMerge {
       m = { own: new Map(), told: new Map(), named: new Set(), fresh: true };
       this.members.set(envoy, m);
     }
-    for (const [hash, figures] of decodeReport(report)) {
+    const entries = decodeReport(report);
+    let added = 0;
+    for (const [hash, figures] of entries) if (figures[0] > 0 && !m.own.has(hash)) added++;
+    // Memory here and in every other Envoy's fan-out grows with the pods named: a stream naming more than any fleet has is not an Envoy's.
+    if (m.own.size + added > MAX_PODS_PER_ENVOY) throw new Error(`in-flight report: more than ${MAX_PODS_PER_ENVOY} pods with requests in flight`);
+    for (const [hash, figures] of entries) {
       const before = m.own.get(hash) ?? ZERO;
       if (figures[0] > 0) m.own.set(hash, figures);
       else m.own.delete(hash);
@@ -119,6 +124,11 @@ export class PeerLoadMerge {
 
 const ZERO: Figures = [0, 0, 0];
 
+/** Pods one Envoy may report requests in flight to (far above any fleet; the filter's reader keeps at most 2^20 ids). */
+export const MAX_PODS_PER_ENVOY = 100_000;
+/** Requests one Envoy may report in flight to one pod: its pool cluster's circuit breaker (envoy/gateway.yaml max_requests). */
+export const MAX_INFLIGHT_PER_POD = 100_000;
+
 /** A report's entries: u64 hash (little-endian), varint count, prefilling, tokens. */
 export function decodeReport(bytes: Uint8Array): Array<[bigint, Figures]> {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -142,6 +152,7 @@ export function decodeReport(bytes: Uint8Array): Array<[bigint, Figures]> {
     const prefilling = varint();
     const tokens = varint();
     if (prefilling > count) throw new Error(`in-flight report: more prefilling than in flight at byte ${at}`);
+    if (count > MAX_INFLIGHT_PER_POD) throw new Error(`in-flight report: ${count} requests in flight to one pod, above the ${MAX_INFLIGHT_PER_POD} Envoy allows, at byte ${at}`);
     entries.push([hash, [count, prefilling, tokens]]);
   }
   return entries;

@@ -64,7 +64,7 @@ export interface SnapshotServerOptions {
   onStreamRefused?: (method: string) => void;
   /** With several aggregators: streams only while this one leads, and the health service Envoy checks that by. */
   standby?: StandbyGate;
-  /** How often the Envoys sharing their in flight are sent the others' changes; default 20 ms. */
+  /** How often the Envoys sharing their in flight are sent the others' changes; default 20 ms; 0: no sharing. */
   shareIntervalMs?: number;
 }
 
@@ -79,6 +79,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
   const peers = new PeerLoadMerge();
   /** The sharing streams by the merge's member key. */
   const sharing = new Map<string, Subscriber>();
+  const shareMs = opts.shareIntervalMs ?? DEFAULT_SHARE_INTERVAL_MS;
   const shared = { reported: 0, fannedOut: 0 };
   let pushedCount = 0;
   let nextStreamId = 1;
@@ -131,7 +132,8 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       const key = String(id);
       if (!sharing.has(key)) {
         opts.log(`stream ${id} hello client=${JSON.stringify(hello.client)} haveVersion=${hello.haveVersion}${hello.sharesInflight ? " shares in flight" : ""}`);
-        if (!hello.sharesInflight || gone) return;
+        // With sharing off here, an Envoy that offers to share is served snapshots only.
+        if (!hello.sharesInflight || gone || shareMs === 0) return;
         sharing.set(key, sub);
       }
       const report = hello.inflight ?? new Uint8Array(0);
@@ -173,7 +175,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
   }, Math.max(10, Math.floor(heartbeatMs / 4)));
   heartbeat.unref();
 
-  const shareRound = setInterval(() => {
+  const shareRound = shareMs > 0 ? setInterval(() => {
     if (sharing.size === 0) return;
     for (const [key, bytes] of peers.round()) {
       const sub = sharing.get(key);
@@ -187,8 +189,8 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       sub.call.write(encodeSnapshot({ peerInflight: bytes, replicaIndex: place.index, replicaCount: place.count } as unknown as Snapshot));
       sub.lastSentMs = Date.now();
     }
-  }, opts.shareIntervalMs ?? DEFAULT_SHARE_INTERVAL_MS);
-  shareRound.unref();
+  }, shareMs) : undefined;
+  shareRound?.unref();
 
   return {
     port,

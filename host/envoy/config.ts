@@ -20,6 +20,7 @@ import type { SdsFile } from "./sds.js";
 import { projectRoot } from "../paths.js";
 import { controlPlaneSdsFiles, withControlPlaneTls, type ControlPlaneTlsParams } from "./control-plane-tls.js";
 import { withControlPlaneFailover, type ControlPlaneFailoverParams } from "./control-plane-failover.js";
+import { withLinkSettings } from "./link-settings.js";
 import { jwtAuthn } from "./jwt.js";
 import { accessLog, otlpCluster, tracing } from "./telemetry.js";
 
@@ -94,6 +95,8 @@ export interface EnvoyConfigParams {
   controlPlaneTls?: ControlPlaneTlsParams;
   /** Several aggregators, Envoy following the leader; one aggregator when absent. */
   controlPlaneFailover?: ControlPlaneFailoverParams;
+  /** The link's report interval for sharing with the other replicas (aggregator.shareIntervalMs); absent: the link's default. */
+  shareIntervalMs?: number;
   /** HTTPS at the listener; its SDS files (envoySdsFiles) must be written to sdsDir before Envoy starts. */
   tls?: ListenerTlsConfig;
   /** Absolute folder of the SDS files, needed with tls: beside the bootstrap. */
@@ -137,6 +140,7 @@ export function envoyParamsFromGatewayConfig(
     traffic: cfg.traffic,
     ...(tls ? { controlPlaneTls: { ...tls, sdsDir: opts.sdsDir! } } : {}),
     ...(election ? { controlPlaneFailover: { peers: election.peers, probeMs: election.probeMs } } : {}),
+    shareIntervalMs: cfg.aggregator.shareIntervalMs,
     ...routeParamsOf(cfg),
   };
 }
@@ -323,6 +327,7 @@ function renderDocument(params: EnvoyConfigParams, template: string): { doc: Doc
   if (params.statsPort !== undefined) withStatsListener(doc, params);
   if (params.controlPlaneTls) withControlPlaneTls(doc, params.controlPlaneTls, params.aggregatorHost);
   if (params.controlPlaneFailover) withControlPlaneFailover(doc, params.controlPlaneFailover);
+  if (params.shareIntervalMs !== undefined) withLinkSettings(doc, { share_interval_ms: checkInt("shareIntervalMs", params.shareIntervalMs, 0, 60_000) });
   withEdgeLimits(doc, params.limits ?? DEFAULT_EDGE_LIMITS);
   if (params.tls) {
     if (params.sdsDir === undefined) throw new Error("gateway.tls needs sdsDir, the folder its SDS files are written to");

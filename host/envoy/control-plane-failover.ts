@@ -9,6 +9,7 @@
 import { isMap, isSeq, type Document } from "yaml";
 import { parseEndpoint } from "../config.js";
 import { AGGREGATOR_CLUSTER } from "./control-plane-tls.js";
+import { withLinkSettings } from "./link-settings.js";
 
 export interface ControlPlaneFailoverParams {
   /** Every aggregator's host:port; absent, the cluster's one address (a name that resolves to all of them). */
@@ -61,8 +62,5 @@ export function withControlPlaneFailover(doc: Document, params: ControlPlaneFail
   if (!isMap(ads)) throw new Error("the Envoy template's ADS has no envoy_grpc service");
   ads.set("retry_policy", doc.createNode({ retry_back_off: { base_interval: interval, max_interval: seconds(params.probeMs * 10) } }));
 
-  const link = doc.getIn(["bootstrap_extensions", 0, "typed_config", "config", "configuration"]);
-  if (!isMap(link)) throw new Error("the Envoy template has no link configuration");
-  const settings = JSON.parse(String(link.get("value"))) as Record<string, unknown>;
-  link.set("value", JSON.stringify({ ...settings, reconnect_min_ms: params.probeMs, reconnect_max_ms: params.probeMs * 2 }));
+  withLinkSettings(doc, { reconnect_min_ms: params.probeMs, reconnect_max_ms: params.probeMs * 2 });
 }

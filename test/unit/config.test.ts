@@ -4,6 +4,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { CONTRACT } from "../../host/contract.js";
+import { parse } from "yaml";
+import { envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/index.js";
 import { BUILTIN_PROFILES, ConfigError, DEFAULT_WEIGHTS, loadGatewayConfig, parseEndpoint, parseGatewayConfig, resolveConfigHosts } from "../../host/config.js";
 
 const LOCAL_YAML = fileURLToPath(new URL("../../config/local.yaml", import.meta.url));
@@ -55,6 +57,7 @@ describe("gateway config", () => {
     });
     expect(c.aggregator).toEqual({
       host: "127.0.0.1", port: 50051, metricsPort: 9464, scrapeIntervalMs: 50, scrapeTimeoutMs: 1000, staleAfterMs: 1000, heartbeatMs: 1000, plaintext: false, maxStreams: 256,
+      shareIntervalMs: 20,
     });
     expect(c.pools[0]).toEqual({
       name: "llama",
@@ -190,6 +193,20 @@ pools:
       'pools[1].baseModel: model name "sql-lora" is already used by pools[0].adapters[0]',
       'pools[1].adapters[0]: model name "llama-3.1-8b" is already used by pools[0].baseModel',
     ]);
+  });
+
+  it("takes the replicas' share interval into the link's settings, 0 turning sharing off, and refuses nonsense naming the field", () => {
+    const link = (text: string) =>
+      JSON.parse(parse(renderEnvoyXds(envoyParamsFromGatewayConfig(parseGatewayConfig(text), { wasmPath: "/x/filter.wasm" })).bootstrap).bootstrap_extensions[0].typed_config.config.configuration.value);
+    expect(link(MINIMAL)).toMatchObject({ aggregator_cluster: "llm_gateway_aggregator", share_interval_ms: 20 });
+    expect(link(`${MINIMAL}
+aggregator: { shareIntervalMs: 0 }
+`)).toMatchObject({ share_interval_ms: 0 });
+    for (const bad of ["-1", "2.5", "60001", '"fast"']) {
+      expect(issues(`${MINIMAL}
+aggregator: { shareIntervalMs: ${bad} }
+`)[0]).toMatch(/^aggregator\.shareIntervalMs: expected an integer 0\.\.60000/);
+    }
   });
 
   it("requires staleAfterMs above the scrape interval", () => {

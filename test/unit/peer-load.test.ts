@@ -2,7 +2,7 @@
 // the routing core's peers part and its link's reports and fan-outs (native
 // build), and the aggregator's merge (host/aggregator/peer-load.ts).
 import { beforeAll, describe, expect, it } from "vitest";
-import { decodeReport, PeerLoadMerge } from "../../host/aggregator/peer-load.js";
+import { decodeReport, MAX_INFLIGHT_PER_POD, MAX_PODS_PER_ENVOY, PeerLoadMerge } from "../../host/aggregator/peer-load.js";
 import { A, B, chat, endpoint, Workers } from "../../testing/fixtures/workers.js";
 import { NativeRouter } from "../../testing/native/router.js";
 
@@ -94,9 +94,20 @@ describe("the aggregator's merge of the replicas' in flight", () => {
     expect(["b", "c"].map((e) => merge.placeOf(e))).toEqual([{ index: 0, count: 2 }, { index: 1, count: 2 }]);
   });
 
+  it("refuses a stream that names more pods than any fleet has, and applies none of that report", () => {
+    const merge = new PeerLoadMerge();
+    const many = (from: number, n: number) => report(...Array.from({ length: n }, (_, i): [bigint, number, number, number] => [BigInt(from + i + 1), 1, 0, 0]));
+    merge.take("a", many(0, MAX_PODS_PER_ENVOY - 1));
+    expect(() => merge.take("a", many(MAX_PODS_PER_ENVOY, 2))).toThrow(/more than 100000 pods/);
+    merge.take("b", report());
+    expect(fanOut(merge.round().get("b")!).length).toBe(MAX_PODS_PER_ENVOY - 1);
+  });
+
   it("refuses bytes that are not a report, naming the fault", () => {
     expect(() => decodeReport(Uint8Array.from([1, 2, 3]))).toThrow(/truncated entry at byte 0/);
     expect(() => decodeReport(report([1n, 1, 2, 0]))).toThrow(/more prefilling than in flight/);
+    expect(() => decodeReport(report([1n, MAX_INFLIGHT_PER_POD + 1, 0, 0]))).toThrow(/requests in flight to one pod, above the 100000 Envoy allows/);
+    expect(() => decodeReport(report([1n, MAX_INFLIGHT_PER_POD, 0, 0]))).not.toThrow();
     expect(() => new PeerLoadMerge().take("a", Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0x80]))).toThrow(/bad varint/);
   });
 });
