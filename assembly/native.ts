@@ -17,6 +17,8 @@ import { FleetView } from "./core/scheduling/fleet-view";
 import { FULL_SCAN } from "./core/scheduling/shortlist";
 import { InflightTable } from "./core/fleet/inflight";
 import { PeerLoad, ReportEncoder } from "./core/fleet/peer-load";
+import { QueueShare } from "./core/queueing/peer-queues";
+import { FOREIGN_WRITER, isForeignWriter } from "./core/queueing/queue-board";
 import { ProtoWriter } from "./core/wire/proto";
 import { PrefixDecision } from "./core/prefix/prefix-index";
 import { appendRecords, LOG_BYTES, PrefixLogReader } from "./core/prefix/prefix-log";
@@ -61,6 +63,8 @@ export function reset(seed: u64): void {
   routedIn = new Map<u64, PoolLoad>();
   // Distinct seeds give distinct writer ids, so instances tell their records apart.
   writer = <u32>mix64(seed) | 1;
+  // Other Envoys' summaries have writers of their own pattern on the queue board.
+  if (isForeignWriter(writer)) writer &= ~FOREIGN_WRITER;
   router.writer = writer;
 }
 
@@ -341,6 +345,21 @@ export function linkReceive(fanout: Uint8Array): Uint8Array {
 export function linkReset(): void {
   linkReports = new ReportEncoder();
   linkPeers = new PeerLoad();
+  linkQueues.reset();
+}
+
+const linkQueues = new QueueShare();
+
+/** The link's queue report from the shared board's bytes (Hello.queues), or an empty array when it has not changed. */
+export function linkQueueReport(board: Uint8Array): Uint8Array {
+  const report = linkQueues.report(board.dataStart, board.byteLength);
+  return report == null ? new Uint8Array(0) : Uint8Array.wrap(report);
+}
+
+/** The shared board with a fan-out's peer_queues adopted (stamped now), or an empty array when those are not a board. */
+export function linkQueueAdopt(board: Uint8Array, peers: Uint8Array): Uint8Array {
+  const merged = linkQueues.merge(board.dataStart, board.byteLength, peers.dataStart, peers.byteLength, nowMs);
+  return merged == null ? new Uint8Array(0) : Uint8Array.wrap(merged);
 }
 
 /** Loads the shared memory of refused requests (the filter's llm_gateway.refusals key); false if the bytes are not one. */

@@ -4,13 +4,15 @@
 // it on that worker's next write or tick) and sends the changed entries in a
 // Hello on the stream; each fan-out from the aggregator updates the peers'
 // sum, published for the workers' ticks, with this Envoy's place among the
-// replicas (core/scheduling/replica-lean.ts). All of it on the link's tick
+// replicas (core/scheduling/replica-lean.ts); queue boards go both ways
+// beside them (peer-queues.ts). All of it on the link's tick
 // and its stream's messages: nothing on a request's path.
 import { getSharedData, grpcSend, HostBytes, setSharedData } from "../abi/hostcalls";
 import { InflightTable } from "../core/fleet/inflight";
 import { PeerLoad, ReportEncoder } from "../core/fleet/peer-load";
 import { ProtoReader, ProtoWriter } from "../core/wire/proto";
 import { INFLIGHT_KEY, PEERS_KEY } from "./shared-inflight";
+import { PeerQueues } from "./peer-queues";
 import { publishPeersChanged } from "./shared-snapshot";
 
 const HELLO_INFLIGHT: u32 = 3;
@@ -19,6 +21,7 @@ const SNAPSHOT_VERSION: u32 = 1;
 const SNAPSHOT_PEER_INFLIGHT: u32 = 6;
 const SNAPSHOT_REPLICA_INDEX: u32 = 7;
 const SNAPSHOT_REPLICA_COUNT: u32 = 8;
+const SNAPSHOT_PEER_QUEUES: u32 = 10;
 
 export const enum FanOut { No, Applied, Malformed }
 
@@ -26,6 +29,7 @@ export class PeerShare {
   private reports: ReportEncoder = new ReportEncoder();
   private peers: PeerLoad = new PeerLoad();
   private own: InflightTable = new InflightTable();
+  private queues: PeerQueues = new PeerQueues();
   private bytes: HostBytes = new HostBytes();
   private out: ArrayBuffer = new ArrayBuffer(256);
   private nextReportMs: u64 = 0;
@@ -44,14 +48,17 @@ export class PeerShare {
     this.reports.reset();
     this.peers.reset();
     this.replicaCount = 0;
+    this.queues.start();
     hello.varintField(HELLO_SHARES, 1);
     this.appendReport(hello);
+    this.queues.appendReport(hello);
   }
 
   /** The stream ended: no peers' figures outlive it (the aggregator forgets this Envoy's likewise). */
   stop(version: u64, heardMs: u64): void {
     this.peers.reset();
     this.replicaCount = 0;
+    this.queues.stop(heardMs);
     this.publishPeers(version, heardMs);
   }
 
@@ -59,8 +66,10 @@ export class PeerShare {
   tick(token: u32, nowMs: u64): void {
     if (nowMs < this.nextReportMs) return;
     this.nextReportMs = nowMs + this.intervalMs;
+    this.queues.tick(nowMs);
     const hello = new ProtoWriter();
-    if (this.appendReport(hello)) grpcSend(token, hello.finish(), false);
+    const inflight = this.appendReport(hello);
+    if (this.queues.appendReport(hello) || inflight) grpcSend(token, hello.finish(), false);
   }
 
   /**
@@ -75,6 +84,8 @@ export class PeerShare {
     let fanOut = false;
     let index: u64 = 0;
     let count: u64 = 0;
+    let queuesPtr: usize = 0;
+    let queuesLen: i32 = -1;
     while (r.more()) {
       const tag = <u32>r.varint();
       const field = tag >> 3;
@@ -84,6 +95,11 @@ export class PeerShare {
         const sub = r.message();
         peerPtr = sub.start;
         peerLen = <i32>(sub.end - sub.start);
+        fanOut = true;
+      } else if (field == SNAPSHOT_PEER_QUEUES && wire == 2) {
+        const sub = r.message();
+        queuesPtr = sub.start;
+        queuesLen = <i32>(sub.end - sub.start);
         fanOut = true;
       } else if ((field == SNAPSHOT_REPLICA_INDEX || field == SNAPSHOT_REPLICA_COUNT) && wire == 0) {
         if (field == SNAPSHOT_REPLICA_INDEX) index = r.varint();
@@ -96,6 +112,7 @@ export class PeerShare {
     if (!r.ok) return FanOut.Malformed;
     if (!fanOut) return FanOut.No;
     if (peerLen > 0 && !this.peers.apply(peerPtr, peerLen)) return FanOut.Malformed;
+    if (queuesLen >= 0 && !this.queues.receive(queuesPtr, queuesLen, nowMs)) return FanOut.Malformed;
     // Every fan-out numbers the replicas afresh; nonsense numbering leaves this Envoy alone.
     const valid = count > 1 && index < count && count <= <u64>u32.MAX_VALUE;
     this.replicaIndex = valid ? <u32>index : 0;

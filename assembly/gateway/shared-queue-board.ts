@@ -8,9 +8,10 @@ import { Router } from "../core/scheduling/router";
 import { SharedValue } from "./shared-value";
 
 const CAS_ATTEMPTS = 8;
+export const QUEUES_KEY: ArrayBuffer = utf8("llm_gateway.queues");
 
 export class SharedQueueBoard {
-  private value: SharedValue = new SharedValue(utf8("llm_gateway.queues"));
+  private value: SharedValue = new SharedValue(QUEUES_KEY);
   private out: ArrayBuffer = new ArrayBuffer(256);
 
   /** Loads the shared board into the router's (empty if absent or unreadable). */

@@ -11,17 +11,26 @@
  *   the peers' table, and every worker loads it on its tick
  *   (InflightTable.decodePeers): its picks count the others' load, its
  *   releases touch its own only.
+ * - queue boards: as built. The link reports its workers' summaries when
+ *   they change, the aggregator's merge (host/aggregator/peer-queues.ts)
+ *   renumbers their writers and sends each replica the others', and the
+ *   link puts them on its shared board (stamped with its clock), which its
+ *   workers read on their next tick or held request: one queue order and
+ *   one predicted wait across the replicas.
  * - prefix placements: a model (not on the wire yet): the others' records
  *   are appended to the replica's prefix log, which its workers replay on
  *   their next tick as they replay each other's. Layout:
  *   assembly/core/prefix/prefix-log.ts.
  */
 import { PeerLoadMerge } from "../../host/aggregator/peer-load.js";
+import { PeerQueueMerge } from "../../host/aggregator/peer-queues.js";
 import type { NativeRouter } from "../../testing/native/router.js";
 import type { NativeSharedData } from "../../testing/native/shared-data.js";
 import type { ControlPlaneMerge, StateSharing } from "./state-sharing.js";
 
 const LOG_SLOTS = 512;
+/** As the filter's link (gateway/peer-queues.ts): the board drops a summary not renewed within 1 s. */
+const QUEUE_RENEW_MS = 500;
 const RECORD_BYTES = 104;
 const LOG_HEADER = 8;
 const LOG_BYTES = LOG_HEADER + LOG_SLOTS * RECORD_BYTES;
@@ -71,6 +80,17 @@ function aggregatorMerge(): ControlPlaneMerge<Uint8Array, FanOut> {
   };
 }
 
+/** The aggregator's merge of the replicas' queue boards: a report only when one changed. */
+function queueMerge(): ControlPlaneMerge<Uint8Array | null, Uint8Array | undefined> {
+  const merge = new PeerQueueMerge();
+  return {
+    take(replica, report) {
+      if (report) merge.take(String(replica), report);
+    },
+    fanOut: (replica) => merge.fanOut(String(replica)),
+  };
+}
+
 /** Makes the replica take part in `sharing` through its `link` (nothing happens when it shares nothing). */
 export function shareGatewayState(sharing: StateSharing, replica: number, shared: NativeSharedData, link: NativeRouter): void {
   sharing.join<Uint8Array, FanOut>("inflight", replica, {
@@ -84,6 +104,20 @@ export function shareGatewayState(sharing: StateSharing, replica: number, shared
       shared.peers = peers;
     },
   }, aggregatorMerge);
+
+  // The others' summaries, as last sent; the link renews them on the board as the filter's does.
+  let peerQueues: Uint8Array | undefined;
+  let renewAtMs = 0;
+  sharing.join<Uint8Array | null, Uint8Array | undefined>("queues", replica, {
+    report: () => link.linkQueueReport(shared.board),
+    receive(peers, t) {
+      if (peers) peerQueues = peers;
+      if (!peerQueues || (!peers && t < renewAtMs)) return;
+      link.setClock(Math.floor(t), Math.floor(t));
+      shared.board = link.linkQueueAdopt(shared.board, peerQueues);
+      renewAtMs = t + QUEUE_RENEW_MS;
+    },
+  }, queueMerge);
 
   // Sequence ranges of the log that hold the others' records: never reported back.
   const foreign: Array<[number, number]> = [];

@@ -5,11 +5,13 @@
 // and the same bytes go to every stream. Envoys that share their requests in
 // flight (Hello.shares_inflight) report them in further Hellos; every
 // `shareIntervalMs` each is sent what changed of the others' sum
-// (peer-load.ts), and a stream's end takes its Envoy's counts out at once.
+// (peer-load.ts) and of the others' queue boards (peer-queues.ts), and a
+// stream's end takes its Envoy's counts and queues out at once.
 import * as grpc from "@grpc/grpc-js";
 import { formatHostPort } from "../config.js";
 import { encodeSnapshot, snapshotServiceDefinition, type HelloMsg } from "../proto.js";
 import { PeerLoadMerge } from "./peer-load.js";
+import { PeerQueueMerge } from "./peer-queues.js";
 import { capStreams, describePeer, SERVER_OPTIONS } from "./link-security.js";
 import type { Snapshot } from "./snapshot.js";
 import type { StandbyGate } from "./standby.js";
@@ -77,6 +79,7 @@ const HEARTBEAT = encodeSnapshot({} as Snapshot);
 export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<SnapshotServer> {
   const subscribers = new Set<Subscriber>();
   const peers = new PeerLoadMerge();
+  const queues = new PeerQueueMerge();
   /** The sharing streams by the merge's member key. */
   const sharing = new Map<string, Subscriber>();
   const shareMs = opts.shareIntervalMs ?? DEFAULT_SHARE_INTERVAL_MS;
@@ -116,6 +119,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       // A gone Envoy's requests must not stay counted: the next round tells the others.
       sharing.delete(String(id));
       peers.forget(String(id));
+      queues.forget(String(id));
       opts.log(`stream ${id} ${why} (${subscribers.size} open)`);
     };
     // Envoy may open duplicate streams and drop them: forget on every way out.
@@ -140,6 +144,11 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       try {
         peers.take(key, report);
         shared.reported += report.byteLength;
+        // Absent decodes as empty; a report is never empty (its count comes first).
+        if (hello.queues && hello.queues.byteLength > 0) {
+          queues.take(key, hello.queues);
+          shared.reported += hello.queues.byteLength;
+        }
       } catch (err) {
         // The stream's figures can no longer be trusted: it ends, and the Envoy starts a new one whole.
         opts.log(`stream ${id}: ${(err as Error).message}; closing it`);
@@ -182,11 +191,12 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       const place = peers.placeOf(key);
       if (!sub || !place) continue;
       const told = `${place.index}/${place.count}`;
-      if (bytes.byteLength === 0 && told === sub.toldPlace) continue;
+      const peerQueues = queues.fanOut(key);
+      if (bytes.byteLength === 0 && told === sub.toldPlace && !peerQueues) continue;
       sub.toldPlace = told;
-      shared.fannedOut += bytes.byteLength;
+      shared.fannedOut += bytes.byteLength + (peerQueues?.byteLength ?? 0);
       // A fan-out carries changes: unlike a snapshot it may not be replaced by a newer one while the stream is blocked.
-      sub.call.write(encodeSnapshot({ peerInflight: bytes, replicaIndex: place.index, replicaCount: place.count } as unknown as Snapshot));
+      sub.call.write(encodeSnapshot({ peerInflight: bytes, replicaIndex: place.index, replicaCount: place.count, peerQueues } as unknown as Snapshot));
       sub.lastSentMs = Date.now();
     }
   }, shareMs) : undefined;

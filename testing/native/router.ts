@@ -140,6 +140,8 @@ interface Bindings {
   linkReport(table: Uint8Array): Uint8Array;
   linkReceive(fanout: Uint8Array): Uint8Array;
   linkReset(): void;
+  linkQueueReport(board: Uint8Array): Uint8Array;
+  linkQueueAdopt(board: Uint8Array, peers: Uint8Array): Uint8Array;
   endRequest(primary: string, upstream: string, status: number, flags: bigint, stream: boolean, sawDone: boolean, prefillTokens: number): number;
   firstBytes(address: string, prefillTokens: number): void;
   inflightOf(address: string): number;
@@ -241,6 +243,19 @@ export class NativeRouter {
   /** A new stream: the next report is whole, the peers' table empty. */
   linkReset(): void {
     this.wasm.linkReset();
+  }
+
+  /** The link's queue report (Hello.queues) from the shared board's bytes; null when it has not changed since the last. */
+  linkQueueReport(board: Uint8Array): Uint8Array | null {
+    const report = this.wasm.linkQueueReport(board);
+    return report.byteLength === 0 ? null : report;
+  }
+
+  /** The shared board with a fan-out's peer_queues adopted (the other Envoys' summaries replaced, stamped with this clock). */
+  linkQueueAdopt(board: Uint8Array, peers: Uint8Array): Uint8Array {
+    const merged = this.wasm.linkQueueAdopt(board, peers);
+    if (merged.byteLength === 0) throw new Error("the link rejected a fan-out's queue summaries");
+    return merged;
   }
 
   /** Loads the memory of refused requests all workers share (the filter's llm_gateway.refusals key). */

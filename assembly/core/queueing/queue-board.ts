@@ -9,7 +9,20 @@
 // globally first request always goes, so the order holds across workers and
 // none waits on another for ever. A summary not renewed within STALE_MS is ignored (a worker stopped).
 // The room itself is the shared in-flight table every worker already counts.
+//
+// Envoy replicas put the others' summaries on their boards too (relayed by
+// the control plane, peer-queues.ts), so the order and the predicted wait
+// span every replica's queues. Worker ids are per Envoy, so the aggregator
+// renumbers the others' writers into a space of their own (FOREIGN_WRITER).
 import { PoolQueue } from "./pool-queue";
+
+/** Writers of summaries from other Envoys: this bit pattern in the top two bits (a worker's id never has it). */
+export const FOREIGN_WRITER: u32 = 0x40000000;
+const WRITER_SPACE: u32 = 0xc0000000;
+
+export function isForeignWriter(writer: u32): bool {
+  return (writer & WRITER_SPACE) == FOREIGN_WRITER;
+}
 
 /** Workers renew their summaries every refresh tick (20 ms by default). */
 const STALE_MS: u64 = 1_000;
@@ -86,6 +99,28 @@ export class QueueBoard {
     }
   }
 
+  /** Keeps only this Envoy's own summaries (`foreign` false) or only the other Envoys' (true). */
+  keep(foreign: bool): void {
+    const list = this.summaries;
+    for (let i = list.length - 1; i >= 0; i--) if (isForeignWriter(unchecked(list[i]).writer) != foreign) list.splice(i, 1);
+  }
+
+  /**
+   * The other Envoys' summaries become `peers`' (theirs only, as many as
+   * fit), stamped `nowMs`: their clocks are not this one's, and the link
+   * renews them while its stream lasts.
+   */
+  adopt(peers: QueueBoard, nowMs: u64): void {
+    this.keep(false);
+    const theirs = peers.summaries;
+    for (let i = 0; i < theirs.length && this.summaries.length < MAX_RECORDS; i++) {
+      const s = unchecked(theirs[i]);
+      if (!isForeignWriter(s.writer)) continue;
+      s.updatedMs = nowMs;
+      this.summaries.push(s);
+    }
+  }
+
   /** Replaces `writer`'s summary of `q` (dropping it once nothing is held there), and drops stale ones. */
   publish(writer: u32, q: PoolQueue, drain: f64, nowMs: u64): void {
     const list = this.summaries;
@@ -139,7 +174,7 @@ export class QueueBoard {
 
   /**
    * True when another worker's next request for `pool` is served before one
-   * of service rank `rank` tagged `tag` (equal tags: the lower writer id first).
+   * of service rank `rank` tagged `tag` (equal tags: see below).
    */
   othersFirst(pool: u64, rank: i32, tag: u64, writer: u32, nowMs: u64): bool {
     for (let i = 0; i < this.summaries.length; i++) {
@@ -147,7 +182,9 @@ export class QueueBoard {
       if (s.pool != pool || s.writer == writer || stale(s, nowMs)) continue;
       for (let r = 0; r < rank; r++) if (unchecked(s.counts[r]) > 0) return true;
       const theirs = unchecked(s.nextTag[rank]);
-      if (unchecked(s.counts[rank]) > 0 && (theirs < tag || (theirs == tag && s.writer < writer))) return true;
+      // Equal tags: the lower writer id first among this Envoy's workers; another Envoy's never holds one back (their ids
+      // are renumbered on each Envoy's board, so no order between them is the same everywhere).
+      if (unchecked(s.counts[rank]) > 0 && (theirs < tag || (theirs == tag && s.writer < writer && !isForeignWriter(s.writer)))) return true;
     }
     return false;
   }

@@ -1,0 +1,82 @@
+/**
+ * The control plane's side of sharing queue boards between Envoy replicas
+ * (the filter's side and the format: assembly/core/queueing/peer-queues.ts,
+ * queue-board.ts). Each sharing Envoy reports what its workers hold when
+ * that changes; every round sends each Envoy the others' summaries when they
+ * changed since it was last sent them. Worker ids are numbered per Envoy, so
+ * each Envoy's writers are renumbered into a space of their own: the foreign
+ * writers' bit pattern, the member's number and the worker's low bits.
+ */
+
+const RECORD_BYTES = 72;
+/** As the board keeps at most (writers x pools with held requests). */
+const MAX_RECORDS = 1024;
+const FOREIGN_WRITER = 0x40000000;
+const WRITER_SPACE = 0xc0000000;
+/** Members are numbered in 14 bits beside the foreign pattern (the lowest free number on joining). */
+const MEMBER_NUMBERS = 1 << 14;
+
+interface Member {
+  number: number;
+  /** Its summaries, writers renumbered. */
+  records: Uint8Array[];
+  /** The round version it was last sent the others' summaries at (-1: never). */
+  told: number;
+}
+
+export class PeerQueueMerge {
+  private members = new Map<string, Member>();
+  /** Bumped whenever some member's summaries change or a member leaves. */
+  private version = 0;
+
+  /** Applies `envoy`'s report (joining it on its first); throws on bytes that are not one, naming the fault. */
+  take(envoy: string, report: Uint8Array): void {
+    const records = decodeBoard(report, "queue report");
+    let m = this.members.get(envoy);
+    if (!m) {
+      m = { number: this.freeNumber(), records: [], told: -1 };
+      this.members.set(envoy, m);
+    }
+    for (const r of records) {
+      const view = new DataView(r.buffer, r.byteOffset, RECORD_BYTES);
+      const writer = view.getUint32(0, true);
+      if ((writer & WRITER_SPACE) >>> 0 === FOREIGN_WRITER) throw new Error("queue report: a summary of another Envoy's (foreign writer id)");
+      view.setUint32(0, (FOREIGN_WRITER | (m.number << 16) | (writer & 0xffff)) >>> 0, true);
+    }
+    m.records = records;
+    this.version++;
+  }
+
+  private freeNumber(): number {
+    const used = new Set([...this.members.values()].map((m) => m.number));
+    for (let n = 0; n < MEMBER_NUMBERS; n++) if (!used.has(n)) return n;
+    throw new Error(`queue report: more than ${MEMBER_NUMBERS} Envoys share`);
+  }
+
+  forget(envoy: string): void {
+    if (this.members.delete(envoy)) this.version++;
+  }
+
+  /** The others' summaries for `envoy` (a board's encoding) when they changed since it was last sent them; undefined otherwise. */
+  fanOut(envoy: string): Uint8Array | undefined {
+    const m = this.members.get(envoy);
+    if (!m || m.told === this.version) return undefined;
+    m.told = this.version;
+    const others: Uint8Array[] = [];
+    for (const [key, other] of this.members) if (key !== envoy) others.push(...other.records);
+    const kept = others.slice(0, MAX_RECORDS);
+    const out = new Uint8Array(4 + kept.length * RECORD_BYTES);
+    new DataView(out.buffer).setUint32(0, kept.length, true);
+    kept.forEach((r, i) => out.set(r, 4 + i * RECORD_BYTES));
+    return out;
+  }
+}
+
+/** A board's summaries (copies), or throws naming the fault. */
+export function decodeBoard(bytes: Uint8Array, what: string): Uint8Array[] {
+  if (bytes.byteLength < 4) throw new Error(`${what}: ${bytes.byteLength} bytes, not a queue board (at least 4)`);
+  const n = new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true);
+  if (n > MAX_RECORDS) throw new Error(`${what}: ${n} summaries, more than the ${MAX_RECORDS} a board keeps`);
+  if (bytes.byteLength !== 4 + n * RECORD_BYTES) throw new Error(`${what}: ${bytes.byteLength} bytes for ${n} summaries of ${RECORD_BYTES}`);
+  return Array.from({ length: n }, (_, i) => bytes.slice(4 + i * RECORD_BYTES, 4 + (i + 1) * RECORD_BYTES));
+}
