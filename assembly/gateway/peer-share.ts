@@ -4,12 +4,14 @@
 // it on that worker's next write or tick) and sends the changed entries in a
 // Hello on the stream; each fan-out from the aggregator updates the peers'
 // sum, published for the workers' ticks, with this Envoy's place among the
-// replicas (core/scheduling/replica-lean.ts). All of it on the link's tick
-// and its stream's messages: nothing on a request's path.
+// replicas (core/scheduling/replica-lean.ts). The same messages carry the
+// prefix placements (peer-prefix.ts). All of it on the link's tick and its
+// stream's messages: nothing on a request's path.
 import { getSharedData, grpcSend, HostBytes, setSharedData } from "../abi/hostcalls";
 import { InflightTable } from "../core/fleet/inflight";
 import { PeerLoad, ReportEncoder } from "../core/fleet/peer-load";
 import { ProtoReader, ProtoWriter } from "../core/wire/proto";
+import { PeerPrefixShare } from "./peer-prefix";
 import { INFLIGHT_KEY, PEERS_KEY } from "./shared-inflight";
 import { publishPeersChanged } from "./shared-snapshot";
 
@@ -19,12 +21,14 @@ const SNAPSHOT_VERSION: u32 = 1;
 const SNAPSHOT_PEER_INFLIGHT: u32 = 6;
 const SNAPSHOT_REPLICA_INDEX: u32 = 7;
 const SNAPSHOT_REPLICA_COUNT: u32 = 8;
+const SNAPSHOT_PEER_PREFIX_RECORDS: u32 = 9;
 
 export const enum FanOut { No, Applied, Malformed }
 
 export class PeerShare {
   private reports: ReportEncoder = new ReportEncoder();
   private peers: PeerLoad = new PeerLoad();
+  private prefixes: PeerPrefixShare = new PeerPrefixShare();
   private own: InflightTable = new InflightTable();
   private bytes: HostBytes = new HostBytes();
   private out: ArrayBuffer = new ArrayBuffer(256);
@@ -46,6 +50,7 @@ export class PeerShare {
     this.replicaCount = 0;
     hello.varintField(HELLO_SHARES, 1);
     this.appendReport(hello);
+    this.prefixes.report(hello);
   }
 
   /** The stream ended: no peers' figures outlive it (the aggregator forgets this Envoy's likewise). */
@@ -55,23 +60,28 @@ export class PeerShare {
     this.publishPeers(version, heardMs);
   }
 
-  /** On the link's tick: a report when the interval is up and something changed. */
+  /** On the link's tick: a report when the interval is up and something changed (or prefix records were written). */
   tick(token: u32, nowMs: u64): void {
     if (nowMs < this.nextReportMs) return;
     this.nextReportMs = nowMs + this.intervalMs;
     const hello = new ProtoWriter();
-    if (this.appendReport(hello)) grpcSend(token, hello.finish(), false);
+    const inflight = this.appendReport(hello);
+    const prefixes = this.prefixes.report(hello);
+    if (inflight || prefixes) grpcSend(token, hello.finish(), false);
   }
 
   /**
-   * A message on the stream, if it is a fan-out (peer_inflight or the
-   * replicas' numbering, and no version): applied and published. Malformed:
+   * A message on the stream, if it is a fan-out (peer_inflight,
+   * peer_prefix_records or the replicas' numbering, and no version): applied
+   * and published. Malformed:
    * the caller drops the stream (a new one starts whole).
    */
   receive(ptr: usize, len: i32, version: u64, nowMs: u64): FanOut {
     const r = ProtoReader.over(ptr, len);
     let peerPtr: usize = 0;
     let peerLen: i32 = 0;
+    let prefixPtr: usize = 0;
+    let prefixLen: i32 = 0;
     let fanOut = false;
     let index: u64 = 0;
     let count: u64 = 0;
@@ -85,6 +95,11 @@ export class PeerShare {
         peerPtr = sub.start;
         peerLen = <i32>(sub.end - sub.start);
         fanOut = true;
+      } else if (field == SNAPSHOT_PEER_PREFIX_RECORDS && wire == 2) {
+        const sub = r.message();
+        prefixPtr = sub.start;
+        prefixLen = <i32>(sub.end - sub.start);
+        fanOut = true;
       } else if ((field == SNAPSHOT_REPLICA_INDEX || field == SNAPSHOT_REPLICA_COUNT) && wire == 0) {
         if (field == SNAPSHOT_REPLICA_INDEX) index = r.varint();
         else count = r.varint();
@@ -96,6 +111,7 @@ export class PeerShare {
     if (!r.ok) return FanOut.Malformed;
     if (!fanOut) return FanOut.No;
     if (peerLen > 0 && !this.peers.apply(peerPtr, peerLen)) return FanOut.Malformed;
+    if (prefixLen > 0 && !this.prefixes.apply(prefixPtr, prefixLen)) return FanOut.Malformed;
     // Every fan-out numbers the replicas afresh; nonsense numbering leaves this Envoy alone.
     const valid = count > 1 && index < count && count <= <u64>u32.MAX_VALUE;
     this.replicaIndex = valid ? <u32>index : 0;

@@ -11,42 +11,19 @@
  *   the peers' table, and every worker loads it on its tick
  *   (InflightTable.decodePeers): its picks count the others' load, its
  *   releases touch its own only.
- * - prefix placements: a model (not on the wire yet): the others' records
- *   are appended to the replica's prefix log, which its workers replay on
- *   their next tick as they replay each other's. Layout:
- *   assembly/core/prefix/prefix-log.ts.
+ * - prefix placements: as built, the same way. The link reports the
+ *   records its workers appended to the replica's prefix log since its last
+ *   report (linkPrefixReport), the aggregator's merge
+ *   (host/aggregator/peer-prefix.ts) sends each replica the others' records
+ *   of the round, and the link appends them to the log under its own writer
+ *   id (linkPrefixApply): the workers replay them on their next tick as
+ *   they replay each other's. Layout: assembly/core/prefix/prefix-share.ts.
  */
 import { PeerLoadMerge } from "../../host/aggregator/peer-load.js";
+import { PeerPrefixMerge } from "../../host/aggregator/peer-prefix.js";
 import type { NativeRouter } from "../../testing/native/router.js";
 import type { NativeSharedData } from "../../testing/native/shared-data.js";
 import type { ControlPlaneMerge, StateSharing } from "./state-sharing.js";
-
-const LOG_SLOTS = 512;
-const RECORD_BYTES = 104;
-const LOG_HEADER = 8;
-const LOG_BYTES = LOG_HEADER + LOG_SLOTS * RECORD_BYTES;
-
-/** The records written to a prefix log from `from` on (at most the ring's worth), with their sequence numbers. */
-function recordsSince(log: Uint8Array, from: number): { records: Uint8Array[]; written: number } {
-  if (log.byteLength !== LOG_BYTES) return { records: [], written: 0 };
-  const written = Number(new DataView(log.buffer, log.byteOffset).getBigUint64(0, true));
-  const records: Uint8Array[] = [];
-  for (let seq = Math.max(from, written - LOG_SLOTS); seq < written; seq++) {
-    const at = LOG_HEADER + (seq % LOG_SLOTS) * RECORD_BYTES;
-    records.push(log.slice(at, at + RECORD_BYTES));
-  }
-  return { records, written };
-}
-
-/** The log with `records` appended (a new log when there was none); returns it and the sequence number of the first appended. */
-function appendRecords(log: Uint8Array, records: readonly Uint8Array[]): { log: Uint8Array; first: number } {
-  const out = log.byteLength === LOG_BYTES ? log.slice() : new Uint8Array(LOG_BYTES);
-  const view = new DataView(out.buffer);
-  const first = Number(view.getBigUint64(0, true));
-  records.forEach((r, i) => out.set(r, LOG_HEADER + ((first + i) % LOG_SLOTS) * RECORD_BYTES));
-  view.setBigUint64(0, BigInt(first + records.length), true);
-  return { log: out, first };
-}
 
 /** What a fan-out message carries: the changes of the others' sum, and the replica's place among those sharing. */
 interface FanOut {
@@ -71,6 +48,22 @@ function aggregatorMerge(): ControlPlaneMerge<Uint8Array, FanOut> {
   };
 }
 
+/** The aggregator's prefix merge, likewise. */
+function aggregatorPrefixMerge(): ControlPlaneMerge<Uint8Array, Uint8Array> {
+  const merge = new PeerPrefixMerge();
+  let round: Map<string, Uint8Array> | undefined;
+  return {
+    take(replica, report) {
+      round = undefined;
+      merge.take(String(replica), report);
+    },
+    fanOut(replica) {
+      round ??= merge.round();
+      return round.get(String(replica)) ?? new Uint8Array(0);
+    },
+  };
+}
+
 /** Makes the replica take part in `sharing` through its `link` (nothing happens when it shares nothing). */
 export function shareGatewayState(sharing: StateSharing, replica: number, shared: NativeSharedData, link: NativeRouter): void {
   sharing.join<Uint8Array, FanOut>("inflight", replica, {
@@ -85,24 +78,13 @@ export function shareGatewayState(sharing: StateSharing, replica: number, shared
     },
   }, aggregatorMerge);
 
-  // Sequence ranges of the log that hold the others' records: never reported back.
-  const foreign: Array<[number, number]> = [];
-  let reported = 0;
-  sharing.join<Uint8Array[]>("prefix", replica, {
-    report() {
-      const { records, written } = recordsSince(shared.prefixLog, reported);
-      const start = written - records.length;
-      reported = written;
-      return records.filter((_, i) => !foreign.some(([a, b]) => start + i >= a && start + i < b));
-    },
-    receive(reports) {
-      const records = reports.flat();
-      if (records.length === 0) return;
-      const { log, first } = appendRecords(shared.prefixLog, records);
+  sharing.join<Uint8Array, Uint8Array>("prefix", replica, {
+    report: () => link.linkPrefixReport(shared.prefixLog),
+    receive(records) {
+      if (records.byteLength === 0) return;
+      const log = link.linkPrefixApply(shared.prefixLog, records);
+      if (log.byteLength === 0) throw new Error("the link rejected prefix records of the aggregator's merge");
       shared.prefixLog = log;
-      foreign.push([first, first + records.length]);
-      // Ranges the ring has overwritten can no longer be reported.
-      while (foreign.length > 0 && foreign[0][1] <= first + records.length - LOG_SLOTS) foreign.shift();
     },
-  });
+  }, aggregatorPrefixMerge);
 }

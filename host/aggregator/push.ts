@@ -6,10 +6,12 @@
 // flight (Hello.shares_inflight) report them in further Hellos; every
 // `shareIntervalMs` each is sent what changed of the others' sum
 // (peer-load.ts), and a stream's end takes its Envoy's counts out at once.
+// The same Hellos and rounds carry the Envoys' prefix placements (peer-prefix.ts).
 import * as grpc from "@grpc/grpc-js";
 import { formatHostPort } from "../config.js";
 import { encodeSnapshot, snapshotServiceDefinition, type HelloMsg } from "../proto.js";
 import { PeerLoadMerge } from "./peer-load.js";
+import { PeerPrefixMerge } from "./peer-prefix.js";
 import { capStreams, describePeer, SERVER_OPTIONS } from "./link-security.js";
 import type { Snapshot } from "./snapshot.js";
 import type { StandbyGate } from "./standby.js";
@@ -41,6 +43,8 @@ export interface SnapshotServer {
   pushed(): number;
   /** Bytes of in-flight reports taken and of fan-outs sent so far (payloads, as encoded in the messages). */
   sharedBytes(): { reported: number; fannedOut: number };
+  /** The same for prefix records, and the records the fan-outs' cap left out. */
+  sharedPrefixes(): { reported: number; fannedOut: number; dropped: number };
   /** Sends `snapshot` to every stream; returns its encoded size in bytes. */
   publish(snapshot: Snapshot): number;
   /** Ends every stream with OK and stops the server. */
@@ -66,6 +70,8 @@ export interface SnapshotServerOptions {
   standby?: StandbyGate;
   /** How often the Envoys sharing their in flight are sent the others' changes; default 20 ms. */
   shareIntervalMs?: number;
+  /** Largest prefix records payload of one fan-out, bytes (the oldest records past it are dropped); default peer-prefix.ts's. */
+  peerPrefixCapBytes?: number;
 }
 
 const SHUTDOWN_GRACE_MS = 1000;
@@ -80,6 +86,8 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
   /** The sharing streams by the merge's member key. */
   const sharing = new Map<string, Subscriber>();
   const shared = { reported: 0, fannedOut: 0 };
+  const prefixes = new PeerPrefixMerge(opts.peerPrefixCapBytes);
+  const sharedPrefix = { reported: 0, fannedOut: 0 };
   let pushedCount = 0;
   let nextStreamId = 1;
 
@@ -115,6 +123,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       // A gone Envoy's requests must not stay counted: the next round tells the others.
       sharing.delete(String(id));
       peers.forget(String(id));
+      prefixes.forget(String(id));
       opts.log(`stream ${id} ${why} (${subscribers.size} open)`);
     };
     // Envoy may open duplicate streams and drop them: forget on every way out.
@@ -138,6 +147,9 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       try {
         peers.take(key, report);
         shared.reported += report.byteLength;
+        const records = hello.prefixRecords ?? new Uint8Array(0);
+        prefixes.take(key, records);
+        sharedPrefix.reported += records.byteLength;
       } catch (err) {
         // The stream's figures can no longer be trusted: it ends, and the Envoy starts a new one whole.
         opts.log(`stream ${id}: ${(err as Error).message}; closing it`);
@@ -175,16 +187,20 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
 
   const shareRound = setInterval(() => {
     if (sharing.size === 0) return;
+    const prefixRound = prefixes.round();
     for (const [key, bytes] of peers.round()) {
       const sub = sharing.get(key);
       const place = peers.placeOf(key);
       if (!sub || !place) continue;
       const told = `${place.index}/${place.count}`;
-      if (bytes.byteLength === 0 && told === sub.toldPlace) continue;
+      const records = prefixRound.get(key) ?? new Uint8Array(0);
+      if (bytes.byteLength === 0 && records.byteLength === 0 && told === sub.toldPlace) continue;
       sub.toldPlace = told;
       shared.fannedOut += bytes.byteLength;
+      sharedPrefix.fannedOut += records.byteLength;
+      const fanOut = { peerInflight: bytes, replicaIndex: place.index, replicaCount: place.count, ...(records.byteLength > 0 ? { peerPrefixRecords: records } : {}) };
       // A fan-out carries changes: unlike a snapshot it may not be replaced by a newer one while the stream is blocked.
-      sub.call.write(encodeSnapshot({ peerInflight: bytes, replicaIndex: place.index, replicaCount: place.count } as unknown as Snapshot));
+      sub.call.write(encodeSnapshot(fanOut as unknown as Snapshot));
       sub.lastSentMs = Date.now();
     }
   }, opts.shareIntervalMs ?? DEFAULT_SHARE_INTERVAL_MS);
@@ -196,6 +212,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     refusedStreams: () => capped.gate.refused(),
     pushed: () => pushedCount,
     sharedBytes: () => ({ ...shared }),
+    sharedPrefixes: () => ({ ...sharedPrefix, dropped: prefixes.dropped }),
     publish(snapshot) {
       const bytes = encode(snapshot);
       for (const sub of subscribers) send(sub, bytes);
