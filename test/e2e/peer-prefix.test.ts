@@ -2,8 +2,9 @@
 // it: a prompt with a long prefix sent through Envoy A lands on some pod, and
 // a prompt with the same prefix sent through Envoy B, which never routed it,
 // goes to that pod too. The pods are alike and idle and scrapes far apart,
-// so only the shared placement can tell B (among four pods, by chance one
-// time in four: it has to hold for several prefixes in a row).
+// so only the shared placement can tell B (alone B would pick among its own
+// lean's share of the four pods: it has to hold for several prefixes in a
+// row). Without the link applying peers' records this test fails.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -21,7 +22,7 @@ let sdsDir = "";
 beforeAll(async () => {
   stack = await startTestStack(
     [{ name: "llama", baseModel: "llama-3.1-8b", weights: { queue: 0, kvCache: 0, running: 0, lora: 0, prefix: 1 },
-      pods: ["pod-a", "pod-b", "pod-c", "pod-d"].map((name) => ({ name, engineConfig: { speed: 0.1 } })) }],
+      pods: ["pod-a", "pod-b", "pod-c", "pod-d"].map((name) => ({ name })) }],
     {},
     { metricsPort: 0 },
     { scrapeIntervalMs: 60_000, staleAfterMs: 180_000 },
