@@ -73,8 +73,8 @@ export class PeerShare {
   /**
    * A message on the stream, if it is a fan-out (peer_inflight,
    * peer_prefix_records or the replicas' numbering, and no version): applied
-   * and published. Malformed:
-   * the caller drops the stream (a new one starts whole).
+   * and published. Malformed: the caller drops the stream (a new one starts
+   * whole).
    */
   receive(ptr: usize, len: i32, version: u64, nowMs: u64): FanOut {
     const r = ProtoReader.over(ptr, len);
