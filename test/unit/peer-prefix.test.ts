@@ -7,6 +7,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { PeerPrefixMerge, splitRecords } from "../../host/aggregator/peer-prefix.js";
 import { A, B, C, endpoint, SYSTEM, Workers } from "../../testing/fixtures/workers.js";
 import { NativeRouter } from "../../testing/native/router.js";
+import { Rng } from "../../testing/fixtures/rng.js";
 
 /** Records as the link encodes them: u64 endpoint, varint new blocks, varint key count, u64 keys. */
 function records(...list: Array<[bigint, number, bigint[]]>): Uint8Array {
@@ -142,5 +143,24 @@ describe("a replica's link reporting and applying prefix records (native build)"
     expect(links[0].linkPrefixApply(x.shared.prefixLog, records([1n, 0, Array.from({ length: 11 }, () => 1n)])).byteLength).toBe(0);
     // An empty log takes records as a new log.
     expect(links[0].linkPrefixApply(new Uint8Array(0), records([1n, 0, [1n]])).byteLength).toBe(8 + 512 * 104);
+  });
+
+  it("takes exactly the bytes the aggregator takes as records, and never traps on others", () => {
+    const rng = new Rng(5);
+    const good = records([1n, 3, [1n, 2n]], [2n, 200, []], [3n, 0, Array.from({ length: 10 }, (_, i) => BigInt(i))]);
+    for (let i = 0; i < 2000; i++) {
+      // Valid records cut short, bytes flipped, or noise.
+      const bytes = good.slice(0, Math.floor(rng.uniform(0, good.byteLength + 1)));
+      if (i % 2 === 1 && bytes.byteLength > 0) bytes[Math.floor(rng.uniform(0, bytes.byteLength))] = Math.floor(rng.uniform(0, 256));
+      if (i % 5 === 4) bytes.set(Array.from({ length: bytes.byteLength }, () => Math.floor(rng.uniform(0, 256))));
+      let aggregator = true;
+      try {
+        splitRecords(bytes);
+      } catch {
+        aggregator = false;
+      }
+      const log = links[0].linkPrefixApply(new Uint8Array(0), bytes);
+      expect(log.byteLength > 0, `bytes ${Buffer.from(bytes).toString("hex")}`).toBe(aggregator);
+    }
   });
 });
