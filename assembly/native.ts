@@ -22,6 +22,7 @@ import { FOREIGN_WRITER, isForeignWriter } from "./core/queueing/queue-board";
 import { ProtoWriter } from "./core/wire/proto";
 import { PrefixDecision } from "./core/prefix/prefix-index";
 import { appendRecords, LOG_BYTES, PrefixLogReader } from "./core/prefix/prefix-log";
+import { LINK_WRITER, PrefixRecordBatch, PrefixShareReporter } from "./core/prefix/prefix-share";
 import { hashBuffer, mix64 } from "./core/wire/hash";
 import { PoolLoad } from "./core/fleet/pool-load";
 import { LocalRefusals } from "./core/fleet/refusals";
@@ -360,6 +361,28 @@ export function linkQueueReport(board: Uint8Array): Uint8Array {
 export function linkQueueAdopt(board: Uint8Array, peers: Uint8Array): Uint8Array {
   const merged = linkQueues.merge(board.dataStart, board.byteLength, peers.dataStart, peers.byteLength, nowMs);
   return merged == null ? new Uint8Array(0) : Uint8Array.wrap(merged);
+}
+
+// The link's share of prefix placements (gateway/peer-prefix.ts): its
+// reporter's place in the log outlives a stream, as the link's does.
+const linkPrefixReporter = new PrefixShareReporter();
+const linkPrefixBatch = new PrefixRecordBatch();
+
+/** The records to report (Hello.prefix_records): the log's since the last call, except the link's own. */
+export function linkPrefixReport(log: Uint8Array): Uint8Array {
+  const out = new ProtoWriter();
+  linkPrefixReporter.encode(log.dataStart, log.byteLength, LINK_WRITER, out);
+  return Uint8Array.wrap(out.finish());
+}
+
+/** The log with a fan-out's peer_prefix_records appended under the link's writer id, or an empty array if they do not decode. */
+export function linkPrefixApply(log: Uint8Array, records: Uint8Array): Uint8Array {
+  if (!linkPrefixBatch.decode(records.dataStart, records.byteLength)) return new Uint8Array(0);
+  const out = new Uint8Array(LOG_BYTES);
+  const whole = log.byteLength == LOG_BYTES;
+  if (whole) memory.copy(out.dataStart, log.dataStart, <usize>LOG_BYTES);
+  appendRecords(out.dataStart, whole ? LOG_BYTES : 0, linkPrefixBatch.decisions, linkPrefixBatch.count, LINK_WRITER);
+  return out;
 }
 
 /** Loads the shared memory of refused requests (the filter's llm_gateway.refusals key); false if the bytes are not one. */

@@ -3,8 +3,8 @@
 // shared data for the workers, and reconnects with exponential backoff. An
 // empty message is the aggregator's heartbeat: it only moves the time the
 // workers judge their view's age by. With replicas sharing in flight
-// (peer-share.ts), the link also reports on the stream and takes the
-// aggregator's fan-outs.
+// (peer-share.ts) and prefix placements (peer-prefix.ts), the link also
+// reports on the stream and takes the aggregator's fan-outs.
 import { RootContext } from "../abi/context";
 import {
   BufferType, getBufferBytes, grpcCancel, grpcSend, grpcStream, HostBytes, log, LogLevel, nowMillis, setTickPeriod, utf8,
@@ -71,7 +71,7 @@ export class LinkRoot extends RootContext {
         if (fanOut == FanOut.Applied) {
           this.heardMs = heard;
         } else {
-          log(LogLevel.Warn, "aggregator sent an in-flight fan-out that does not decode; reconnecting");
+          log(LogLevel.Warn, "aggregator sent a fan-out that does not decode; reconnecting");
           this.drop();
         }
         return;

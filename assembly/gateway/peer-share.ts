@@ -4,13 +4,15 @@
 // it on that worker's next write or tick) and sends the changed entries in a
 // Hello on the stream; each fan-out from the aggregator updates the peers'
 // sum, published for the workers' ticks, with this Envoy's place among the
-// replicas (core/scheduling/replica-lean.ts); queue boards go both ways
-// beside them (peer-queues.ts). All of it on the link's tick
-// and its stream's messages: nothing on a request's path.
+// replicas (core/scheduling/replica-lean.ts). The same messages carry the
+// prefix placements (peer-prefix.ts) and the queue boards (peer-queues.ts).
+// All of it on the link's tick and its stream's messages: nothing on a
+// request's path.
 import { getSharedData, grpcSend, HostBytes, setSharedData } from "../abi/hostcalls";
 import { InflightTable } from "../core/fleet/inflight";
 import { PeerLoad, ReportEncoder } from "../core/fleet/peer-load";
 import { ProtoReader, ProtoWriter } from "../core/wire/proto";
+import { PeerPrefixShare } from "./peer-prefix";
 import { INFLIGHT_KEY, PEERS_KEY } from "./shared-inflight";
 import { PeerQueues } from "./peer-queues";
 import { publishPeersChanged } from "./shared-snapshot";
@@ -21,6 +23,7 @@ const SNAPSHOT_VERSION: u32 = 1;
 const SNAPSHOT_PEER_INFLIGHT: u32 = 6;
 const SNAPSHOT_REPLICA_INDEX: u32 = 7;
 const SNAPSHOT_REPLICA_COUNT: u32 = 8;
+const SNAPSHOT_PEER_PREFIX_RECORDS: u32 = 9;
 const SNAPSHOT_PEER_QUEUES: u32 = 10;
 
 export const enum FanOut { No, Applied, Malformed }
@@ -28,6 +31,7 @@ export const enum FanOut { No, Applied, Malformed }
 export class PeerShare {
   private reports: ReportEncoder = new ReportEncoder();
   private peers: PeerLoad = new PeerLoad();
+  private prefixes: PeerPrefixShare = new PeerPrefixShare();
   private own: InflightTable = new InflightTable();
   private queues: PeerQueues = new PeerQueues();
   private bytes: HostBytes = new HostBytes();
@@ -51,6 +55,7 @@ export class PeerShare {
     this.queues.start();
     hello.varintField(HELLO_SHARES, 1);
     this.appendReport(hello);
+    this.prefixes.report(hello);
     this.queues.appendReport(hello);
   }
 
@@ -62,25 +67,30 @@ export class PeerShare {
     this.publishPeers(version, heardMs);
   }
 
-  /** On the link's tick: a report when the interval is up and something changed. */
+  /** On the link's tick: a report when the interval is up and something changed (or prefix records were written). */
   tick(token: u32, nowMs: u64): void {
     if (nowMs < this.nextReportMs) return;
     this.nextReportMs = nowMs + this.intervalMs;
     this.queues.tick(nowMs);
     const hello = new ProtoWriter();
     const inflight = this.appendReport(hello);
-    if (this.queues.appendReport(hello) || inflight) grpcSend(token, hello.finish(), false);
+    const prefixes = this.prefixes.report(hello);
+    const queues = this.queues.appendReport(hello);
+    if (inflight || prefixes || queues) grpcSend(token, hello.finish(), false);
   }
 
   /**
-   * A message on the stream, if it is a fan-out (peer_inflight or the
-   * replicas' numbering, and no version): applied and published. Malformed:
-   * the caller drops the stream (a new one starts whole).
+   * A message on the stream, if it is a fan-out (peer_inflight,
+   * peer_prefix_records or the replicas' numbering, and no version): applied
+   * and published. Malformed: the caller drops the stream (a new one starts
+   * whole).
    */
   receive(ptr: usize, len: i32, version: u64, nowMs: u64): FanOut {
     const r = ProtoReader.over(ptr, len);
     let peerPtr: usize = 0;
     let peerLen: i32 = 0;
+    let prefixPtr: usize = 0;
+    let prefixLen: i32 = 0;
     let fanOut = false;
     let index: u64 = 0;
     let count: u64 = 0;
@@ -95,6 +105,11 @@ export class PeerShare {
         const sub = r.message();
         peerPtr = sub.start;
         peerLen = <i32>(sub.end - sub.start);
+        fanOut = true;
+      } else if (field == SNAPSHOT_PEER_PREFIX_RECORDS && wire == 2) {
+        const sub = r.message();
+        prefixPtr = sub.start;
+        prefixLen = <i32>(sub.end - sub.start);
         fanOut = true;
       } else if (field == SNAPSHOT_PEER_QUEUES && wire == 2) {
         const sub = r.message();
@@ -112,6 +127,7 @@ export class PeerShare {
     if (!r.ok) return FanOut.Malformed;
     if (!fanOut) return FanOut.No;
     if (peerLen > 0 && !this.peers.apply(peerPtr, peerLen)) return FanOut.Malformed;
+    if (prefixLen > 0 && !this.prefixes.apply(prefixPtr, prefixLen)) return FanOut.Malformed;
     if (queuesLen >= 0 && !this.queues.receive(queuesPtr, queuesLen, nowMs)) return FanOut.Malformed;
     // Every fan-out numbers the replicas afresh; nonsense numbering leaves this Envoy alone.
     const valid = count > 1 && index < count && count <= <u64>u32.MAX_VALUE;

@@ -1,7 +1,8 @@
 /**
  * What one replica of our gateway tells the others through the control
- * plane: its requests in flight per pod, and the prefix placements its
- * workers recorded; the control plane tells it its place among them.
+ * plane: its requests in flight per pod, the prefix placements its
+ * workers recorded and what they hold; the control plane tells it its
+ * place among them.
  *
  * - in flight: as built. The replica's link (an instance of the routing
  *   core playing the filter's singleton service, gateway/link.ts) reports
@@ -17,45 +18,23 @@
  *   link puts them on its shared board (stamped with its clock), which its
  *   workers read on their next tick or held request: one queue order and
  *   one predicted wait across the replicas.
- * - prefix placements: a model (not on the wire yet): the others' records
- *   are appended to the replica's prefix log, which its workers replay on
- *   their next tick as they replay each other's. Layout:
- *   assembly/core/prefix/prefix-log.ts.
+ * - prefix placements: as built, the same way. The link reports the
+ *   records its workers appended to the replica's prefix log since its last
+ *   report (linkPrefixReport), the aggregator's merge
+ *   (host/aggregator/peer-prefix.ts) sends each replica the others' records
+ *   of the round, and the link appends them to the log under its own writer
+ *   id (linkPrefixApply): the workers replay them on their next tick as
+ *   they replay each other's. Layout: assembly/core/prefix/prefix-share.ts.
  */
 import { PeerLoadMerge } from "../../host/aggregator/peer-load.js";
+import { PeerPrefixMerge } from "../../host/aggregator/peer-prefix.js";
 import { PeerQueueMerge } from "../../host/aggregator/peer-queues.js";
 import type { NativeRouter } from "../../testing/native/router.js";
 import type { NativeSharedData } from "../../testing/native/shared-data.js";
 import type { ControlPlaneMerge, StateSharing } from "./state-sharing.js";
 
-const LOG_SLOTS = 512;
 /** As the filter's link (gateway/peer-queues.ts): the board drops a summary not renewed within 1 s. */
 const QUEUE_RENEW_MS = 500;
-const RECORD_BYTES = 104;
-const LOG_HEADER = 8;
-const LOG_BYTES = LOG_HEADER + LOG_SLOTS * RECORD_BYTES;
-
-/** The records written to a prefix log from `from` on (at most the ring's worth), with their sequence numbers. */
-function recordsSince(log: Uint8Array, from: number): { records: Uint8Array[]; written: number } {
-  if (log.byteLength !== LOG_BYTES) return { records: [], written: 0 };
-  const written = Number(new DataView(log.buffer, log.byteOffset).getBigUint64(0, true));
-  const records: Uint8Array[] = [];
-  for (let seq = Math.max(from, written - LOG_SLOTS); seq < written; seq++) {
-    const at = LOG_HEADER + (seq % LOG_SLOTS) * RECORD_BYTES;
-    records.push(log.slice(at, at + RECORD_BYTES));
-  }
-  return { records, written };
-}
-
-/** The log with `records` appended (a new log when there was none); returns it and the sequence number of the first appended. */
-function appendRecords(log: Uint8Array, records: readonly Uint8Array[]): { log: Uint8Array; first: number } {
-  const out = log.byteLength === LOG_BYTES ? log.slice() : new Uint8Array(LOG_BYTES);
-  const view = new DataView(out.buffer);
-  const first = Number(view.getBigUint64(0, true));
-  records.forEach((r, i) => out.set(r, LOG_HEADER + ((first + i) % LOG_SLOTS) * RECORD_BYTES));
-  view.setBigUint64(0, BigInt(first + records.length), true);
-  return { log: out, first };
-}
 
 /** What a fan-out message carries: the changes of the others' sum, and the replica's place among those sharing. */
 interface FanOut {
@@ -76,6 +55,22 @@ function aggregatorMerge(): ControlPlaneMerge<Uint8Array, FanOut> {
       round ??= merge.round();
       const key = String(replica);
       return { inflight: round.get(key) ?? new Uint8Array(0), place: merge.placeOf(key) ?? { index: 0, count: 0 } };
+    },
+  };
+}
+
+/** The aggregator's prefix merge, likewise. */
+function aggregatorPrefixMerge(): ControlPlaneMerge<Uint8Array, Uint8Array> {
+  const merge = new PeerPrefixMerge();
+  let round: Map<string, Uint8Array> | undefined;
+  return {
+    take(replica, report) {
+      round = undefined;
+      merge.take(String(replica), report);
+    },
+    fanOut(replica) {
+      round ??= merge.round();
+      return round.get(String(replica)) ?? new Uint8Array(0);
     },
   };
 }
@@ -119,24 +114,13 @@ export function shareGatewayState(sharing: StateSharing, replica: number, shared
     },
   }, queueMerge);
 
-  // Sequence ranges of the log that hold the others' records: never reported back.
-  const foreign: Array<[number, number]> = [];
-  let reported = 0;
-  sharing.join<Uint8Array[]>("prefix", replica, {
-    report() {
-      const { records, written } = recordsSince(shared.prefixLog, reported);
-      const start = written - records.length;
-      reported = written;
-      return records.filter((_, i) => !foreign.some(([a, b]) => start + i >= a && start + i < b));
-    },
-    receive(reports) {
-      const records = reports.flat();
-      if (records.length === 0) return;
-      const { log, first } = appendRecords(shared.prefixLog, records);
+  sharing.join<Uint8Array, Uint8Array>("prefix", replica, {
+    report: () => link.linkPrefixReport(shared.prefixLog),
+    receive(records) {
+      if (records.byteLength === 0) return;
+      const log = link.linkPrefixApply(shared.prefixLog, records);
+      if (log.byteLength === 0) throw new Error("the link rejected prefix records of the aggregator's merge");
       shared.prefixLog = log;
-      foreign.push([first, first + records.length]);
-      // Ranges the ring has overwritten can no longer be reported.
-      while (foreign.length > 0 && foreign[0][1] <= first + records.length - LOG_SLOTS) foreign.shift();
     },
-  });
+  }, aggregatorPrefixMerge);
 }

@@ -123,6 +123,7 @@ function aggregatorStats(pools: readonly PoolState[], staleAfterMs: number, snap
     adsStreams: discovery.streams(),
     leading,
     peerInflightBytes: push.sharedBytes(),
+    peerPrefix: push.sharedPrefixes(),
   };
 }
 

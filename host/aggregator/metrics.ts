@@ -37,6 +37,8 @@ export interface AggregatorStats {
   leading: boolean;
   /** Bytes of in-flight reports taken from Envoys, and of fan-outs sent to them (docs/replicas.md). */
   peerInflightBytes: { reported: number; fannedOut: number };
+  /** The same for prefix records, and the records the fan-outs' cap dropped. */
+  peerPrefix: { reported: number; fannedOut: number; dropped: number };
 }
 
 const DISCOVERY_KINDS: DiscoveryEventKind[] = ["added", "removed", "error", "relist"];
@@ -237,6 +239,28 @@ export class AggregatorMetrics implements AggregatorTelemetry {
         this.reset();
         this.inc({ direction: "report" }, self.latest.peerInflightBytes.reported);
         this.inc({ direction: "fanout" }, self.latest.peerInflightBytes.fannedOut);
+      },
+    });
+    new Counter({
+      name: "llm_gateway_peer_prefix_bytes_total",
+      help: "Bytes of prefix-placement sharing between Envoy replicas: records reported (direction=report), records fanned out (direction=fanout).",
+      labelNames: ["direction"],
+      registers,
+      collect() {
+        if (!self.latest) return;
+        this.reset();
+        this.inc({ direction: "report" }, self.latest.peerPrefix.reported);
+        this.inc({ direction: "fanout" }, self.latest.peerPrefix.fannedOut);
+      },
+    });
+    new Counter({
+      name: "llm_gateway_peer_prefix_records_dropped_total",
+      help: "Prefix records left out of fan-outs by their size cap, once per Envoy not sent one (placements are hints: the oldest go first).",
+      registers,
+      collect() {
+        if (!self.latest) return;
+        this.reset();
+        this.inc(self.latest.peerPrefix.dropped);
       },
     });
     new Counter({

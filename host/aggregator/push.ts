@@ -5,12 +5,14 @@
 // and the same bytes go to every stream. Envoys that share their requests in
 // flight (Hello.shares_inflight) report them in further Hellos; every
 // `shareIntervalMs` each is sent what changed of the others' sum
-// (peer-load.ts) and of the others' queue boards (peer-queues.ts), and a
-// stream's end takes its Envoy's counts and queues out at once.
+// (peer-load.ts), and a stream's end takes its Envoy's counts out at once.
+// The same Hellos and rounds carry the Envoys' prefix placements
+// (peer-prefix.ts) and queue boards (peer-queues.ts).
 import * as grpc from "@grpc/grpc-js";
 import { formatHostPort } from "../config.js";
 import { encodeSnapshot, snapshotServiceDefinition, type HelloMsg } from "../proto.js";
 import { PeerLoadMerge } from "./peer-load.js";
+import { PeerPrefixMerge } from "./peer-prefix.js";
 import { PeerQueueMerge } from "./peer-queues.js";
 import { capStreams, describePeer, SERVER_OPTIONS } from "./link-security.js";
 import type { Snapshot } from "./snapshot.js";
@@ -43,6 +45,8 @@ export interface SnapshotServer {
   pushed(): number;
   /** Bytes of in-flight reports taken and of fan-outs sent so far (payloads, as encoded in the messages). */
   sharedBytes(): { reported: number; fannedOut: number };
+  /** The same for prefix records, and the records the fan-outs' cap left out. */
+  sharedPrefixes(): { reported: number; fannedOut: number; dropped: number };
   /** Sends `snapshot` to every stream; returns its encoded size in bytes. */
   publish(snapshot: Snapshot): number;
   /** Ends every stream with OK and stops the server. */
@@ -68,6 +72,8 @@ export interface SnapshotServerOptions {
   standby?: StandbyGate;
   /** How often the Envoys sharing their in flight are sent the others' changes; default 20 ms; 0: no sharing. */
   shareIntervalMs?: number;
+  /** Largest prefix records payload of one fan-out, bytes (the oldest records past it are dropped); default peer-prefix.ts's. */
+  peerPrefixCapBytes?: number;
 }
 
 const SHUTDOWN_GRACE_MS = 1000;
@@ -84,6 +90,8 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
   const sharing = new Map<string, Subscriber>();
   const shareMs = opts.shareIntervalMs ?? DEFAULT_SHARE_INTERVAL_MS;
   const shared = { reported: 0, fannedOut: 0 };
+  const prefixes = new PeerPrefixMerge(opts.peerPrefixCapBytes);
+  const sharedPrefix = { reported: 0, fannedOut: 0 };
   let pushedCount = 0;
   let nextStreamId = 1;
 
@@ -119,6 +127,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       // A gone Envoy's requests must not stay counted: the next round tells the others.
       sharing.delete(String(id));
       peers.forget(String(id));
+      prefixes.forget(String(id));
       queues.forget(String(id));
       opts.log(`stream ${id} ${why} (${subscribers.size} open)`);
     };
@@ -144,6 +153,9 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       try {
         peers.take(key, report);
         shared.reported += report.byteLength;
+        const records = hello.prefixRecords ?? new Uint8Array(0);
+        prefixes.take(key, records);
+        sharedPrefix.reported += records.byteLength;
         // Absent decodes as empty; a report is never empty (its count comes first).
         if (hello.queues && hello.queues.byteLength > 0) {
           queues.take(key, hello.queues);
@@ -186,17 +198,24 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
 
   const shareRound = shareMs > 0 ? setInterval(() => {
     if (sharing.size === 0) return;
+    const prefixRound = prefixes.round();
     for (const [key, bytes] of peers.round()) {
       const sub = sharing.get(key);
       const place = peers.placeOf(key);
       if (!sub || !place) continue;
       const told = `${place.index}/${place.count}`;
+      const records = prefixRound.get(key) ?? new Uint8Array(0);
       const peerQueues = queues.fanOut(key);
-      if (bytes.byteLength === 0 && told === sub.toldPlace && !peerQueues) continue;
+      if (bytes.byteLength === 0 && records.byteLength === 0 && told === sub.toldPlace && !peerQueues) continue;
       sub.toldPlace = told;
       shared.fannedOut += bytes.byteLength + (peerQueues?.byteLength ?? 0);
+      sharedPrefix.fannedOut += records.byteLength;
+      const fanOut = {
+        peerInflight: bytes, replicaIndex: place.index, replicaCount: place.count, peerQueues,
+        ...(records.byteLength > 0 ? { peerPrefixRecords: records } : {}),
+      };
       // A fan-out carries changes: unlike a snapshot it may not be replaced by a newer one while the stream is blocked.
-      sub.call.write(encodeSnapshot({ peerInflight: bytes, replicaIndex: place.index, replicaCount: place.count, peerQueues } as unknown as Snapshot));
+      sub.call.write(encodeSnapshot(fanOut as unknown as Snapshot));
       sub.lastSentMs = Date.now();
     }
   }, shareMs) : undefined;
@@ -208,6 +227,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     refusedStreams: () => capped.gate.refused(),
     pushed: () => pushedCount,
     sharedBytes: () => ({ ...shared }),
+    sharedPrefixes: () => ({ ...sharedPrefix, dropped: prefixes.dropped }),
     publish(snapshot) {
       const bytes = encode(snapshot);
       for (const sub of subscribers) send(sub, bytes);

@@ -226,7 +226,7 @@ describe("gateway replicas in the simulator", () => {
     expect(r0.count(other)).toBe(1);
   });
 
-  it("modelled sharing: a replica learns where the others placed a prefix, and sends the same prefix there", async () => {
+  it("sharing through the links and the aggregator's prefix merge: a replica learns where the others placed a prefix, and sends the same prefix there", async () => {
     const { queue, replicas } = await sharingPair();
     for (const w of replicas) w.install([endpoint(A), endpoint(B), endpoint(C)], { prefix: 1 });
     const [r0, r1] = replicas;

@@ -16,6 +16,7 @@ const STATS: AggregatorStats = {
   adsStreams: 2,
   leading: true,
   peerInflightBytes: { reported: 1200, fannedOut: 3400 },
+  peerPrefix: { reported: 900, fannedOut: 8100, dropped: 7 },
 };
 
 /** The value of the sample `series` (name and labels exactly as printed). */
@@ -67,6 +68,8 @@ describe("aggregator metrics", () => {
     expect(sample(text, "llm_gateway_connected_streams")).toBe(2);
     expect(sample(text, "llm_gateway_ads_streams")).toBe(2);
     expect(sample(text, 'llm_gateway_peer_inflight_bytes_total{direction="fanout"}')).toBe(3400);
+    expect(sample(text, 'llm_gateway_peer_prefix_bytes_total{direction="fanout"}')).toBe(8100);
+    expect(sample(text, "llm_gateway_peer_prefix_records_dropped_total")).toBe(7);
     expect(sample(text, "llm_gateway_aggregator_leading")).toBe(1);
     expect(sample(text, "llm_gateway_endpoints_version")).toBe(3);
     expect(text).toMatch(/^process_cpu_user_seconds_total \d/m);

@@ -140,6 +140,8 @@ interface Bindings {
   linkReport(table: Uint8Array): Uint8Array;
   linkReceive(fanout: Uint8Array): Uint8Array;
   linkReset(): void;
+  linkPrefixReport(log: Uint8Array): Uint8Array;
+  linkPrefixApply(log: Uint8Array, records: Uint8Array): Uint8Array;
   linkQueueReport(board: Uint8Array): Uint8Array;
   linkQueueAdopt(board: Uint8Array, peers: Uint8Array): Uint8Array;
   endRequest(primary: string, upstream: string, status: number, flags: bigint, stream: boolean, sawDone: boolean, prefillTokens: number): number;
@@ -243,6 +245,16 @@ export class NativeRouter {
   /** A new stream: the next report is whole, the peers' table empty. */
   linkReset(): void {
     this.wasm.linkReset();
+  }
+
+  /** The link's prefix report (gateway/peer-prefix.ts): the records of `log` written since the last call, except the link's own (core/prefix/prefix-share.ts). */
+  linkPrefixReport(log: Uint8Array): Uint8Array {
+    return this.wasm.linkPrefixReport(log);
+  }
+
+  /** `log` with a fan-out's peer prefix records appended under the link's writer id; an empty array if they do not decode (the link then drops the stream). */
+  linkPrefixApply(log: Uint8Array, records: Uint8Array): Uint8Array {
+    return this.wasm.linkPrefixApply(log, records);
   }
 
   /** The link's queue report (Hello.queues) from the shared board's bytes; null when it has not changed since the last. */

@@ -19,28 +19,52 @@ export class PrefixLogReader {
   /** Records written before this one have been applied (or skipped). */
   cursor: u64 = 0;
   private started: bool = false;
+  private ptr: usize = 0;
+  private seq: u64 = 0;
+  private written: u64 = 0;
 
   /** Applies the other writers' records in a log value; false if the bytes are not a log. */
   replay(ptr: usize, len: i32, self: u32, index: PrefixIndex, scratch: PrefixDecision): bool {
+    if (!this.begin(ptr, len)) return false;
+    while (this.next(self, scratch)) index.record(scratch);
+    return true;
+  }
+
+  /**
+   * Starts a pass over a log value's records not yet visited (next() hands
+   * them out); false if the bytes are not a log. The index's replay and the
+   * link's report to its replicas walk the ring alike.
+   */
+  begin(ptr: usize, len: i32): bool {
+    this.ptr = ptr;
+    this.seq = 0;
+    this.written = 0;
     if (len == 0) return true;
     if (len != LOG_BYTES) return false;
     const written = load<u64>(ptr);
-    // A new (or reloaded) worker replays what the ring still holds.
+    // A new (or reloaded) reader takes what the ring still holds.
     let from = this.started ? this.cursor : 0;
     if (from > written) from = 0; // the log was recreated
     if (written - from > <u64>LOG_SLOTS) from = written - <u64>LOG_SLOTS;
-    for (let seq = from; seq < written; seq++) {
-      const at = recordAt(ptr, seq);
+    this.seq = from;
+    this.written = written;
+    this.cursor = written;
+    this.started = true;
+    return true;
+  }
+
+  /** The pass's next record of a writer other than `self`, into `scratch`; false when there is none left. */
+  next(self: u32, scratch: PrefixDecision): bool {
+    while (this.seq < this.written) {
+      const at = recordAt(this.ptr, this.seq++);
       if (load<u32>(at + 16) == self) continue;
       scratch.endpoint = load<u64>(at);
       scratch.newBlocks = load<u32>(at + 8);
       scratch.count = min(<i32>load<u32>(at + 12), MAX_KEYS);
       for (let k = 0; k < scratch.count; k++) unchecked(scratch.keys[k] = load<u64>(at + 24 + <usize>(k * 8)));
-      index.record(scratch);
+      return true;
     }
-    this.cursor = written;
-    this.started = true;
-    return true;
+    return false;
   }
 }
 
