@@ -42,9 +42,14 @@ interface FanOut {
   place: { index: number; count: number };
 }
 
-/** The aggregator's merge as one round sees it: every report taken, then every fan-out. */
-function aggregatorMerge(): ControlPlaneMerge<Uint8Array, FanOut> {
-  const merge = new PeerLoadMerge();
+/** A merge that sends per round (the aggregator's in-flight and prefix merges): every report taken, then one round for all the fan-outs. */
+interface RoundMerge {
+  take(envoy: string, report: Uint8Array): void;
+  round(): Map<string, Uint8Array>;
+}
+
+/** `merge` as one round of the sharing sees it, each replica's fan-out made of the round's bytes for it by `fanOut`. */
+function byRound<M extends RoundMerge, F>(merge: M, fanOut: (bytes: Uint8Array, key: string, merge: M) => F): ControlPlaneMerge<Uint8Array, F> {
   let round: Map<string, Uint8Array> | undefined;
   return {
     take(replica, report) {
@@ -54,26 +59,14 @@ function aggregatorMerge(): ControlPlaneMerge<Uint8Array, FanOut> {
     fanOut(replica) {
       round ??= merge.round();
       const key = String(replica);
-      return { inflight: round.get(key) ?? new Uint8Array(0), place: merge.placeOf(key) ?? { index: 0, count: 0 } };
+      return fanOut(round.get(key) ?? new Uint8Array(0), key, merge);
     },
   };
 }
 
-/** The aggregator's prefix merge, likewise. */
-function aggregatorPrefixMerge(): ControlPlaneMerge<Uint8Array, Uint8Array> {
-  const merge = new PeerPrefixMerge();
-  let round: Map<string, Uint8Array> | undefined;
-  return {
-    take(replica, report) {
-      round = undefined;
-      merge.take(String(replica), report);
-    },
-    fanOut(replica) {
-      round ??= merge.round();
-      return round.get(String(replica)) ?? new Uint8Array(0);
-    },
-  };
-}
+const aggregatorMerge = () =>
+  byRound(new PeerLoadMerge(), (inflight, key, merge): FanOut => ({ inflight, place: merge.placeOf(key) ?? { index: 0, count: 0 } }));
+const aggregatorPrefixMerge = () => byRound(new PeerPrefixMerge(), (records) => records);
 
 /** The aggregator's merge of the replicas' queue boards: a report only when one changed. */
 function queueMerge(): ControlPlaneMerge<Uint8Array | null, Uint8Array | undefined> {

@@ -4,18 +4,12 @@
 // load), and once A is gone its count is forgotten (B uses that pod again).
 // The aggregator numbers the two (each leans by it toward its own share of
 // pods that score alike: test/unit/replica-lean.test.ts), and B alone again.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { envoyParamsFromGatewayConfig, envoySdsFiles, renderEnvoyXds } from "../../host/envoy/index.js";
-import { filterWasmPath } from "../../host/paths.js";
-import { startEnvoy, type EnvoyProcess } from "../../testing/launcher/envoy-process.js";
+import { startReplicaEnvoy, type ReplicaEnvoy } from "../helpers/replica-envoy.js";
 import { startTestStack, waitFor, type TestStack } from "../helpers/stack.js";
 
 let stack: TestStack;
-let envoyA: EnvoyProcess | null = null;
-let sdsDir = "";
+let a: ReplicaEnvoy | null = null;
 
 // Scrapes far apart: the snapshot never shows A's request as running, so only the sharing can tell B of it.
 beforeAll(async () => {
@@ -26,19 +20,12 @@ beforeAll(async () => {
     {},
     { scrapeIntervalMs: 60_000, staleAfterMs: 180_000 },
   );
-  sdsDir = mkdtempSync(join(tmpdir(), "llm-gateway-sds-"));
-  const params = envoyParamsFromGatewayConfig(stack.config, { wasmPath: filterWasmPath, sdsDir });
-  for (const f of envoySdsFiles(params)) writeFileSync(f.path, f.content);
-  envoyA = await startEnvoy({
-    configYaml: renderEnvoyXds({ ...params, gatewayPort: 0, adminPort: 0, aggregatorPort: stack.aggregator.grpcPort }).bootstrap,
-    concurrency: 2,
-  });
+  a = await startReplicaEnvoy(stack);
 });
 
 afterAll(async () => {
-  await envoyA?.stop();
+  await a?.close();
   await stack?.close();
-  if (sdsDir) rmSync(sdsDir, { recursive: true, force: true });
 });
 
 const body = (maxTokens: number, stream: boolean) =>
@@ -67,7 +54,7 @@ async function placeOf(adminUrl: string): Promise<string> {
 }
 
 it("numbers the two Envoys apart", async () => {
-  const adminA = envoyA!.adminUrl;
+  const adminA = a!.envoy.adminUrl;
   const adminB = stack.envoy.adminUrl;
   await waitFor("both Envoys numbered", async () => {
     const places = [await placeOf(adminA), await placeOf(adminB)].sort();
@@ -76,7 +63,7 @@ it("numbers the two Envoys apart", async () => {
 });
 
 it("counts a request open through Envoy A in Envoy B's picks, and forgets it (and B's share) once A is gone", async () => {
-  const urlA = `http://${envoyA!.listenerAddresses.llm_gateway}`;
+  const urlA = a!.url;
   // Both Envoys hold a snapshot on every worker (a few in a row, so both workers answered).
   for (const url of [urlA, stack.gatewayUrl]) {
     let ok = 0;
@@ -99,8 +86,7 @@ it("counts a request open through Envoy A in Envoy B's picks, and forgets it (an
   }, 15_000);
 
   // A goes away with its request open: the aggregator forgets its count, and B uses that pod again (a tie, broken either way).
-  await envoyA!.stop();
-  envoyA = null;
+  await a!.envoy.stop();
   await reader.cancel().catch(() => {});
   await waitFor("B routing to A's pod again", async () => (await servedThroughB()) === busy, 15_000);
   await waitFor("B numbered alone", async () => (await placeOf(stack.envoy.adminUrl)) === "0/0", 15_000);

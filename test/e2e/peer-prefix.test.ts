@@ -5,19 +5,13 @@
 // so only the shared placement can tell B (alone B would pick among its own
 // lean's share of the four pods: it has to hold for several prefixes in a
 // row). Without the link applying peers' records this test fails.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { envoyParamsFromGatewayConfig, envoySdsFiles, renderEnvoyXds } from "../../host/envoy/index.js";
-import { filterWasmPath } from "../../host/paths.js";
-import { startEnvoy, type EnvoyProcess } from "../../testing/launcher/envoy-process.js";
 import { SYSTEM } from "../../testing/fixtures/workers.js";
+import { startReplicaEnvoy, type ReplicaEnvoy } from "../helpers/replica-envoy.js";
 import { startTestStack, waitFor, type TestStack } from "../helpers/stack.js";
 
 let stack: TestStack;
-let envoyA: EnvoyProcess | null = null;
-let sdsDir = "";
+let a: ReplicaEnvoy | null = null;
 
 beforeAll(async () => {
   stack = await startTestStack(
@@ -27,19 +21,12 @@ beforeAll(async () => {
     { metricsPort: 0 },
     { scrapeIntervalMs: 60_000, staleAfterMs: 180_000 },
   );
-  sdsDir = mkdtempSync(join(tmpdir(), "llm-gateway-sds-"));
-  const params = envoyParamsFromGatewayConfig(stack.config, { wasmPath: filterWasmPath, sdsDir });
-  for (const f of envoySdsFiles(params)) writeFileSync(f.path, f.content);
-  envoyA = await startEnvoy({
-    configYaml: renderEnvoyXds({ ...params, gatewayPort: 0, adminPort: 0, aggregatorPort: stack.aggregator.grpcPort }).bootstrap,
-    concurrency: 2,
-  });
+  a = await startReplicaEnvoy(stack);
 });
 
 afterAll(async () => {
-  await envoyA?.stop();
+  await a?.close();
   await stack?.close();
-  if (sdsDir) rmSync(sdsDir, { recursive: true, force: true });
 });
 
 /** A prompt whose long system part starts with `topic`: prompts of one topic share a prefix, of two none. */
@@ -61,7 +48,7 @@ async function fannedOut(): Promise<number> {
 }
 
 it("sends a prefix through Envoy B to the pod Envoy A placed it on, though B never routed it", async () => {
-  const urlA = `http://${envoyA!.listenerAddresses.llm_gateway}`;
+  const urlA = a!.url;
   const urlB = stack.gatewayUrl;
   // Both Envoys route (a few in a row, so both workers of each hold a snapshot), on prefixes of their own.
   for (const url of [urlA, urlB]) {
