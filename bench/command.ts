@@ -47,8 +47,8 @@ const USAGE = `usage: npm run bench -- [options]
   --replicas A,B,...    instead, each scenario with A, B, ... gateway replicas behind a round-robin front, sharing
                         nothing but the snapshot (sim mode); the tables per replica count and the loss against one;
                         writes DIR/replicas/ (with --all, BENCHMARKS.md's replicas section too)
-  --share-interval MS   with --replicas: the replicas share in-flight counts (as built: the link's reports, the
-                        aggregator's merge) and prefix placements (modelled) through the aggregator every MS ms
+  --share-interval MS   with --replicas: the replicas share in-flight counts, prefix placements and queue boards
+                        through the aggregator every MS ms (as built: the link's reports, the aggregator's merges)
   --envoys A,B,...      live mode: run ours once per count of Envoys, each behind a round-robin front Envoy
                         (one aggregator), e.g. 1,3; prints each count's p95 and goodput against one Envoy's
   --capacity            instead of comparing policies, measure each scenario's capacity on its own mix: its trace

@@ -204,8 +204,8 @@ export interface RunOptions {
   /** Gateway replicas behind a round-robin front, sharing nothing but the snapshot (sim mode; default 1). */
   replicas?: number;
   /**
-   * Set: the replicas share in-flight counts and prefix placements through the control plane at this interval (ms),
-   * in-flight counts through the built design's code, prefix placements modelled (bench/sim/replica-state.ts).
+   * Set: the replicas share in-flight counts, prefix placements and queue boards through the control plane at this
+   * interval (ms), through the built design's code (bench/sim/replica-state.ts).
    */
   shareIntervalMs?: number;
   /** Live mode: ours once per count of Envoys (more than one behind a round-robin front) instead of once. */

@@ -154,7 +154,7 @@ export const FILTER_HOT_PATH: string[] = [
   "Scoring: a pool of up to 32 usable pods is scored whole; a larger one over a shortlist (the best load estimates, kept " +
     "in max-trees updated only for pods whose in-flight counts changed, plus prefix and adapter holders), so a decision " +
     "at 1000 pods costs about what one at 64 does (docs/scorers.md, large pools).",
-  "Off the request path: every worker's root context polls a 16-byte snapshot cell and the health ledger in shared data " +
+  "Off the request path: every worker's root context polls a 32-byte snapshot cell and the health ledger in shared data " +
     "every 20 ms, and, when a profile scores prefixes or adapters, swaps routing decisions through the ~53 KiB prefix log.",
 ];
 

@@ -102,9 +102,10 @@ export function replicasMarkdown(rows: readonly ReplicaRow[], opts: { command: s
       (opts.shareIntervalMs === undefined
         ? "sharing nothing but the aggregator's snapshot pushes (today's gateway): each replica has its own Envoy workers, in-flight counts, " +
           "prefix index, health ledger, queue board and canary positions. "
-        : `each reporting its in-flight counts and prefix placements to the aggregator, which merges them and sends every replica what changed of ` +
-          `the others' every ${opts.shareIntervalMs} ms (plus the stream's delay each way): in-flight counts through the filter's and the ` +
-          "aggregator's own code (docs/replicas.md), prefix placements modelled; the health ledger, queue board and canary positions stay per replica. ") +
+        : `each reporting its in-flight counts, prefix placements and queue board to the aggregator, which merges them and sends every replica ` +
+          `what changed of the others' every ${opts.shareIntervalMs} ms (plus the stream's delay each way), with its place among them (near-equal ` +
+          "pods lean apart), all through the filter's and the aggregator's own code (docs/replicas.md); the health ledger and canary positions " +
+          "stay per replica. ") +
       "Latencies as everywhere here: from first arrival, a failed request at the " +
       "run's deadline; `completed` is the goodput. Cells: mean over the seeds (lowest–highest); a change is the mean of the per-seed " +
       "changes against the same seed with one gateway (their range in brackets).",

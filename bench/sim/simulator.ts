@@ -104,7 +104,7 @@ export async function runSim(base: Scenario, opts: RunOptions = {}): Promise<Sce
     policies.push(await simulatePolicy(scenario, trace, spec, scenario.seed, (f) => opts.onProgress?.(spec.name, f), replicas));
   }
   // One gateway is what every result had before replicas could be modelled: its result says nothing of them.
-  const sharing = replicas.sharing ? `through the control plane (in flight as built, prefix placements modelled): every ${replicas.sharing.intervalMs} ms + ${replicas.sharing.oneWayMs} ms each way` : "none";
+  const sharing = replicas.sharing ? `through the control plane (in flight, prefix placements, queue boards and the replicas' places, as built): every ${replicas.sharing.intervalMs} ms + ${replicas.sharing.oneWayMs} ms each way` : "none";
   const gateways = replicas.count > 1 ? { replicas: { count: replicas.count, front: "round-robin" as const, sharing } } : {};
   return { ...resultHeader(scenario, trace, "sim"), ...gateways, policies };
 }

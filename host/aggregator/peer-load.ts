@@ -11,6 +11,8 @@
  * (assembly/core/scheduling/replica-lean.ts).
  */
 
+import { ByteReader } from "./byte-reader.js";
+
 /** Requests in flight, those before their first token, and those's prompt tokens. */
 type Figures = [count: number, prefilling: number, tokens: number];
 
@@ -132,27 +134,17 @@ export const MAX_INFLIGHT_PER_POD = 100_000;
 /** A report's entries: u64 hash (little-endian), varint count, prefilling, tokens. */
 export function decodeReport(bytes: Uint8Array): Array<[bigint, Figures]> {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const r = new ByteReader(bytes, "in-flight report");
   const entries: Array<[bigint, Figures]> = [];
-  let at = 0;
-  const varint = (): number => {
-    let v = 0;
-    for (let shift = 0; shift < 35; shift += 7) {
-      if (at >= bytes.byteLength) break;
-      const b = bytes[at++];
-      v += (b & 0x7f) * 2 ** shift;
-      if ((b & 0x80) === 0) return v;
-    }
-    throw new Error(`in-flight report: bad varint at byte ${at}`);
-  };
-  while (at < bytes.byteLength) {
-    if (at + 8 > bytes.byteLength) throw new Error(`in-flight report: truncated entry at byte ${at}`);
-    const hash = view.getBigUint64(at, true);
-    at += 8;
-    const count = varint();
-    const prefilling = varint();
-    const tokens = varint();
-    if (prefilling > count) throw new Error(`in-flight report: more prefilling than in flight at byte ${at}`);
-    if (count > MAX_INFLIGHT_PER_POD) throw new Error(`in-flight report: ${count} requests in flight to one pod, above the ${MAX_INFLIGHT_PER_POD} Envoy allows, at byte ${at}`);
+  while (r.more) {
+    if (r.at + 8 > bytes.byteLength) throw new Error(`in-flight report: truncated entry at byte ${r.at}`);
+    const hash = view.getBigUint64(r.at, true);
+    r.skip(8);
+    const count = r.varint();
+    const prefilling = r.varint();
+    const tokens = r.varint();
+    if (prefilling > count) throw new Error(`in-flight report: more prefilling than in flight at byte ${r.at}`);
+    if (count > MAX_INFLIGHT_PER_POD) throw new Error(`in-flight report: ${count} requests in flight to one pod, above the ${MAX_INFLIGHT_PER_POD} Envoy allows, at byte ${r.at}`);
     entries.push([hash, [count, prefilling, tokens]]);
   }
   return entries;
