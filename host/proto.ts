@@ -46,9 +46,9 @@ export interface DeadlinesMsg { firstByteMs: number; promptMsPerKtoken: number; 
 /** deadlines is optional here only so hand-built messages may leave it out (the filter then sets no per-try deadline). */
 export interface ProfileMsg { name: string; weights: WeightsMsg; admission: AdmissionMsg; deadlines?: DeadlinesMsg }
 /** Without profiles (hand-built messages may leave them out) the filter scores with pool weights and admits everything. */
-export interface SnapshotMsg { version: number; models: ModelMsg[]; pools: PoolMsg[]; generatedUnixMs: number; profiles?: ProfileMsg[]; peerInflight?: Uint8Array; replicaIndex?: number; replicaCount?: number; peerPrefixRecords?: Uint8Array; peerQueues?: Uint8Array }
-/** inflight, sharesInflight, prefixRecords and queues: an Envoy sharing its in flight, prefix placements and queue board with its replicas (host/aggregator/peer-load.ts, peer-prefix.ts, peer-queues.ts). */
-export interface HelloMsg { client: string; haveVersion: number; inflight?: Uint8Array; sharesInflight?: boolean; prefixRecords?: Uint8Array; queues?: Uint8Array }
+export interface SnapshotMsg { version: number; models: ModelMsg[]; pools: PoolMsg[]; generatedUnixMs: number; profiles?: ProfileMsg[]; peerInflight?: Uint8Array; replicaIndex?: number; replicaCount?: number; peerPrefixRecords?: Uint8Array; peerQueues?: Uint8Array; peerEjections?: Uint8Array }
+/** inflight, sharesInflight, prefixRecords, queues and ejections: an Envoy sharing its in flight, prefix placements, queue board and health verdicts with its replicas (host/aggregator/peer-load.ts, peer-prefix.ts, peer-queues.ts, peer-health.ts). */
+export interface HelloMsg { client: string; haveVersion: number; inflight?: Uint8Array; sharesInflight?: boolean; prefixRecords?: Uint8Array; queues?: Uint8Array; ejections?: Uint8Array }
 
 /**
  * Exactly a message interface's keys (tsc refuses a missing or an extra one),
@@ -61,9 +61,10 @@ function fieldsOf<T>(fields: { [K in keyof T]-?: true }): string[] {
 
 /** Each message's field names, protobufjs' camelCase (what the interfaces above and the codec use). */
 export const MESSAGE_FIELDS: Readonly<Record<string, readonly string[]>> = {
-  Hello: fieldsOf<HelloMsg>({ client: true, haveVersion: true, inflight: true, sharesInflight: true, prefixRecords: true, queues: true }),
+  Hello: fieldsOf<HelloMsg>({ client: true, haveVersion: true, inflight: true, sharesInflight: true, prefixRecords: true, queues: true, ejections: true }),
   Snapshot: fieldsOf<SnapshotMsg>({
     version: true, models: true, pools: true, generatedUnixMs: true, profiles: true, peerInflight: true, replicaIndex: true, replicaCount: true, peerPrefixRecords: true, peerQueues: true,
+    peerEjections: true,
   }),
   Model: fieldsOf<ModelMsg>({ name: true, pool: true, adapter: true, profile: true, priority: true, splits: true }),
   Split: fieldsOf<SplitMsg>({ model: true, weight: true }),

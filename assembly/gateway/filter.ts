@@ -274,6 +274,7 @@ export class GatewayRoot extends RootContext {
     const fresh = this.reader.poll(this.view);
     // Before a snapshot's baseline is taken: the peers' in flight counts in it.
     this.inflight.loadPeers(this.reader.peersPublished);
+    const peersHealthChanged = this.health.loadPeers(this.reader.peersPublished);
     const place = this.router.place;
     place.set(this.reader.replicaIndex, this.reader.replicaCount);
     this.metrics!.place(place.index, place.count);
@@ -283,7 +284,7 @@ export class GatewayRoot extends RootContext {
       installed = this.reader.load(this.view, this.inflight.table, this.health.ledger, this.router.prefixes);
     }
     if (installed) this.loadSnapshot(this.view.current!);
-    else if (healthChanged) this.applyHealth();
+    else if (healthChanged || peersHealthChanged) this.applyHealth();
     if (this.prefixOn) this.prefixLog.sync(this.router);
   }
 

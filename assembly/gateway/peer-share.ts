@@ -5,15 +5,17 @@
 // Hello on the stream; each fan-out from the aggregator updates the peers'
 // sum, published for the workers' ticks, with this Envoy's place among the
 // replicas (core/scheduling/replica-lean.ts). The same messages carry the
-// prefix placements (peer-prefix.ts) and the queue boards (peer-queues.ts).
+// prefix placements (peer-prefix.ts), the queue boards (peer-queues.ts) and
+// the passive-health ejections (peer-health.ts).
 // All of it on the link's tick and its stream's messages: nothing on a
 // request's path.
-import { getSharedData, grpcSend, HostBytes, setSharedData } from "../abi/hostcalls";
+import { getSharedData, grpcSend, HostBytes, nowMillis, setSharedData } from "../abi/hostcalls";
 import { InflightTable } from "../core/fleet/inflight";
 import { PeerLoad, ReportEncoder } from "../core/fleet/peer-load";
 import { ProtoReader, ProtoWriter } from "../core/wire/proto";
 import { PeerPrefixShare } from "./peer-prefix";
 import { INFLIGHT_KEY, PEERS_KEY } from "./shared-inflight";
+import { PeerHealth } from "./peer-health";
 import { PeerQueues } from "./peer-queues";
 import { publishPeersChanged } from "./shared-snapshot";
 
@@ -25,6 +27,7 @@ const SNAPSHOT_REPLICA_INDEX: u32 = 7;
 const SNAPSHOT_REPLICA_COUNT: u32 = 8;
 const SNAPSHOT_PEER_PREFIX_RECORDS: u32 = 9;
 const SNAPSHOT_PEER_QUEUES: u32 = 10;
+const SNAPSHOT_PEER_EJECTIONS: u32 = 11;
 
 export const enum FanOut { No, Applied, Malformed }
 
@@ -34,6 +37,7 @@ export class PeerShare {
   private prefixes: PeerPrefixShare = new PeerPrefixShare();
   private own: InflightTable = new InflightTable();
   private queues: PeerQueues = new PeerQueues();
+  private health: PeerHealth = new PeerHealth();
   private bytes: HostBytes = new HostBytes();
   private out: ArrayBuffer = new ArrayBuffer(256);
   private nextReportMs: u64 = 0;
@@ -53,10 +57,12 @@ export class PeerShare {
     this.peers.reset();
     this.replicaCount = 0;
     this.queues.start();
+    this.health.start();
     hello.varintField(HELLO_SHARES, 1);
     this.appendReport(hello);
     this.prefixes.report(hello);
     this.queues.appendReport(hello);
+    this.health.appendReport(hello, nowMillis());
   }
 
   /** The stream ended: no peers' figures outlive it (the aggregator forgets this Envoy's likewise). */
@@ -64,6 +70,7 @@ export class PeerShare {
     this.peers.reset();
     this.replicaCount = 0;
     this.queues.stop(heardMs);
+    this.health.stop();
     this.publishPeers(version, heardMs);
   }
 
@@ -76,7 +83,8 @@ export class PeerShare {
     const inflight = this.appendReport(hello);
     const prefixes = this.prefixes.report(hello);
     const queues = this.queues.appendReport(hello);
-    if (inflight || prefixes || queues) grpcSend(token, hello.finish(), false);
+    const ejections = this.health.appendReport(hello, nowMs);
+    if (inflight || prefixes || queues || ejections) grpcSend(token, hello.finish(), false);
   }
 
   /**
@@ -96,6 +104,8 @@ export class PeerShare {
     let count: u64 = 0;
     let queuesPtr: usize = 0;
     let queuesLen: i32 = -1;
+    let ejectionsPtr: usize = 0;
+    let ejectionsLen: i32 = -1;
     while (r.more()) {
       const tag = <u32>r.varint();
       const field = tag >> 3;
@@ -110,6 +120,11 @@ export class PeerShare {
         const sub = r.message();
         prefixPtr = sub.start;
         prefixLen = <i32>(sub.end - sub.start);
+        fanOut = true;
+      } else if (field == SNAPSHOT_PEER_EJECTIONS && wire == 2) {
+        const sub = r.message();
+        ejectionsPtr = sub.start;
+        ejectionsLen = <i32>(sub.end - sub.start);
         fanOut = true;
       } else if (field == SNAPSHOT_PEER_QUEUES && wire == 2) {
         const sub = r.message();
@@ -129,6 +144,7 @@ export class PeerShare {
     if (peerLen > 0 && !this.peers.apply(peerPtr, peerLen)) return FanOut.Malformed;
     if (prefixLen > 0 && !this.prefixes.apply(prefixPtr, prefixLen)) return FanOut.Malformed;
     if (queuesLen >= 0 && !this.queues.receive(queuesPtr, queuesLen, nowMs)) return FanOut.Malformed;
+    if (ejectionsLen >= 0 && !this.health.receive(ejectionsPtr, ejectionsLen, nowMs)) return FanOut.Malformed;
     // Every fan-out numbers the replicas afresh; nonsense numbering leaves this Envoy alone.
     const valid = count > 1 && index < count && count <= <u64>u32.MAX_VALUE;
     this.replicaIndex = valid ? <u32>index : 0;

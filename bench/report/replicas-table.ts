@@ -104,8 +104,8 @@ export function replicasMarkdown(rows: readonly ReplicaRow[], opts: { command: s
           "prefix index, health ledger, queue board and canary positions. "
         : `each reporting its in-flight counts, prefix placements and queue board to the aggregator, which merges them and sends every replica ` +
           `what changed of the others' every ${opts.shareIntervalMs} ms (plus the stream's delay each way), with its place among them (near-equal ` +
-          "pods lean apart), all through the filter's and the aggregator's own code (docs/replicas.md); the health ledger and canary positions " +
-          "stay per replica. ") +
+          "pods lean apart), all through the filter's and the aggregator's own code (docs/replicas.md); canary positions " +
+          "stay per replica (health verdicts are shared too; these runs have no failing pods). ") +
       "Latencies as everywhere here: from first arrival, a failed request at the " +
       "run's deadline; `completed` is the goodput. Cells: mean over the seeds (lowest–highest); a change is the mean of the per-seed " +
       "changes against the same seed with one gateway (their range in brackets).",

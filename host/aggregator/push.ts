@@ -7,12 +7,14 @@
 // `shareIntervalMs` each is sent what changed of the others' sum
 // (peer-load.ts), and a stream's end takes its Envoy's counts out at once.
 // The same Hellos and rounds carry the Envoys' prefix placements
-// (peer-prefix.ts) and queue boards (peer-queues.ts).
+// (peer-prefix.ts), queue boards (peer-queues.ts) and health verdicts
+// (peer-health.ts).
 import * as grpc from "@grpc/grpc-js";
 import { formatHostPort } from "../config.js";
 import { encodeSnapshot, snapshotServiceDefinition, type HelloMsg } from "../proto.js";
 import { PeerLoadMerge } from "./peer-load.js";
 import { PeerPrefixMerge } from "./peer-prefix.js";
+import { PeerHealthMerge } from "./peer-health.js";
 import { PeerQueueMerge } from "./peer-queues.js";
 import { capStreams, describePeer, SERVER_OPTIONS } from "./link-security.js";
 import type { Snapshot } from "./snapshot.js";
@@ -86,6 +88,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
   const subscribers = new Set<Subscriber>();
   const peers = new PeerLoadMerge();
   const queues = new PeerQueueMerge();
+  const ejections = new PeerHealthMerge();
   /** The sharing streams by the merge's member key. */
   const sharing = new Map<string, Subscriber>();
   const shareMs = opts.shareIntervalMs ?? DEFAULT_SHARE_INTERVAL_MS;
@@ -129,6 +132,7 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       peers.forget(String(id));
       prefixes.forget(String(id));
       queues.forget(String(id));
+      ejections.forget(String(id));
       opts.log(`stream ${id} ${why} (${subscribers.size} open)`);
     };
     // Envoy may open duplicate streams and drop them: forget on every way out.
@@ -160,6 +164,10 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
         if (hello.queues && hello.queues.byteLength > 0) {
           queues.take(key, hello.queues);
           shared.reported += hello.queues.byteLength;
+        }
+        if (hello.ejections && hello.ejections.byteLength > 0) {
+          ejections.take(key, hello.ejections);
+          shared.reported += hello.ejections.byteLength;
         }
       } catch (err) {
         // The stream's figures can no longer be trusted: it ends, and the Envoy starts a new one whole.
@@ -206,12 +214,13 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       const told = `${place.index}/${place.count}`;
       const records = prefixRound.get(key) ?? new Uint8Array(0);
       const peerQueues = queues.fanOut(key);
-      if (bytes.byteLength === 0 && records.byteLength === 0 && told === sub.toldPlace && !peerQueues) continue;
+      const peerEjections = ejections.fanOut(key);
+      if (bytes.byteLength === 0 && records.byteLength === 0 && told === sub.toldPlace && !peerQueues && !peerEjections) continue;
       sub.toldPlace = told;
-      shared.fannedOut += bytes.byteLength + (peerQueues?.byteLength ?? 0);
+      shared.fannedOut += bytes.byteLength + (peerQueues?.byteLength ?? 0) + (peerEjections?.byteLength ?? 0);
       sharedPrefix.fannedOut += records.byteLength;
       const fanOut = {
-        peerInflight: bytes, replicaIndex: place.index, replicaCount: place.count, peerQueues,
+        peerInflight: bytes, replicaIndex: place.index, replicaCount: place.count, peerQueues, peerEjections,
         ...(records.byteLength > 0 ? { peerPrefixRecords: records } : {}),
       };
       // A fan-out carries changes: unlike a snapshot it may not be replaced by a newer one while the stream is blocked.

@@ -40,7 +40,7 @@ const EXPECTED: Record<string, Record<string, unknown>> = {
 };
 
 /** Fields a snapshot's decoder never sees: the link takes a message carrying them for itself (assembly/gateway/peer-share.ts). */
-const LINK_FIELDS = new Set(["Snapshot.peerInflight", "Snapshot.replicaIndex", "Snapshot.replicaCount", "Snapshot.peerPrefixRecords", "Snapshot.peerQueues"]);
+const LINK_FIELDS = new Set(["Snapshot.peerInflight", "Snapshot.replicaIndex", "Snapshot.replicaCount", "Snapshot.peerPrefixRecords", "Snapshot.peerQueues", "Snapshot.peerEjections"]);
 const forDecoder = (type: protobuf.Type) => type.fieldsArray.filter((f) => !LINK_FIELDS.has(`${type.name}.${f.name}`));
 
 /** Every message type the snapshot holds, itself included. */

@@ -22,6 +22,8 @@ export class HealthRules {
 
 export class HealthLedger {
   records: Map<string, HealthRecord> = new Map();
+  /** The other Envoy replicas' ejections (address -> end on this clock; peer-health.ts): avoided alike, never encoded here. */
+  peers: Map<string, u64> = new Map();
 
   /** Counts a failure (`eject`: one that ejects at once); true if the ledger changed. */
   recordFailure(address: string, nowMs: u64, rules: HealthRules, eject: bool = false): bool {
@@ -50,7 +52,10 @@ export class HealthLedger {
   }
 
   ejectedUntil(address: string): u64 {
-    return this.records.has(address) ? this.records.get(address).ejectedUntilMs : 0;
+    const own = this.records.has(address) ? this.records.get(address).ejectedUntilMs : 0;
+    if (this.peers.size == 0 || !this.peers.has(address)) return own;
+    const theirs = this.peers.get(address);
+    return theirs > own ? theirs : own;
   }
 
   /** Copies ejection deadlines onto a snapshot's endpoints, where the picker reads them. */
