@@ -1,8 +1,9 @@
-// The snapshot server's share rounds carry queue boards and health verdicts
-// between Envoys over real gRPC (host/aggregator/push.ts with peer-queues.ts
-// and peer-health.ts): what one sharing stream reports reaches the others'
-// fan-outs, with each stream's place; a gone stream's share is withdrawn;
-// a report that is not a board closes its stream.
+// The snapshot server's share rounds between Envoys over real gRPC
+// (host/aggregator/push.ts with peer-prefix.ts, peer-queues.ts and
+// peer-health.ts): a sharing stream's prefix records, queue board and
+// ejections reach the others' fan-outs (records within the cap, the bytes
+// counted), each stream numbered; a gone stream's share is withdrawn; a
+// report that does not decode closes its stream.
 import * as grpc from "@grpc/grpc-js";
 import { afterEach, expect, it } from "vitest";
 import { decodeEjections, encodeEjections } from "../../host/aggregator/peer-health.js";
@@ -17,21 +18,26 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function server(): Promise<SnapshotServer> {
+async function server(capBytes?: number): Promise<SnapshotServer> {
   const s = await startSnapshotServer({
-    host: "127.0.0.1", port: 0, log: () => {}, shareIntervalMs: 10,
+    host: "127.0.0.1", port: 0, log: () => {}, shareIntervalMs: 10, peerPrefixCapBytes: capBytes,
     current: () => ({ version: 1, models: [], pools: [], generatedUnixMs: 0 }),
   });
   cleanups.push(() => s.close());
   return s;
 }
 
-/** A sharing Envoy's stream and the fan-outs it was sent. */
+/** A sharing Envoy's stream, the fan-outs it was sent and the prefix records in them. */
 function envoy(port: number) {
   const conn = new SnapshotService(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
   const call = conn["Watch"]() as grpc.ClientDuplexStream<HelloMsg, SnapshotMsg>;
   const fanOuts: SnapshotMsg[] = [];
-  call.on("data", (s: SnapshotMsg) => !s.version && fanOuts.push(s));
+  const records: Buffer[] = [];
+  call.on("data", (s: SnapshotMsg) => {
+    if (s.version) return;
+    fanOuts.push(s);
+    if (s.peerPrefixRecords?.byteLength) records.push(Buffer.from(s.peerPrefixRecords));
+  });
   call.on("error", () => {});
   const close = () => {
     call.cancel();
@@ -40,8 +46,36 @@ function envoy(port: number) {
   cleanups.push(close);
   // As the link's first Hello: nothing held, nothing ejected (an Envoy that sends neither is sent neither).
   call.write({ client: "envoy", haveVersion: 0, sharesInflight: true, queues: Buffer.alloc(4), ejections: Buffer.alloc(4) });
-  return { call, fanOuts, close };
+  return { call, fanOuts, records, close };
 }
+
+/** One record: u64 endpoint, varint new blocks, varint key count, u64 keys. */
+function record(endpointByte: number, keys: number): Buffer {
+  return Buffer.from([endpointByte, 0, 0, 0, 0, 0, 0, 0, 1, keys, ...Array.from({ length: keys * 8 }, (_, i) => i & 0xff)]);
+}
+
+it("fans a sharing Envoy's records out to the other sharing Envoys, within the cap, and counts the bytes", async () => {
+  const s = await server(2 * record(1, 10).byteLength);
+  const a = envoy(s.port);
+  const b = envoy(s.port);
+  await waitFor("both streams sharing", () => s.streams() === 2);
+  // Both Hellos in: a round later both are members (the in-flight merge has them too).
+  await new Promise<void>((resolve) => a.call.write({ client: "envoy", haveVersion: 0, prefixRecords: Buffer.concat([record(1, 10), record(2, 10), record(3, 10)]) }, resolve));
+  await waitFor("b sent a's records", () => b.records.length > 0);
+  // The cap keeps the newest two of the round.
+  expect(Buffer.concat(b.records)).toEqual(Buffer.concat([record(2, 10), record(3, 10)]));
+  expect(a.records).toEqual([]);
+  expect(s.sharedPrefixes()).toEqual({ reported: 270, fannedOut: 180, dropped: 1 });
+});
+
+it("closes a stream whose report is not prefix records", async () => {
+  const s = await server();
+  const a = envoy(s.port);
+  await waitFor("the stream open", () => s.streams() === 1);
+  a.call.write({ client: "envoy", haveVersion: 0, prefixRecords: Buffer.from([1, 2, 3]) });
+  // The server ends its side at once (the in-flight reports' way); the Envoy then starts a new stream whole.
+  await waitFor("the stream dropped", () => s.streams() === 0);
+});
 
 /** A board of one summary by worker `writer`. */
 function board(writer: number): Buffer {
