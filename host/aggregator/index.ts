@@ -124,6 +124,8 @@ function aggregatorStats(pools: readonly PoolState[], staleAfterMs: number, snap
     leading,
     peerInflightBytes: push.sharedBytes(),
     peerPrefix: push.sharedPrefixes(),
+    peerQueueBytes: push.sharedQueues(),
+    peerEjectionBytes: push.sharedEjections(),
   };
 }
 

@@ -39,6 +39,8 @@ export interface AggregatorStats {
   peerInflightBytes: { reported: number; fannedOut: number };
   /** The same for prefix records, and the records the fan-outs' cap dropped. */
   peerPrefix: { reported: number; fannedOut: number; dropped: number };
+  peerQueueBytes: { reported: number; fannedOut: number };
+  peerEjectionBytes: { reported: number; fannedOut: number };
 }
 
 const DISCOVERY_KINDS: DiscoveryEventKind[] = ["added", "removed", "error", "relist"];
@@ -229,30 +231,24 @@ export class AggregatorMetrics implements AggregatorTelemetry {
     single("llm_gateway_endpoints_version", "Version of the pools' endpoint sets served to Envoy over ADS.", (s) => s.endpointsVersion);
     single("llm_gateway_ads_streams", "Open ADS streams (one per Envoy).", (s) => s.adsStreams);
     single("llm_gateway_aggregator_leading", "1 while this aggregator serves Envoy; 0 while it stands by (aggregator.leaderElection).", (s) => (s.leading ? 1 : 0));
-    new Counter({
-      name: "llm_gateway_peer_inflight_bytes_total",
-      help: "Bytes of requests-in-flight sharing between Envoy replicas: reports taken (direction=report), fan-outs sent (direction=fanout).",
-      labelNames: ["direction"],
-      registers,
-      collect() {
-        if (!self.latest) return;
-        this.reset();
-        this.inc({ direction: "report" }, self.latest.peerInflightBytes.reported);
-        this.inc({ direction: "fanout" }, self.latest.peerInflightBytes.fannedOut);
-      },
-    });
-    new Counter({
-      name: "llm_gateway_peer_prefix_bytes_total",
-      help: "Bytes of prefix-placement sharing between Envoy replicas: records reported (direction=report), records fanned out (direction=fanout).",
-      labelNames: ["direction"],
-      registers,
-      collect() {
-        if (!self.latest) return;
-        this.reset();
-        this.inc({ direction: "report" }, self.latest.peerPrefix.reported);
-        this.inc({ direction: "fanout" }, self.latest.peerPrefix.fannedOut);
-      },
-    });
+    // Bytes each kind of sharing between Envoy replicas moved: reports taken (direction=report), fan-outs sent (direction=fanout).
+    const shareBytes = (name: string, what: string, pick: (s: AggregatorStats) => { reported: number; fannedOut: number }) =>
+      new Counter({
+        name,
+        help: `Bytes of ${what} shared between Envoy replicas: reports taken (direction=report), fan-outs sent (direction=fanout).`,
+        labelNames: ["direction"],
+        registers,
+        collect() {
+          if (!self.latest) return;
+          this.reset();
+          this.inc({ direction: "report" }, pick(self.latest).reported);
+          this.inc({ direction: "fanout" }, pick(self.latest).fannedOut);
+        },
+      });
+    shareBytes("llm_gateway_peer_inflight_bytes_total", "requests in flight", (s) => s.peerInflightBytes);
+    shareBytes("llm_gateway_peer_prefix_bytes_total", "prefix placements", (s) => s.peerPrefix);
+    shareBytes("llm_gateway_peer_queue_bytes_total", "queue boards", (s) => s.peerQueueBytes);
+    shareBytes("llm_gateway_peer_ejection_bytes_total", "passive-health ejections", (s) => s.peerEjectionBytes);
     new Counter({
       name: "llm_gateway_peer_prefix_records_dropped_total",
       help: "Prefix records left out of fan-outs by their size cap, once per Envoy not sent one (placements are hints: the oldest go first).",

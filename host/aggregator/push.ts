@@ -49,6 +49,10 @@ export interface SnapshotServer {
   sharedBytes(): { reported: number; fannedOut: number };
   /** The same for prefix records, and the records the fan-outs' cap left out. */
   sharedPrefixes(): { reported: number; fannedOut: number; dropped: number };
+  /** Bytes of queue-board reports taken and fan-outs sent so far. */
+  sharedQueues(): { reported: number; fannedOut: number };
+  /** Bytes of ejection reports taken and fan-outs sent so far. */
+  sharedEjections(): { reported: number; fannedOut: number };
   /** Sends `snapshot` to every stream; returns its encoded size in bytes. */
   publish(snapshot: Snapshot): number;
   /** Ends every stream with OK and stops the server. */
@@ -95,6 +99,8 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
   const shared = { reported: 0, fannedOut: 0 };
   const prefixes = new PeerPrefixMerge(opts.peerPrefixCapBytes);
   const sharedPrefix = { reported: 0, fannedOut: 0 };
+  const sharedQueues = { reported: 0, fannedOut: 0 };
+  const sharedEjections = { reported: 0, fannedOut: 0 };
   let pushedCount = 0;
   let nextStreamId = 1;
 
@@ -163,11 +169,11 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
         // Absent decodes as empty; a report is never empty (its count comes first).
         if (hello.queues && hello.queues.byteLength > 0) {
           queues.take(key, hello.queues);
-          shared.reported += hello.queues.byteLength;
+          sharedQueues.reported += hello.queues.byteLength;
         }
         if (hello.ejections && hello.ejections.byteLength > 0) {
           ejections.take(key, hello.ejections);
-          shared.reported += hello.ejections.byteLength;
+          sharedEjections.reported += hello.ejections.byteLength;
         }
       } catch (err) {
         // The stream's figures can no longer be trusted: it ends, and the Envoy starts a new one whole.
@@ -217,7 +223,9 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
       const peerEjections = ejections.fanOut(key);
       if (bytes.byteLength === 0 && records.byteLength === 0 && told === sub.toldPlace && !peerQueues && !peerEjections) continue;
       sub.toldPlace = told;
-      shared.fannedOut += bytes.byteLength + (peerQueues?.byteLength ?? 0) + (peerEjections?.byteLength ?? 0);
+      shared.fannedOut += bytes.byteLength;
+      sharedQueues.fannedOut += peerQueues?.byteLength ?? 0;
+      sharedEjections.fannedOut += peerEjections?.byteLength ?? 0;
       sharedPrefix.fannedOut += records.byteLength;
       const fanOut = {
         peerInflight: bytes, replicaIndex: place.index, replicaCount: place.count, peerQueues, peerEjections,
@@ -237,6 +245,8 @@ export async function startSnapshotServer(opts: SnapshotServerOptions): Promise<
     pushed: () => pushedCount,
     sharedBytes: () => ({ ...shared }),
     sharedPrefixes: () => ({ ...sharedPrefix, dropped: prefixes.dropped }),
+    sharedQueues: () => ({ ...sharedQueues }),
+    sharedEjections: () => ({ ...sharedEjections }),
     publish(snapshot) {
       const bytes = encode(snapshot);
       for (const sub of subscribers) send(sub, bytes);

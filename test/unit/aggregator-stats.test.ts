@@ -16,6 +16,8 @@ const STATS: AggregatorStats = {
   adsStreams: 2,
   leading: true,
   peerInflightBytes: { reported: 1200, fannedOut: 3400 },
+  peerQueueBytes: { reported: 148, fannedOut: 440 },
+  peerEjectionBytes: { reported: 24, fannedOut: 72 },
   peerPrefix: { reported: 900, fannedOut: 8100, dropped: 7 },
 };
 
@@ -68,6 +70,8 @@ describe("aggregator metrics", () => {
     expect(sample(text, "llm_gateway_connected_streams")).toBe(2);
     expect(sample(text, "llm_gateway_ads_streams")).toBe(2);
     expect(sample(text, 'llm_gateway_peer_inflight_bytes_total{direction="fanout"}')).toBe(3400);
+    expect(sample(text, 'llm_gateway_peer_queue_bytes_total{direction="fanout"}')).toBe(440);
+    expect(sample(text, 'llm_gateway_peer_ejection_bytes_total{direction="report"}')).toBe(24);
     expect(sample(text, 'llm_gateway_peer_prefix_bytes_total{direction="fanout"}')).toBe(8100);
     expect(sample(text, "llm_gateway_peer_prefix_records_dropped_total")).toBe(7);
     expect(sample(text, "llm_gateway_aggregator_leading")).toBe(1);
