@@ -8,20 +8,15 @@
  * An Envoy whose stream ended is forgotten: its ejections no longer hold.
  */
 
+import { LatestReports } from "./latest-reports.js";
+
 const MAX_EJECTIONS = 100_000;
 const MAX_ADDRESS = 1024;
 const MAX_LEFT_MS = 86_400_000;
 
-interface Member {
-  /** Address -> end of its ejection, on this clock. */
-  ends: Map<string, number>;
-  /** The version it was last sent the others' at (-1: never). */
-  told: number;
-}
-
 export class PeerHealthMerge {
-  private members = new Map<string, Member>();
-  private version = 0;
+  /** Per Envoy: address -> end of its ejection, on this clock. */
+  private reports = new LatestReports<Map<string, number>>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -30,26 +25,21 @@ export class PeerHealthMerge {
     const at = this.now();
     const ends = new Map<string, number>();
     for (const [address, left] of decodeEjections(report)) ends.set(address, Math.max(ends.get(address) ?? 0, at + left));
-    const m = this.members.get(envoy);
-    if (m) m.ends = ends;
-    else this.members.set(envoy, { ends, told: -1 });
-    this.version++;
+    this.reports.set(envoy, ends);
   }
 
   forget(envoy: string): void {
-    if (this.members.delete(envoy)) this.version++;
+    this.reports.forget(envoy);
   }
 
   /** The others' running ejections for `envoy` (the wire's encoding) when they changed since it was last sent them; undefined otherwise. */
   fanOut(envoy: string): Uint8Array | undefined {
-    const m = this.members.get(envoy);
-    if (!m || m.told === this.version) return undefined;
-    m.told = this.version;
+    const others = this.reports.othersIfChanged(envoy);
+    if (!others) return undefined;
     const at = this.now();
     const ends = new Map<string, number>();
-    for (const [key, other] of this.members) {
-      if (key === envoy) continue;
-      for (const [address, end] of other.ends) if (end > at && end > (ends.get(address) ?? 0)) ends.set(address, end);
+    for (const other of others) {
+      for (const [address, end] of other) if (end > at && end > (ends.get(address) ?? 0)) ends.set(address, end);
     }
     return encodeEjections([...ends].map(([address, end]) => [address, end - at]));
   }

@@ -8,6 +8,8 @@
  * writers' bit pattern, the member's number and the worker's low bits.
  */
 
+import { LatestReports } from "./latest-reports.js";
+
 const RECORD_BYTES = 72;
 /** As the board keeps at most (writers x pools with held requests). */
 const MAX_RECORDS = 1024;
@@ -16,55 +18,43 @@ const WRITER_SPACE = 0xc0000000;
 /** Members are numbered in 14 bits beside the foreign pattern (the lowest free number on joining). */
 const MEMBER_NUMBERS = 1 << 14;
 
-interface Member {
+interface Reported {
   number: number;
   /** Its summaries, writers renumbered. */
   records: Uint8Array[];
-  /** The round version it was last sent the others' summaries at (-1: never). */
-  told: number;
 }
 
 export class PeerQueueMerge {
-  private members = new Map<string, Member>();
-  /** Bumped whenever some member's summaries change or a member leaves. */
-  private version = 0;
+  private reports = new LatestReports<Reported>();
 
   /** Applies `envoy`'s report (joining it on its first); throws on bytes that are not one, naming the fault. */
   take(envoy: string, report: Uint8Array): void {
     const records = decodeBoard(report, "queue report");
-    let m = this.members.get(envoy);
-    if (!m) {
-      m = { number: this.freeNumber(), records: [], told: -1 };
-      this.members.set(envoy, m);
-    }
+    const number = this.reports.get(envoy)?.number ?? this.freeNumber();
     for (const r of records) {
       const view = new DataView(r.buffer, r.byteOffset, RECORD_BYTES);
       const writer = view.getUint32(0, true);
       if ((writer & WRITER_SPACE) >>> 0 === FOREIGN_WRITER) throw new Error("queue report: a summary of another Envoy's (foreign writer id)");
-      view.setUint32(0, (FOREIGN_WRITER | (m.number << 16) | (writer & 0xffff)) >>> 0, true);
+      view.setUint32(0, (FOREIGN_WRITER | (number << 16) | (writer & 0xffff)) >>> 0, true);
     }
-    m.records = records;
-    this.version++;
+    this.reports.set(envoy, { number, records });
   }
 
   private freeNumber(): number {
-    const used = new Set([...this.members.values()].map((m) => m.number));
+    const used = new Set(this.reports.values().map((r) => r.number));
     for (let n = 0; n < MEMBER_NUMBERS; n++) if (!used.has(n)) return n;
     throw new Error(`queue report: more than ${MEMBER_NUMBERS} Envoys share`);
   }
 
   forget(envoy: string): void {
-    if (this.members.delete(envoy)) this.version++;
+    this.reports.forget(envoy);
   }
 
   /** The others' summaries for `envoy` (a board's encoding) when they changed since it was last sent them; undefined otherwise. */
   fanOut(envoy: string): Uint8Array | undefined {
-    const m = this.members.get(envoy);
-    if (!m || m.told === this.version) return undefined;
-    m.told = this.version;
-    const others: Uint8Array[] = [];
-    for (const [key, other] of this.members) if (key !== envoy) others.push(...other.records);
-    const kept = others.slice(0, MAX_RECORDS);
+    const others = this.reports.othersIfChanged(envoy);
+    if (!others) return undefined;
+    const kept = others.flatMap((o) => o.records).slice(0, MAX_RECORDS);
     const out = new Uint8Array(4 + kept.length * RECORD_BYTES);
     new DataView(out.buffer).setUint32(0, kept.length, true);
     kept.forEach((r, i) => out.set(r, 4 + i * RECORD_BYTES));
