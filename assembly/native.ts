@@ -101,10 +101,11 @@ export function recordsPicks(): bool {
 }
 
 /** The passive-health ledger's rules, as the filter's config sets them (gateway.passiveHealth). */
-export function setHealthRules(ejectAfter: u32, ejectMs: u64): void {
+export function setHealthRules(ejectAfter: u32, ejectMs: u64, saturatedBackoffMs: u64): void {
   healthRules = new HealthRules();
   healthRules.threshold = ejectAfter;
   healthRules.ejectMs = ejectMs;
+  healthRules.saturatedBackoffMs = saturatedBackoffMs;
 }
 
 /** This instance's tables, as a request's end changes them (core/lifecycle.ts). */
@@ -115,6 +116,10 @@ class NativeLedgers extends Ledgers {
 
   recordFailure(address: string, nowMs: u64, eject: bool): void {
     health.recordFailure(address, nowMs, healthRules, eject);
+  }
+
+  recordSaturated(address: string, nowMs: u64): void {
+    health.recordSaturated(address, nowMs, healthRules);
   }
 
   recordSuccess(address: string): void {
@@ -427,7 +432,7 @@ export function exchangePrefixLog(log: Uint8Array): Uint8Array {
 
 /**
  * Routes one request body exactly as the filter does. `kind`: 0 chat,
- * 1 completions, 2 other /v1/ paths; `priority`: what the x-llm-priority
+ * 1 completions, 2 responses, 3 other /v1/ paths; `priority`: what the x-llm-priority
  * header asked for (-1 none, -2 not a class, else core/fleet/priority.ts);
  * `holdId`: the caller's handle should the request be held (0: refuse
  * instead), `tenant` its tenant ("" none), `maxWaitMs` the client's own wait
@@ -554,9 +559,9 @@ export function boardBytes(): Uint8Array {
   return out;
 }
 
-/** Whether an answer whose chunks went through usageTailPush ended with a stream's terminal event. */
-export function usageTailEndsWithDone(): bool {
-  return usageTail.endsWithDone();
+/** How a stream whose chunks went through usageTailPush ended (core/openai/usage.ts StreamEnd); `responses`: a Responses API stream. */
+export function usageTailStreamEnd(responses: bool): i32 {
+  return usageTail.streamEnd(responses);
 }
 
 // The answer side: token counts from a model server's usage object, read as

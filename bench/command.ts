@@ -12,7 +12,7 @@ import { capacityTable, capacityTitle } from "./capacity/report.js";
 import { admissionTable, onOffRows, onOffTable, showsAdmission, stepWindowsTable, type OnOffRow } from "./report/admission-table.js";
 import { onOffSummaryBlock, replaceBlock, scenarioBlock, scenarioKey, seedsBlock } from "./report/benchmarks-md.js";
 import { publishCharts, writeCharts, writeJson } from "./report/outputs.js";
-import { seedsTable } from "./report/seeds-table.js";
+import { hasClasses, seedsTable, sloByClassTable } from "./report/seeds-table.js";
 import { consoleTable, resultsTable } from "./report/table.js";
 import { listScenarios, loadScenario, ScenarioError, type Scenario } from "./scenario.js";
 import { summariseSeeds } from "./seeds.js";
@@ -23,7 +23,7 @@ import { DEFAULT_SIZES } from "./scale/index.js";
 import { SOAK_DEFAULTS } from "./soak/command.js";
 import { startSimJobs, type SimJob } from "./sim/pool.js";
 import { effectiveScenario } from "./sim/simulator.js";
-import type { Mode, ScenarioResult } from "./types.js";
+import { LIVE_FLEETS, type LiveFleetKind, type Mode, type ScenarioResult } from "./types.js";
 
 /** Targets are judged on these seeds: `--all` in sim mode runs each. */
 export const ALL_SEEDS = [1, 2, 3];
@@ -49,6 +49,8 @@ const USAGE = `usage: npm run bench -- [options]
                         writes DIR/replicas/ (with --all, BENCHMARKS.md's replicas section too)
   --share-interval MS   with --replicas: the replicas share in-flight counts, prefix placements and queue boards
                         through the aggregator every MS ms (as built: the link's reports, the aggregator's merges)
+  --fleet fake|llamacpp live mode: the pods are fake servers (default) or real llama.cpp servers (llama-server
+                        from scripts/llamacpp/build-llama-server.sh); bench/scenarios/real-engine/ is sized for them
   --envoys A,B,...      live mode: run ours once per count of Envoys, each behind a round-robin front Envoy
                         (one aggregator), e.g. 1,3; prints each count's p95 and goodput against one Envoy's
   --capacity            instead of comparing policies, measure each scenario's capacity on its own mix: its trace
@@ -109,6 +111,8 @@ export interface Args {
   replicas?: number[];
   /** --envoys: live runs of ours with these counts of Envoys. */
   envoys?: number[];
+  /** --fleet: what the live pods are. */
+  fleet?: LiveFleetKind;
   /** --share-interval: the replicas share state through the control plane (docs/replicas.md). */
   shareIntervalMs?: number;
 }
@@ -141,6 +145,7 @@ export function parse(argv: string[]): Args | "help" {
       replicas: { type: "string" },
       "share-interval": { type: "string" },
       envoys: { type: "string" },
+      fleet: { type: "string" },
       multiple: { type: "string" },
       smoke: { type: "boolean" },
       scale: { type: "boolean" },
@@ -216,6 +221,9 @@ export function parse(argv: string[]): Args | "help" {
   if (replicas && (mode !== "sim" || capacity || scenarios.length === 0)) throw new UsageError("--replicas: needs --scenario NAME or --all, in sim mode, without --capacity");
   const envoys = parseEnvoys(values.envoys);
   if (envoys && (mode !== "live" || scenarios.length === 0)) throw new UsageError("--envoys: needs --mode live and --scenario NAME or --all");
+  const fleet = values.fleet as LiveFleetKind | undefined;
+  if (fleet !== undefined && !LIVE_FLEETS.includes(fleet)) throw new UsageError(`--fleet: expected ${LIVE_FLEETS.join(" or ")}, got ${JSON.stringify(values.fleet)}`);
+  if (fleet !== undefined && (mode !== "live" || scenarios.length === 0)) throw new UsageError("--fleet: needs --mode live and --scenario NAME or --all");
   if (all && !smoke && !capacity && mode === "sim") seeds ??= ALL_SEEDS;
   const jobs = values.jobs === undefined ? availableParallelism() : Number(values.jobs);
   if (!Number.isInteger(jobs) || jobs < 1) throw new UsageError(`--jobs: expected an integer >= 1, got ${JSON.stringify(values.jobs)}`);
@@ -244,6 +252,7 @@ export function parse(argv: string[]): Args | "help" {
     replicas,
     shareIntervalMs,
     envoys,
+    fleet,
   };
 }
 
@@ -300,9 +309,9 @@ function progressReporter(io: Io, scenario: string): (policy: string, fraction: 
   };
 }
 
-/** Live results are kept apart from simulated ones: `heterogeneous-live`. */
+/** Live results are kept apart from simulated ones: `heterogeneous-live`, `x-live-llamacpp` on real servers. */
 function resultName(r: ScenarioResult): string {
-  return r.mode === "live" ? `${r.scenario}-live` : r.scenario;
+  return r.mode === "live" ? `${r.scenario}-live${r.pods ? `-${r.pods}` : ""}` : r.scenario;
 }
 
 /** The command line as a user would type it, for the record in BENCHMARKS.md. */
@@ -316,7 +325,7 @@ function commandLine(argv: string[]): string {
  */
 function startRuns(scenarios: readonly Scenario[], args: Args, io: Io): Array<Array<Promise<ScenarioResult>>> {
   const seeds = args.seeds ?? [undefined];
-  const jobs: SimJob[] = scenarios.flatMap((scenario) => seeds.map((seed) => ({ scenario, opts: { seed, durationS: args.durationS, policies: args.policies, envoys: args.envoys } })));
+  const jobs: SimJob[] = scenarios.flatMap((scenario) => seeds.map((seed) => ({ scenario, opts: { seed, durationS: args.durationS, policies: args.policies, envoys: args.envoys, fleet: args.fleet } })));
   // Concurrent runs interleave their progress: whole lines then, never one redrawn in place.
   const concurrent = args.mode === "sim" && args.jobs > 1 && jobs.length > 1;
   const reporters = jobs.map((j) => progressReporter(concurrent ? { ...io, errIsTty: false } : io, seeds.length > 1 ? `${j.scenario.name} seed ${j.opts.seed}` : j.scenario.name));
@@ -357,6 +366,7 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
       outputs.push({ summary, results: runs });
       io.out(`\n${first.scenario} (${first.mode}, seeds ${summary.seeds.join(", ")}, ${first.durationS} s, ${summary.requests.join(" / ")} requests)\n`);
       io.out(`${consoleTable(seedsTable(summary))}\n`);
+      if (hasClasses(summary)) io.out(`\nSLO goodput by class (share of each class's requests)\n${consoleTable(sloByClassTable(summary))}\n`);
     } else {
       writeJson(join(dir, "result.json"), first);
       outputs.push(first);
@@ -374,7 +384,7 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
         timeline: relative(projectRoot, join(chartDir, names.timeline)),
         admission: names.admission && relative(projectRoot, join(chartDir, names.admission)),
       };
-      const heading = `### ${first.scenario}${first.mode === "live" ? " (live)" : ""}`;
+      const heading = `### ${first.scenario}${first.mode === "live" ? (first.pods ? ` (live, real ${first.pods} pods)` : " (live)") : ""}`;
       const block = summary ? seedsBlock(summary, runs, rel, commandLine(argv)) : scenarioBlock(first, rel, commandLine(argv));
       doc = replaceBlock(doc, scenarioKey(first), block, heading);
     }

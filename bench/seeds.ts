@@ -3,7 +3,7 @@
 // each seed's change against the baseline (taken within that seed's run).
 import { BASELINE } from "./policies/index.js";
 import { relativeChange } from "./stats.js";
-import type { PolicyResult, ScenarioResult } from "./types.js";
+import { PRIORITIES, SLO_TTFT_MS, type PolicyResult, type Priority, type ScenarioResult } from "./types.js";
 
 export interface Spread {
   mean: number;
@@ -18,11 +18,15 @@ export interface PolicySeeds {
   /** Each seed's p95 TTFT, in seed order. */
   ttftP95BySeed: Array<number | null>;
   e2eP95Ms: Spread | null;
+  /** SLO goodput, aligned with SLO_TTFT_MS: of all requests, and per class (the classes every seed had). */
+  ttftSlo: { all: Spread[]; byClass: Partial<Record<Priority, Spread[]>> };
   /** Completed / offered, and first attempts refused / offered. */
   completedShare: Spread;
   firstRefusedShare: Spread;
   requestsPerS: Spread;
   prefixHitRate: Spread;
+  /** By the servers' own counters; null where the pods are fakes. */
+  serverCacheReuse: Spread | null;
   /** Null where the engines' counters cannot be read (live mode). */
   adapterLoadsPer1k: Spread | null;
   preemptions: Spread | null;
@@ -77,10 +81,12 @@ function summarisePolicy(name: string, runs: readonly ScenarioResult[]): PolicyS
     ttftMs: p50 && p95 && p99 ? { p50, p95, p99 } : null,
     ttftP95BySeed: mine.map((p) => p.ttftMs?.p95 ?? null),
     e2eP95Ms: of((p) => p.e2eMs?.p95),
+    ttftSlo: sloSpreads(mine),
     completedShare: of((p) => p.completedShare)!,
     firstRefusedShare: of((p) => p.firstRefusedShare)!,
     requestsPerS: of((p) => p.throughput.requestsPerS)!,
     prefixHitRate: of((p) => p.prefixHitRate)!,
+    serverCacheReuse: of((p) => p.serverCacheReuse),
     adapterLoadsPer1k: of((p) => p.adapterLoadsPer1k),
     preemptions: of((p) => p.preemptions),
     podShare,
@@ -88,6 +94,19 @@ function summarisePolicy(name: string, runs: readonly ScenarioResult[]): PolicyS
     errors: mine.map((p) => p.errors),
     vsBaseline,
   };
+}
+
+function sloSpreads(mine: readonly PolicyResult[]): PolicySeeds["ttftSlo"] {
+  const at = (shares: (p: PolicyResult) => number[] | undefined) =>
+    SLO_TTFT_MS.map((_, i) => spread(mine.map((p) => shares(p)?.[i] ?? null)));
+  const complete = (s: Array<Spread | null>): s is Spread[] => s.every((x) => x !== null);
+  const all = at((p) => p.ttftSlo?.all);
+  const byClass: PolicySeeds["ttftSlo"]["byClass"] = {};
+  for (const c of PRIORITIES) {
+    const s = at((p) => p.ttftSlo?.byClass[c]);
+    if (complete(s)) byClass[c] = s;
+  }
+  return { all: complete(all) ? all : [], byClass };
 }
 
 /** `runs`: one scenario's results, one per seed, each with the same policies. */

@@ -6,8 +6,8 @@
 import { admissionSummary } from "./admission.js";
 import { latencySummary, percentile, round3 } from "./percentiles.js";
 import {
-  e2eFromArrival, e2eOf, errorReason, isTimeout, lastArrivalMs, ttftFromArrival,
-  type EngineTotals, type LoadStep, type PolicyResult, type RunRecord, type TimelinePoint,
+  e2eFromArrival, e2eOf, errorReason, isTimeout, lastArrivalMs, PRIORITIES, SLO_TTFT_MS, ttftFromArrival,
+  type EngineTotals, type LoadStep, type PolicyResult, type RunRecord, type SloShares, type TimelinePoint,
 } from "./types.js";
 
 export { latencySummary, percentile } from "./percentiles.js";
@@ -57,6 +57,29 @@ export interface PolicyMeta {
   engines?: EngineTotals;
   /** The scenario's load step, if it has one (admission.ts loadStep). */
   step?: LoadStep;
+  /** Real servers' own prompt-cache counters over the run, where they export them. */
+  serverCache?: { cachedTokens: number; processedTokens: number };
+}
+
+function serverCacheReuse(c: PolicyMeta["serverCache"]): number | null {
+  if (c === undefined) return null;
+  const total = c.cachedTokens + c.processedTokens;
+  return total > 0 ? round3(c.cachedTokens / total) : 0;
+}
+
+/** The share of `records` served within each SLO_TTFT_MS, from first arrival; failures count as misses. */
+function withinSlos(records: readonly RunRecord[], deadlineMs: number): number[] {
+  const ttft = records.filter((r) => r.error === undefined).map((r) => ttftFromArrival(r, deadlineMs));
+  return SLO_TTFT_MS.map((slo) => (records.length > 0 ? round3(ttft.filter((t) => t <= slo).length / records.length) : 0));
+}
+
+export function sloShares(records: readonly RunRecord[], deadlineMs: number): SloShares {
+  const byClass: SloShares["byClass"] = {};
+  for (const p of PRIORITIES) {
+    const mine = records.filter((r) => r.priority === p);
+    if (mine.length > 0) byClass[p] = withinSlos(mine, deadlineMs);
+  }
+  return { all: withinSlos(records, deadlineMs), byClass };
 }
 
 function shares(counts: Record<string, number>): Record<string, number> {
@@ -109,12 +132,14 @@ export function policyResult(meta: PolicyMeta, records: readonly RunRecord[]): P
     perPod,
     podShare: shares(perPod),
     prefixHitRate: promptTokens > 0 ? round3(ok.reduce((s, r) => s + r.cachedTokens, 0) / promptTokens) : 0,
+    serverCacheReuse: serverCacheReuse(meta.serverCache),
     preemptions: meta.engines?.preemptions ?? null,
     adapterLoads: meta.engines?.adapterLoads ?? null,
     adapterLoadsPer1k: meta.engines === undefined || records.length === 0 ? null : round3((meta.engines.adapterLoads / records.length) * 1000),
     ttftCdf: cdf(ttft),
     ttftTimeline: timeline(records, timelineWindowS(meta.durationS), meta.deadlineMs),
     admission: admissionSummary(records, meta.deadlineMs, meta.step),
+    ttftSlo: sloShares(records, meta.deadlineMs),
   };
 }
 

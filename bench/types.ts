@@ -166,6 +166,12 @@ export interface PolicyResult {
   /** Cached prompt tokens / prompt tokens over completed requests. */
   prefixHitRate: number;
   /**
+   * The same share by the model servers' own counters over the run (every
+   * request, failed ones included): llama.cpp's prompt_tokens_cached_total
+   * over it plus prompt_tokens_total. Null where the pods are fakes.
+   */
+  serverCacheReuse: number | null;
+  /**
    * Recompute preemptions and LoRA adapter loads summed over the engines, and
    * the loads per 1000 requests; null where the engines' counters cannot be
    * read (live mode).
@@ -179,6 +185,17 @@ export interface PolicyResult {
   ttftTimeline: TimelinePoint[];
   /** Refusals, retries and classes, and TTFT through a load step (bench/admission.ts). */
   admission: AdmissionSummary;
+  /** SLO goodput: the share of the offered requests served with TTFT from first arrival within each SLO_TTFT_MS. */
+  ttftSlo: SloShares;
+}
+
+/** The TTFT SLOs every table gives the share within, from first arrival (a failure never counts). */
+export const SLO_TTFT_MS = [2_000, 5_000, 10_000, 30_000] as const;
+
+/** Shares aligned with SLO_TTFT_MS: of all requests, and of each class that had any. */
+export interface SloShares {
+  all: number[];
+  byClass: Partial<Record<Priority, number[]>>;
 }
 
 export interface ScenarioResult {
@@ -189,10 +206,15 @@ export interface ScenarioResult {
   durationS: number;
   offered: { requests: number; ratePerS: number; meanPromptTokens: number; meanOutputTokens: number };
   fleet: Array<{ pod: string; model: string; speed: number }>;
+  /** Set when the live pods were real model servers, not fakes. */
+  pods?: "llamacpp";
   /** Set when the run had several gateway replicas behind a front (bench/sim/replicas.ts); absent for one gateway. */
   replicas?: { count: number; front: "round-robin"; sharing: string };
   policies: PolicyResult[];
 }
+
+export const LIVE_FLEETS = ["fake", "llamacpp"] as const;
+export type LiveFleetKind = (typeof LIVE_FLEETS)[number];
 
 export interface RunOptions {
   /** Overrides the scenario's seed. */
@@ -210,6 +232,8 @@ export interface RunOptions {
   shareIntervalMs?: number;
   /** Live mode: ours once per count of Envoys (more than one behind a round-robin front) instead of once. */
   envoys?: number[];
+  /** Live mode: the pods are fake servers (default) or real llama.cpp servers. */
+  fleet?: LiveFleetKind;
   /** Progress of one policy's run, fraction 0..1 of the arrival window. */
   onProgress?: (policy: string, fraction: number) => void;
 }

@@ -27,7 +27,7 @@ import { accessLogSchema, tracingSchema, type AccessLogConfig, type TracingConfi
 
 export type { AccessLogConfig, JwtConfig, TracingConfig };
 
-export const ENGINES = ["vllm", "sglang", "tgi"] as const;
+export const ENGINES = ["vllm", "sglang", "tgi", "llamacpp", "trtllm"] as const;
 export type Engine = (typeof ENGINES)[number];
 
 export interface GatewayListenerConfig {
@@ -67,6 +67,8 @@ export interface StaleViewConfig {
 export interface PassiveHealthConfig {
   ejectAfterFailures: number;
   ejectMs: number;
+  /** A pod that answers 429 or 503 itself is passed over this long, no failure counted. */
+  saturatedBackoffMs: number;
 }
 
 export interface AggregatorConfig {
@@ -362,6 +364,10 @@ export const DEFAULT_BATCH_SLOTS: Readonly<Record<Engine, number>> = {
   // TGI leaves max_batch_size unset and its router admits at most
   // max_concurrent_requests (default 128), so no more run at once.
   tgi: 128,
+  // llama-server's -np/--parallel: auto (-1) becomes 4 slots (tools/server/server.cpp).
+  llamacpp: 4,
+  // TensorRT-LLM's max_batch_size default (tensorrt_llm/builder.py BuildConfig, trtllm-serve): 2048.
+  trtllm: 2048,
 };
 
 /** Each scorer's weight in a built-in profile, as its scorer.json states it (docs/scorers.md says why). */
@@ -655,6 +661,7 @@ export const configSchema = z.strictObject({
         .strictObject({
           ejectAfterFailures: positiveInt.default(3),
           ejectMs: positiveInt.default(10_000),
+          saturatedBackoffMs: positiveInt.default(1_000),
         })
         .prefault({}),
       jwt: jwtSchema.optional(),

@@ -16,6 +16,8 @@ export abstract class Ledgers {
   abstract release(hash: u64, prefillTokens: i32): void;
   /** `eject`: at once (Envoy moved the request off the pod), not after the ledger's threshold. */
   abstract recordFailure(address: string, nowMs: u64, eject: bool): void;
+  /** The pod at `address` said it is full (core/fleet/outcome.ts): it is backed off for a moment. */
+  abstract recordSaturated(address: string, nowMs: u64): void;
   /** Clears a pod's failures; called only for a pod that has some. */
   abstract recordSuccess(address: string): void;
   abstract hasFailures(address: string): bool;
@@ -28,6 +30,8 @@ export class RequestEnd {
   private outcome: Outcome = new Outcome();
   /** Failures the last end() recorded (0-2). */
   failures: i32 = 0;
+  /** The last end() backed off a saturated pod. */
+  saturated: bool = false;
   /** The last end() changed the ledger: the caller re-applies it to the endpoints it routes on. */
   healthChanged: bool = false;
 
@@ -45,6 +49,7 @@ export class RequestEnd {
     prefillTokens: i32, load: PoolLoad | null, nowMs: u64, ledgers: Ledgers,
   ): void {
     this.failures = 0;
+    this.saturated = false;
     this.healthChanged = false;
     // However the request ended, it is no longer in flight.
     ledgers.release(primaryHash, prefillTokens);
@@ -59,6 +64,11 @@ export class RequestEnd {
     if (o.servedFailed) {
       ledgers.recordFailure(served!, nowMs, false);
       this.failures++;
+    }
+    if (o.saturated) {
+      ledgers.recordSaturated(served != null ? served : primary, nowMs);
+      this.saturated = true;
+      this.healthChanged = true;
     }
     if (o.primarySucceeded && ledgers.hasFailures(primary)) {
       ledgers.recordSuccess(primary);

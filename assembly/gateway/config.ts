@@ -90,6 +90,7 @@ export class FilterConfig {
       c.view.retryAfterS = <u32>s.numberOr("retry_after_s", <f64>c.view.retryAfterS, 1, 86_400);
       c.health.threshold = <u32>s.numberOr("eject_after_failures", <f64>c.health.threshold, 1, 1_000_000);
       c.health.ejectMs = <u64>s.numberOr("eject_ms", <f64>c.health.ejectMs, 1, 86_400_000);
+      c.health.saturatedBackoffMs = <u64>s.numberOr("saturated_backoff_ms", <f64>c.health.saturatedBackoffMs, 1, 86_400_000);
       c.criticalFrom = <Gate>s.choiceOr("critical_from", ["none", "any", "claim"], c.criticalFrom);
       c.criticalClaims = claimValues(s.stringOr("critical_claim_values", ""));
       c.debug = <Gate>s.choiceOr("debug", ["off", "all", "claim"], c.debug);
@@ -99,7 +100,7 @@ export class FilterConfig {
       c.maxQueuedRequests = <i32>s.numberOr("max_queued_requests", <f64>c.maxQueuedRequests, 0, 1_000_000);
       c.usageToFilterState = s.choiceOr("usage_to_filter_state", ["off", "on"], 0) == 1;
       s.onlyKeys(["max_body_bytes", "refresh_ms", "max_view_age_ms", "stale_view_policy", "retry_after_s",
-        "eject_after_failures", "eject_ms", "critical_from", "critical_claim_values", "debug", "debug_claim_values",
+        "eject_after_failures", "eject_ms", "saturated_backoff_ms", "critical_from", "critical_claim_values", "debug", "debug_claim_values",
         "tenant_from", "max_queued_bytes", "max_queued_requests", "usage_to_filter_state"]);
       // A claim gate with no value to match would silently admit nobody: say so instead.
       if (s.error.length == 0 && c.criticalFrom == Gate.Claim && c.criticalClaims.length == 0) s.error = "critical_claim_values must list the claim values that may claim Critical";

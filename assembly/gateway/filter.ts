@@ -50,7 +50,7 @@ import { HoldSink, RequestMeta, Router, Verdict } from "../core/scheduling/route
 import { HeldRequest } from "../core/queueing/held-request";
 import { hashBytes } from "../core/wire/hash";
 import { Endpoint, ModelRoute, Pool, Snapshot } from "../core/fleet/snapshot";
-import { Usage, UsageTail } from "../core/openai/usage";
+import { StreamEnd, Usage, UsageTail } from "../core/openai/usage";
 import { FleetView } from "../core/scheduling/fleet-view";
 import { viewHealth, ViewHealth, viewIsStale } from "../core/fleet/view";
 import {
@@ -265,6 +265,7 @@ export class GatewayRoot extends RootContext {
     if (!end.healthChanged) return;
     this.applyHealth();
     if (end.failures > 0) this.stats!.failures(end.failures);
+    if (end.saturated) this.stats!.saturated();
   }
 
   private refresh(): void {
@@ -484,7 +485,8 @@ class GatewayStream extends HttpContext {
     if (this.prefillTokens > 0 && bodySize > 0) this.prefilled();
     if (this.completeNs > 0 && this.stream && bodySize > 0) this.firstBytes();
     if ((this.readsUsage || this.stream) && bodySize > 0) {
-      const wanted = UsageTail.wanted(bodySize, this.readsUsage);
+      // A stream's tail is kept whole even without usage: its last event may be an error.
+      const wanted = UsageTail.wanted(bodySize);
       const bytes = this.root.scratch;
       if (getBufferBytes(BufferType.ResponseBody, bodySize - wanted, wanted, bytes)) {
         if (this.tail == null) this.tail = this.root.takeTail();
@@ -516,7 +518,10 @@ class GatewayStream extends HttpContext {
     this.countTokens();
     const root = this.root;
     const tail = this.tail;
-    const sawDone = tail != null && tail.endsWithDone();
+    // An error event before [DONE] ends a 200 stream that failed: a broken answer, the pod's failure.
+    const ending = this.stream && tail != null ? tail!.streamEnd(this.kind == ApiKind.Responses) : StreamEnd.Broken;
+    if (ending == StreamEnd.Failed && this.pool != null && this.served != null) root.stats!.streamError(this.pool!, this.served!);
+    const sawDone = ending == StreamEnd.Whole;
     if (tail != null) {
       this.tail = null;
       root.giveBackTail(tail);

@@ -72,6 +72,14 @@ export class SharedHealth {
     }
   }
 
+  recordSaturated(address: string, nowMs: u64): void {
+    for (let i = 0; i < CAS_ATTEMPTS; i++) {
+      this.load();
+      this.ledger.recordSaturated(address, nowMs, this.rules);
+      if (this.store()) return;
+    }
+  }
+
   recordSuccess(address: string): void {
     for (let i = 0; i < CAS_ATTEMPTS; i++) {
       this.load();

@@ -17,6 +17,10 @@ export class SharedLedgers extends Ledgers {
     this.health.recordFailure(address, nowMs, eject);
   }
 
+  recordSaturated(address: string, nowMs: u64): void {
+    this.health.recordSaturated(address, nowMs);
+  }
+
   recordSuccess(address: string): void {
     this.health.recordSuccess(address);
   }

@@ -31,6 +31,8 @@ class ModelCounters {
   blind: i32;
   tokensIn: i32;
   tokensOut: i32;
+  /** Streams that answered 200 and then sent an error event. */
+  streamErrors: i32;
   /** Made for the model's first stream: 13 counters a model that is never streamed does not need. */
   firstToken: SecondsHistogram | null = null;
   private labels: string[];
@@ -42,6 +44,7 @@ class ModelCounters {
     this.blind = c.index(statName("requests_routed_blind_total", labels));
     this.tokensIn = c.index(statName("tokens_in_total", labels));
     this.tokensOut = c.index(statName("tokens_out_total", labels));
+    this.streamErrors = c.index(statName("stream_errors_total", labels));
   }
 
   firstTokens(c: DeferredCounters): SecondsHistogram {
@@ -59,6 +62,7 @@ export class TrafficStats {
   private abandoned: StaticArray<i32> = new StaticArray<i32>(PRIORITY_COUNT);
   private downgraded: i32;
   private endpointFailures: i32;
+  private endpointSaturated: i32;
   private spoofedHeaders: i32;
   private decisionsMade: u32 = 0;
   private decisions: SecondsHistogram = new SecondsHistogram(this.counters, "decision_duration_seconds", [], DECISION_BOUNDS_US);
@@ -80,6 +84,7 @@ export class TrafficStats {
     }
     this.downgraded = c.index(statName("critical_downgraded_total"));
     this.endpointFailures = c.index(statName("endpoint_failures_total"));
+    this.endpointSaturated = c.index(statName("endpoint_saturated_total"));
     this.spoofedHeaders = c.index(statName("client_control_headers_removed_total"));
   }
 
@@ -123,6 +128,11 @@ export class TrafficStats {
     this.counters.add(m.tokensOut, usage.completionTokens);
   }
 
+  /** A 200 stream for `model` in `pool` ended with an error event. */
+  streamError(pool: Pool, model: ModelRoute): void {
+    this.counters.add(this.modelCounters(pool, model).streamErrors, 1);
+  }
+
   /** Refused because the pool is saturated for class `p`. */
   refuseSaturated(p: i32): void {
     this.counters.add(unchecked(this.refusedSaturated[p]), 1);
@@ -151,6 +161,11 @@ export class TrafficStats {
   /** Failures recorded against pods (a 5xx, or the request had to leave its first pod). */
   failures(n: i32): void {
     this.counters.add(this.endpointFailures, <u64>n);
+  }
+
+  /** A pod answered 429 or 503 itself and was backed off. */
+  saturated(): void {
+    this.counters.add(this.endpointSaturated, 1);
   }
 
   /** A client-sent x-gateway-* header was removed. */

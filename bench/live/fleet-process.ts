@@ -7,13 +7,23 @@ import type { PodSpec } from "../../testing/fakeserver/index.js";
 import { startNodeChild } from "../../testing/launcher/node-child.js";
 import { projectRoot } from "../../host/paths.js";
 
-export interface FleetProcess {
+/** The pods a live run sends to: fakes, or real model servers. */
+export interface LiveFleet {
   /** "127.0.0.1:port" by pod name. */
   addresses: Map<string, string>;
+  /** What the gateway must be told about real servers; absent for the fakes (vLLM dialect, the pool's defaults). */
+  engine?: { engine: "llamacpp"; batchSlots: number };
+  /** Prompt tokens the servers took from their cache and computed, by their own counters, where they export them. */
+  serverCache?(): Promise<ServerCache>;
   stop(): Promise<void>;
 }
 
-export async function startFleetProcess(pods: PodSpec[]): Promise<FleetProcess> {
+export interface ServerCache {
+  cachedTokens: number;
+  processedTokens: number;
+}
+
+export async function startFleetProcess(pods: PodSpec[]): Promise<LiveFleet> {
   const dir = mkdtempSync(join(tmpdir(), "bench-fleet-"));
   const file = join(dir, "pods.json");
   writeFileSync(file, JSON.stringify(pods));

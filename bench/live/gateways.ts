@@ -14,6 +14,8 @@ export interface LivePool {
   name: string;
   adapters: string[];
   endpoints: string[];
+  /** Real servers: their engine and slots (LiveFleet.engine). */
+  engine?: { engine: string; batchSlots: number };
 }
 
 export interface Gateway {
@@ -33,7 +35,7 @@ export function liveGatewayConfig(scenario: Scenario, pools: LivePool[], weights
       traffic: { critical: "any" },
       gateway: { host: "127.0.0.1", port: 0, adminPort: 0 },
       aggregator: { host: "127.0.0.1", port: 0, metricsPort: 0, scrapeIntervalMs: g.scrapeIntervalMs, staleAfterMs: g.staleAfterMs },
-      pools: pools.map((p) => ({ name: p.name, baseModel: p.name, adapters: p.adapters, weights, endpoints: p.endpoints })),
+      pools: pools.map((p) => ({ name: p.name, baseModel: p.name, adapters: p.adapters, weights, endpoints: p.endpoints, ...p.engine })),
     }),
     `live gateway for ${scenario.name}`,
   );

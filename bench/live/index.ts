@@ -1,5 +1,6 @@
 // Live mode: a scenario, shortened, replayed in real time through real Envoys
-// against a real fake fleet. Each policy gets a fresh fleet and the same trace.
+// against a fake fleet or real llama.cpp servers. Each policy gets a fresh
+// fleet and the same trace.
 import { loadStep } from "../admission.js";
 import type { PodSpec } from "../../testing/fakeserver/index.js";
 import { PROFILES } from "../policies/profiles.js";
@@ -9,7 +10,8 @@ import { effectiveScenario, resultHeader, runDeadlineMs } from "../sim/simulator
 import { policyResult } from "../stats.js";
 import type { PolicyResult, RunOptions, ScenarioResult } from "../types.js";
 import { replay } from "./client.js";
-import { startFleetProcess } from "./fleet-process.js";
+import { startFleetProcess, type LiveFleet } from "./fleet-process.js";
+import { startLlamacppFleet } from "./llamacpp-fleet.js";
 import { liveGatewayConfig, startBaseline, startOurs, type Gateway, type LivePool } from "./gateways.js";
 import type { GatewayConfig } from "../../host/config.js";
 import { replicatedName, startOursReplicated } from "./replicas.js";
@@ -82,13 +84,14 @@ export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<Sc
 
   const policies: PolicyResult[] = [];
   for (const policy of selected) {
-    const fleet = await startFleetProcess(specs);
+    const fleet: LiveFleet = opts.fleet === "llamacpp" ? await startLlamacppFleet(specs) : await startFleetProcess(specs);
     let gateway: Gateway | undefined;
     try {
       const pools: LivePool[] = scenario.models.map((m, i) => ({
         name: m.name,
         adapters: trace.adapters[i],
         endpoints: specs.filter((s) => s.model === m.name).map((s) => fleet.addresses.get(s.name)!),
+        engine: fleet.engine,
       }));
       const config = liveGatewayConfig(scenario, pools, defaultProfile.weights);
       gateway = await policy.start(config, scenario.gateway.workers);
@@ -99,7 +102,13 @@ export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<Sc
         drainLimitMs: scenario.drainLimitS * 1000,
         onProgress: (f) => opts.onProgress?.(policy.name, f),
       });
-      policies.push(policyResult({ policy: policy.name, description: policy.description, podNames, durationS: scenario.durationS, deadlineMs: runDeadlineMs(scenario, trace), step: loadStep(scenario) }, records));
+      const serverCache = await fleet.serverCache?.();
+      policies.push(
+        policyResult(
+          { policy: policy.name, description: policy.description, podNames, durationS: scenario.durationS, deadlineMs: runDeadlineMs(scenario, trace), step: loadStep(scenario), serverCache },
+          records,
+        ),
+      );
     } finally {
       await gateway?.stop();
       await fleet.stop();
@@ -107,5 +116,5 @@ export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<Sc
   }
 
   // Same header as a simulated run; the fleet's speeds are the scenario's.
-  return { ...resultHeader(scenario, trace, "live"), policies };
+  return { ...resultHeader(scenario, trace, "live"), ...(opts.fleet === "llamacpp" ? { pods: "llamacpp" as const } : {}), policies };
 }

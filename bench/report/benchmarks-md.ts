@@ -5,7 +5,7 @@ import type { SeedsSummary } from "../seeds.js";
 import type { ScenarioResult } from "../types.js";
 import { admissionTable, onOffRows, onOffTable, showsAdmission, stepWindowsTable, type OnOffRow } from "./admission-table.js";
 import type { ChartPaths } from "./outputs.js";
-import { seedsTable } from "./seeds-table.js";
+import { hasClasses, seedsTable, sloByClassTable } from "./seeds-table.js";
 import { markdownTable, resultsTable } from "./table.js";
 
 const start = (key: string) => `<!-- ${key}:start -->`;
@@ -21,7 +21,7 @@ export function replaceBlock(doc: string, key: string, content: string, heading?
 }
 
 /** `scenario:NAME` for simulated results, `live:NAME` for live ones. */
-export const scenarioKey = (r: Pick<ScenarioResult, "scenario" | "mode">) => `${r.mode === "live" ? "live" : "scenario"}:${r.scenario}`;
+export const scenarioKey = (r: Pick<ScenarioResult, "scenario" | "mode" | "pods">) => `${r.mode === "live" ? `live${r.pods ? `-${r.pods}` : ""}` : "scenario"}:${r.scenario}`;
 
 function fleetText(r: ScenarioResult): string {
   const groups = new Map<string, number>();
@@ -126,7 +126,9 @@ export function seedsBlock(summary: SeedsSummary, runs: readonly ScenarioResult[
     "",
     markdownTable(seedsTable(summary)),
     "",
-    `Each cell is the mean over seeds ${seeds}, with the lowest and highest seed in brackets. ` +
+    ...(hasClasses(summary) ? ["SLO goodput by class (share of each class's own requests):", "", markdownTable(sloByClassTable(summary)), ""] : []),
+    "`TTFT ≤ N s`: the share of all offered requests served with TTFT from first arrival within N s; a refusal, error or timeout never counts. " +
+      `Each cell is the mean over seeds ${seeds}, with the lowest and highest seed in brackets. ` +
       "The \"vs RR\" columns give the range of the seeds' changes against round-robin, each taken within its own run: " +
       "negative latency and positive req/s are better.",
     "",

@@ -4,7 +4,8 @@
 import { BASELINE } from "../policies/index.js";
 import { formatChange } from "../stats.js";
 import type { PolicySeeds, SeedsSummary, Spread } from "../seeds.js";
-import { formatMs, percent, percentOf, podShareCell, tableOf, type Column, type Table } from "./table.js";
+import { PRIORITIES } from "../types.js";
+import { formatMs, percent, percentOf, podShareCell, SLO_HEADERS, tableOf, type Column, type Table } from "./table.js";
 
 /** "1.40 s (1.31 s–1.52 s)". */
 export function spreadCell(s: Spread | null | undefined, format: (x: number) => string): string {
@@ -26,6 +27,7 @@ const perSeed = (counts: readonly number[]) => (counts.every((n) => n === 0) ? "
 export function seedsTable(s: SeedsSummary): Table {
   const columns: Column<PolicySeeds>[] = [
     ["policy", false, (p) => p.policy],
+    ...SLO_HEADERS.map((h, i): Column<PolicySeeds> => [h, true, (p) => spreadCell(p.ttftSlo?.all[i], percentOf)]),
     ["completed", true, (p) => spreadCell(p.completedShare, percentOf)],
     ["1st try refused", true, (p) => spreadCell(p.firstRefusedShare, percentOf)],
     ["TTFT p50", true, (p) => spreadCell(p.ttftMs?.p50, formatMs)],
@@ -36,6 +38,7 @@ export function seedsTable(s: SeedsSummary): Table {
     ["req/s", true, (p) => spreadCell(p.requestsPerS, (x) => x.toFixed(2))],
     ["prefix hits", true, (p) => percent(p.prefixHitRate.mean)],
   ];
+  if (s.policies.some((p) => p.serverCacheReuse !== null)) columns.push(["server cache reuse", true, (p) => spreadCell(p.serverCacheReuse, percent)]);
   if (s.policies.some((p) => (p.adapterLoadsPer1k?.mean ?? 0) > 0)) {
     columns.push(["adapter loads /1k req", true, (p) => spreadCell(p.adapterLoadsPer1k, (x) => x.toFixed(1))]);
   }
@@ -53,4 +56,19 @@ export function seedsTable(s: SeedsSummary): Table {
     );
   }
   return tableOf(columns, s.policies);
+}
+
+/** Whether the scenario has more than one class: then its SLO goodput is given per class too. */
+export const hasClasses = (s: SeedsSummary) => s.policies.some((p) => Object.keys(p.ttftSlo?.byClass ?? {}).length > 1);
+
+/** SLO goodput per class: each class's share of its own offered requests served within each SLO, mean (min-max) over the seeds. */
+export function sloByClassTable(s: SeedsSummary): Table {
+  const classes = PRIORITIES.filter((c) => s.policies.some((p) => p.ttftSlo?.byClass[c]));
+  const rows = s.policies.flatMap((p) => classes.map((c) => ({ policy: p.policy, c, shares: p.ttftSlo?.byClass[c] })));
+  const columns: Column<(typeof rows)[number]>[] = [
+    ["policy", false, (r) => r.policy],
+    ["class", false, (r) => r.c],
+    ...SLO_HEADERS.map((h, i): Column<(typeof rows)[number]> => [h, true, (r) => spreadCell(r.shares?.[i], percentOf)]),
+  ];
+  return tableOf(columns, rows);
 }

@@ -2,7 +2,7 @@
 // against the baseline (round-robin), as Markdown or aligned console text.
 import { BASELINE } from "../policies/index.js";
 import { formatChange, relativeChange } from "../stats.js";
-import type { PolicyResult, ScenarioResult } from "../types.js";
+import { SLO_TTFT_MS, type PolicyResult, type ScenarioResult } from "../types.js";
 
 export interface Table {
   headers: string[];
@@ -38,8 +38,12 @@ export function errorsCell(p: Pick<PolicyResult, "errors" | "errorsByReason">): 
 /** The busiest and the idlest pod's share of the requests, e.g. "17% / 8%": how even (or how skewed) the split is. */
 export function podShareCell(share: Record<string, number>): string {
   const values = Object.values(share);
-  return values.length === 0 ? "n/a" : `${percent(Math.max(...values))} / ${percent(Math.min(...values))}`;
+  // Real servers do not say which pod answered (the fakes' x-served-by).
+  return values.every((v) => v === 0) ? "n/a" : `${percent(Math.max(...values))} / ${percent(Math.min(...values))}`;
 }
+
+/** "TTFT ≤ 2 s", ...: the SLO goodput columns' headers, aligned with SLO_TTFT_MS. */
+export const SLO_HEADERS = SLO_TTFT_MS.map((ms) => `TTFT ≤ ${ms / 1000} s`);
 
 /** Whether a scenario has adapters: otherwise a column of zeros would only take room. */
 export const anyAdapterLoads = (policies: readonly PolicyResult[]) => policies.some((p) => (p.adapterLoads ?? 0) > 0);
@@ -61,6 +65,7 @@ export function resultsTable(result: ScenarioResult): Table {
     base === undefined || p === base ? "-" : formatChange(relativeChange(f(p), f(base)));
   const columns: Column<PolicyResult>[] = [
     ["policy", false, (p) => p.policy],
+    ...SLO_HEADERS.map((h, i): Column<PolicyResult> => [h, true, (p) => (p.ttftSlo ? percentOf(p.ttftSlo.all[i]) : "n/a")]),
     ["completed", true, (p) => `${p.completed}/${p.requests} (${percentOf(p.completedShare)})`],
     ["1st try refused", true, (p) => percentOf(p.firstRefusedShare)],
     ["TTFT p50", true, (p) => formatMs(p.ttftMs?.p50)],
@@ -73,6 +78,7 @@ export function resultsTable(result: ScenarioResult): Table {
     ["out tok/s", true, (p) => p.throughput.outputTokensPerS.toFixed(0)],
     ["prefix hits", true, (p) => percent(p.prefixHitRate)],
   ];
+  if (result.policies.some((p) => p.serverCacheReuse !== null)) columns.push(["server cache reuse", true, (p) => (p.serverCacheReuse === null ? "n/a" : percent(p.serverCacheReuse))]);
   if (anyAdapterLoads(result.policies)) columns.push(["adapter loads /1k req", true, (p) => p.adapterLoadsPer1k?.toFixed(1) ?? "n/a"]);
   columns.push(
     ["preemptions", true, (p) => (p.preemptions === null ? "n/a" : String(p.preemptions))],

@@ -7,6 +7,7 @@
  * path (fake server renderer, aggregator parser and normaliser).
  */
 import type { EndpointMetrics } from "../../host/aggregator/normalise.js";
+import { vllmAdapterLists } from "../../testing/fakeserver/metrics.js";
 import type { SimPod } from "./fleet.js";
 
 const sortedUnique = (names: readonly string[]) => [...new Set(names)].sort();
@@ -15,14 +16,16 @@ export function scrapePod(pod: SimPod): EndpointMetrics {
   const m = pod.engine.metrics();
   // vLLM exports lora_requests_info only when serving with LoRA enabled.
   const lora = pod.loraEnabled && m.maxLoras > 0;
+  const lists = vllmAdapterLists(m, "vllm");
   return {
     waiting: m.numWaiting,
     running: m.numRunning,
     kvCacheUsage: Math.min(Math.max(m.kvUsage, 0), 1),
     maxLora: lora ? m.maxLoras : 0,
-    runningAdapters: lora ? sortedUnique(m.runningAdapters) : [],
-    waitingAdapters: lora ? sortedUnique(m.waitingAdapters) : [],
+    runningAdapters: lora ? sortedUnique(lists.running) : [],
+    waitingAdapters: lora ? sortedUnique(lists.waiting) : [],
     itl: { sumS: m.itl.sum, count: m.itl.count },
     kvTokens: m.numGpuBlocks * m.blockSize,
+    asleep: false,
   };
 }

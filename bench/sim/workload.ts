@@ -42,7 +42,8 @@ export interface Trace {
   corpus: string;
 }
 
-const WORDS = [
+/** The words every prompt is made of (real-engine pods get them as single tokens). */
+export const CORPUS_WORDS = [
   "alpha", "bravo", "cargo", "delta", "ember", "fjord", "gamma", "harbor", "ivory", "juniper", "kernel", "lumen",
   "meadow", "nectar", "orbit", "prism", "quartz", "raven", "sierra", "tundra", "umber", "vector", "willow", "xenon",
   "yonder", "zephyr",
@@ -53,7 +54,7 @@ function makeCorpus(rng: Rng, minChars: number): string {
   const parts: string[] = [];
   let len = 0;
   while (len < minChars) {
-    const w = WORDS[rng.int(WORDS.length)];
+    const w = CORPUS_WORDS[rng.int(CORPUS_WORDS.length)];
     parts.push(w);
     len += w.length + 1;
   }

@@ -1,12 +1,10 @@
-// Which aggregator serves Envoy (snapshot stream and ADS) right now. With
+// Which aggregator serves Envoy (snapshot stream and ADS) right now: the
+// interface every way of electing one implements. With
 // aggregator.leaderElection, one of several leads: by a Kubernetes Lease
-// (leader-lease.ts) or the lowest-listed peer that answers (leader-peers.ts).
-// The others keep discovering and scraping, so the one that takes over
-// pushes a fresh view at once; standby.ts turns their streams away.
-import { hostname } from "node:os";
-import type { LeaderElectionConfig } from "../config/leader-election.js";
-import { leaseLeadership } from "./leader-lease.js";
-import { peerLeadership } from "./leader-peers.js";
+// (leader-lease.ts) or the lowest-listed peer that answers (leader-peers.ts);
+// leader-choice.ts picks the one the config names. The others keep
+// discovering and scraping, so the one that takes over pushes a fresh view at
+// once; standby.ts turns their streams away.
 
 export interface Leadership {
   /** Whether this aggregator serves Envoy now. */
@@ -30,12 +28,4 @@ export interface LeadershipOptions {
 /** A lone aggregator: it always leads. */
 export function soleLeadership(self: string): Leadership {
   return { leading: () => true, leader: () => self, onChange: () => {}, close: async () => {} };
-}
-
-/** Joins the election the config names (resolves once this aggregator knows whether it leads). */
-export async function startLeadership(election: LeaderElectionConfig | undefined, opts: LeadershipOptions): Promise<Leadership> {
-  if (!election) return soleLeadership(opts.self);
-  if (election.peers) return peerLeadership(election.peers, election.probeMs, opts);
-  const identity = opts.identity ?? `${hostname()}_${process.pid}`;
-  return leaseLeadership(election.lease!, election.probeMs, { ...opts, identity });
 }

@@ -56,7 +56,8 @@ export function endpointMsg(address: string, m: EndpointMetrics | null, capacity
     running: m?.running ?? 0,
     kvCacheUsage: quantiseKv(m?.kvCacheUsage ?? 0),
     kvTokens: m?.kvTokens ?? 0,
-    fresh,
+    // A sleeping engine serves nothing: left out like a stale pod.
+    fresh: fresh && !(m?.asleep ?? false),
     maxLora: m?.maxLora ?? 0,
     runningAdapters: m?.runningAdapters ?? [],
     waitingAdapters: m?.waitingAdapters ?? [],

@@ -350,6 +350,7 @@ function filterSettings(p: EnvoyConfigParams): Record<string, number | string> {
   if (p.passiveHealth) {
     out.eject_after_failures = p.passiveHealth.ejectAfterFailures;
     out.eject_ms = p.passiveHealth.ejectMs;
+    out.saturated_backoff_ms = p.passiveHealth.saturatedBackoffMs;
   }
   // Only when they differ from the filter's defaults (none, off), so a
   // filter that does not know these keys still loads every other config.

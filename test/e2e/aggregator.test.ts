@@ -486,7 +486,7 @@ describe("normalise", () => {
         ].join("\n"),
       ),
     );
-    expect(m).toEqual({ waiting: 5, running: 5, kvCacheUsage: 0.7, maxLora: 0, runningAdapters: [], waitingAdapters: [], itl: null, kvTokens: 0 });
+    expect(m).toEqual({ waiting: 5, running: 5, kvCacheUsage: 0.7, maxLora: 0, runningAdapters: [], waitingAdapters: [], itl: null, kvTokens: 0, asleep: false });
   });
 
   it("vLLM: takes LoRA info from the newest series", () => {
@@ -507,6 +507,12 @@ describe("normalise", () => {
   it("SGLang and TGI map their own names; TGI has no KV gauge", () => {
     expect(normalise("sglang", parsePrometheusText(sglangText(3, 4, 0.5)))).toMatchObject({ waiting: 3, running: 4, kvCacheUsage: 0.5 });
     expect(normalise("tgi", parsePrometheusText(tgiText(2, 8)))).toMatchObject({ waiting: 2, running: 8, kvCacheUsage: 0 });
+  });
+
+  it("llama.cpp: busy slots run, deferred tasks wait, and an older build's KV ratio is read", () => {
+    const current = ["llamacpp:requests_processing 2", "llamacpp:requests_deferred 3", "llamacpp:n_busy_slots_per_decode 2"];
+    expect(normalise("llamacpp", parsePrometheusText(current.join("\n")))).toMatchObject({ waiting: 3, running: 2, kvCacheUsage: 0 });
+    expect(normalise("llamacpp", parsePrometheusText([...current, "llamacpp:kv_cache_usage_ratio 0.25"].join("\n")))).toMatchObject({ kvCacheUsage: 0.25 });
   });
 
   it("rejects a scrape without the engine's queue/running gauges", () => {

@@ -253,7 +253,7 @@ describe("with the filter", () => {
 
   it("answers unknown paths 404 and wrong methods 405 with Allow, in OpenAI format", async () => {
     expectOpenAIError(await send(stack.gatewayUrl, "GET", "/v2/chat/completions"), 404, "unknown_url");
-    expectOpenAIError(await send(stack.gatewayUrl, "POST", "/v1/responses", { body: "{}" }), 404, "unknown_url");
+    expectOpenAIError(await send(stack.gatewayUrl, "POST", "/v1/audio/speech", { body: "{}" }), 404, "unknown_url");
     for (const path of ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]) {
       for (const method of ["GET", "PUT", "DELETE"]) {
         const r = await send(stack.gatewayUrl, method, path);
@@ -318,7 +318,7 @@ describe("with the filter", () => {
       });
     try {
       const answers = [
-        await request("POST", "/v1/responses", '{"input":"hi"}'),
+        await request("POST", "/v1/audio/speech", '{"input":"hi"}'),
         await request("PUT", "/v1/chat/completions", CHAT("llama-3.1-8b")),
         await request("GET", "/nope"),
         await request("POST", "/v1/chat/completions", '{"model":"llama-3.1-8b","messages":['),

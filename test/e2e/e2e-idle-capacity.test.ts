@@ -1,12 +1,14 @@
 // Idle capacity through a real Envoy with two workers: the gateway must not
 // refuse capacity its pods have, and must keep LoRA affinity while there is
 // plenty of it. Two idle vLLM-shaped fake pods that each batch 256 sequences,
-// one pool, and the pool's adapter sql-lora loaded on one pod only (it lists
-// it in running_lora_adapters; the other lists none). 4 to 64 clients (the
-// official OpenAI client, each on its own keep-alive connection, half on each
-// worker) use at most an eighth of those 512 batch slots, so every request
-// should be admitted and the adapter's requests should stay on the pod that
-// has it. A pool that really is saturated must still be refused, with a
+// one pool, and the pool's adapter sql-lora loaded on one pod only: the one
+// the gateway sent it to first (its home). Idle, neither pod lists it, as
+// vLLM lists adapters only while requests use them, so only the gateway's
+// memory of that placement, shared by both workers, says where it is. 4 to
+// 64 clients (the official OpenAI client, each on its own keep-alive
+// connection, half on each worker) use at most an eighth of those 512 batch
+// slots, so every request should be admitted and the adapter's requests
+// should stay on the pod that has it. A pool that really is saturated must still be refused, with a
 // Retry-After of at most a minute, and a refused body resent at once must not
 // be let in ahead of new work: only a retry that waited as told earns that.
 //
@@ -19,15 +21,13 @@
 import OpenAI from "openai";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { FleetPool } from "../../testing/launcher/stack.js";
-import { connect, type Conn } from "../helpers/connections.js";
+import { connect, shared, type Conn } from "../helpers/connections.js";
 import { waitFor } from "../helpers/stack.js";
 import { startTrafficStack, waitForView, type TrafficOptions, type TrafficStack } from "../helpers/traffic.js";
 
 const LLAMA = "llama-3.1-8b";
 const ADAPTER = "sql-lora";
-/** The pod with sql-lora loaded (preloaded and pinned: it never leaves). */
-const WARM = "idle-warm";
-const COLD = "idle-cold";
+const PODS = ["idle-a", "idle-b"];
 /** Sequences each pod runs in one batch: vLLM's default max_num_seqs, set explicitly so the test says what it relies on. */
 const BATCH = 256;
 const LEVELS = [4, 8, 32, 64];
@@ -54,7 +54,7 @@ async function stopStack(): Promise<void> {
 
 afterEach(stopStack);
 
-/** The fleet of this file: one pool, two pods, the adapter loaded on WARM only. */
+/** The fleet of this file: one pool, two pods, the adapter loaded on neither yet. */
 async function startIdleFleet(opts: TrafficOptions = {}): Promise<TrafficStack> {
   // The two pods are the same engine, and the pool says so (as an operator
   // may): a fake pod's real-time speed is this test process's CPU, which a
@@ -65,10 +65,7 @@ async function startIdleFleet(opts: TrafficOptions = {}): Promise<TrafficStack> 
     baseModel: LLAMA,
     adapters: [ADAPTER],
     statedCapacity: 1,
-    pods: [
-      { name: WARM, preloadAdapters: [ADAPTER], engineConfig: { maxNumSeqs: BATCH } },
-      { name: COLD, engineConfig: { maxNumSeqs: BATCH } },
-    ],
+    pods: PODS.map((name) => ({ name, engineConfig: { maxNumSeqs: BATCH } })),
   };
   // The fake pods share this process's event loop with up to 64 clients, so a
   // scrape may answer late: a view that goes stale here (a pod dropped from the
@@ -101,27 +98,40 @@ async function podMetrics(ps: TrafficStack, pod: string): Promise<{ running: num
 
 /**
  * The premise of every scenario, checked before it starts: both pods idle
- * and batching 256, sql-lora resident on WARM only and listed running there
- * only, and both workers routing on a view that says so.
+ * and batching 256, sql-lora resident on `home` only (none: on neither), no
+ * pod listing it (vLLM lists only adapters with requests in flight), and
+ * both workers routing on a view that says so.
  */
-async function expectIdleFleet(ps: TrafficStack, list: Conn[]): Promise<void> {
-  for (const name of [WARM, COLD]) {
+async function expectIdleFleet(ps: TrafficStack, list: Conn[], home: string | null): Promise<void> {
+  for (const name of PODS) {
     const m = ps.fleet.pod(name).engine.metrics();
     expect(ps.fleet.pod(name).engine.config.maxNumSeqs, name).toBe(BATCH);
     expect([m.numRunning, m.numWaiting], name).toEqual([0, 0]);
-    expect(m.residentAdapters, name).toEqual(name === WARM ? [ADAPTER] : []);
+    expect(m.residentAdapters, name).toEqual(name === home ? [ADAPTER] : []);
     const scraped = await podMetrics(ps, name);
     expect(scraped, name).toEqual({
       running: 0,
       waiting: 0,
-      lora: { max_lora: String(m.maxLoras), running_lora_adapters: name === WARM ? ADAPTER : "", waiting_lora_adapters: "" },
+      lora: { max_lora: String(m.maxLoras), running_lora_adapters: "", waiting_lora_adapters: "" },
     });
   }
-  const warm = ps.addressOf(WARM);
-  await waitForView(ps, list, "both pods fresh and idle, sql-lora running on WARM only", (es) =>
+  await waitForView(ps, list, "both pods fresh and idle, no adapter listed", (es) =>
     es.length === 2 &&
     es.every((e) => e.fresh && e.waiting === 0 && e.running === 0 && e.maxLora > 0) &&
-    es.every((e) => JSON.stringify(e.runningAdapters) === JSON.stringify(e.address === warm ? [ADAPTER] : [])));
+    es.every((e) => e.runningAdapters.length === 0 && e.waitingAdapters.length === 0));
+}
+
+/**
+ * Sends one sql-lora request on `list[0]` and waits until the other worker
+ * knows where it went (the placement is shared on the workers' refresh
+ * ticks): the adapter's home, loaded there and listed nowhere once idle.
+ */
+async function placeAdapter(ps: TrafficStack, list: Conn[]): Promise<string> {
+  const first = await ask(list[0], ADAPTER);
+  expect(first.status, JSON.stringify(first)).toBe(200);
+  await shared(list[0], list.find((c) => c.worker !== list[0].worker)!);
+  await expectIdleFleet(ps, list, first.pod);
+  return first.pod;
 }
 
 // ---------------------------------------------------------------------------
@@ -174,38 +184,42 @@ interface Summary {
   refused429: number;
   /** Other non-200 statuses, with their codes. */
   otherFailures: string[];
+  /** The pod the gateway placed sql-lora on before the scenario. */
+  home: string;
   adapterServed: number;
-  adapterOnWarm: number;
-  /** adapterOnWarm / adapterServed (1 when none was served). */
+  adapterOnHome: number;
+  /** adapterOnHome / adapterServed (1 when none was served). */
   adapterShare: number;
   /** Requests each pod answered (its x-served-by). */
   perPod: Record<string, number>;
   /** What the pods' own counters say they received: requests Envoy sent twice would show here. */
   podsReceived: number;
-  coldLoadedAdapter: boolean;
+  /** Whether the pod that is not home loaded the adapter too. */
+  otherLoadedAdapter: boolean;
   retryAfter: string[];
   ms: number;
 }
 
 const summaries: Summary[] = [];
 
-function summarise(scenario: string, ps: TrafficStack, outcomes: Outcome[], receivedBefore: number, ms: number): Summary {
+function summarise(scenario: string, ps: TrafficStack, home: string, outcomes: Outcome[], receivedBefore: number, ms: number): Summary {
   const adapter = outcomes.filter((o) => o.model === ADAPTER && o.status === 200);
   const perPod: Record<string, number> = {};
   for (const o of outcomes) if (o.status === 200) perPod[o.pod] = (perPod[o.pod] ?? 0) + 1;
-  const onWarm = adapter.filter((o) => o.pod === WARM).length;
+  const onHome = adapter.filter((o) => o.pod === home).length;
   return {
     scenario,
     requests: outcomes.length,
     ok: outcomes.filter((o) => o.status === 200).length,
     refused429: outcomes.filter((o) => o.status === 429).length,
     otherFailures: outcomes.filter((o) => o.status !== 200 && o.status !== 429).map((o) => `${o.status} ${o.code}`),
+    home,
     adapterServed: adapter.length,
-    adapterOnWarm: onWarm,
-    adapterShare: adapter.length === 0 ? 1 : onWarm / adapter.length,
+    adapterOnHome: onHome,
+    adapterShare: adapter.length === 0 ? 1 : onHome / adapter.length,
     perPod,
     podsReceived: ps.fleet.pods.reduce((n, p) => n + p.engine.metrics().counters.submitted, 0) - receivedBefore,
-    coldLoadedAdapter: ps.fleet.pod(COLD).engine.metrics().counters.loraLoads > 0,
+    otherLoadedAdapter: ps.fleet.pods.some((p) => p.name !== home && p.engine.metrics().counters.loraLoads > 0),
     retryAfter: outcomes.filter((o) => o.status === 429).map((o) => o.retryAfter ?? "(none)"),
     ms,
   };
@@ -220,7 +234,8 @@ async function scenario(n: number, shape: "burst" | "loop"): Promise<Summary> {
   const ps = await startIdleFleet();
   try {
     const list = await connect(ps, n / 2, "x", conns);
-    await expectIdleFleet(ps, list);
+    await expectIdleFleet(ps, list, null);
+    const home = await placeAdapter(ps, list);
     const receivedBefore = ps.fleet.pods.reduce((k, p) => k + p.engine.metrics().counters.submitted, 0);
     const outcomes: Outcome[] = [];
     const t0 = performance.now();
@@ -233,7 +248,7 @@ async function scenario(n: number, shape: "burst" | "loop"): Promise<Summary> {
     }
     const ms = Math.round(performance.now() - t0);
     expect(outcomes.filter((o) => o.model === ADAPTER).length * 2).toBe(outcomes.length);
-    const s = summarise(`${n} clients, ${shape}`, ps, outcomes, receivedBefore, ms);
+    const s = summarise(`${n} clients, ${shape}`, ps, home, outcomes, receivedBefore, ms);
     summaries.push(s);
     console.log(`[idle-capacity] ${JSON.stringify(s)}`);
     return s;
@@ -246,10 +261,10 @@ afterAll(() => {
   if (summaries.length === 0) return;
   const table = summaries.map((s) =>
     `${s.scenario.padEnd(20)} requests ${String(s.requests).padStart(3)}  429s ${String(s.refused429).padStart(3)}  ` +
-    `other failures ${s.otherFailures.length}  sql-lora on ${WARM} ${s.adapterOnWarm}/${s.adapterServed} ` +
+    `other failures ${s.otherFailures.length}  sql-lora on its home ${s.adapterOnHome}/${s.adapterServed} ` +
     `(${(100 * s.adapterShare).toFixed(1)}%)  Retry-After [${[...new Set(s.retryAfter)].join(",")}]  ${s.ms} ms`);
-  const total = summaries.reduce((a, s) => ({ r: a.r + s.refused429, w: a.w + s.adapterOnWarm, n: a.n + s.adapterServed }), { r: 0, w: 0, n: 0 });
-  table.push(`overall: 429s ${total.r}, sql-lora on ${WARM} ${total.w}/${total.n} (${(100 * total.w / Math.max(total.n, 1)).toFixed(1)}%)`);
+  const total = summaries.reduce((a, s) => ({ r: a.r + s.refused429, w: a.w + s.adapterOnHome, n: a.n + s.adapterServed }), { r: 0, w: 0, n: 0 });
+  table.push(`overall: 429s ${total.r}, sql-lora on its home ${total.w}/${total.n} (${(100 * total.w / Math.max(total.n, 1)).toFixed(1)}%)`);
   console.log(`[idle-capacity] summary\n${table.join("\n")}`);
 });
 
@@ -258,21 +273,22 @@ describe("the fleet these scenarios run on", () => {
   // really is 256 sequences running together on each pod, and the 257th
   // waits. The requests are long, so that state holds until this stack
   // is stopped, however slowly the test gets to look at it.
-  it("is idle, batches 256 sequences per pod, and has sql-lora on one pod only", async () => {
+  it("is idle, batches 256 sequences per pod, and once sql-lora was placed has it on that pod only, listed nowhere", async () => {
     const ps = await startIdleFleet();
     const list = await connect(ps, 1, "x", conns);
-    await expectIdleFleet(ps, list);
+    await expectIdleFleet(ps, list, null);
+    await placeAdapter(ps, list);
     // Short prompts (~5 tokens): 257 of them fit one step's token budget, so only the batch limit holds one back.
     for (const p of ps.fleet.pods) p.injectLoad({ requests: BATCH + 1, promptTokens: 4, maxTokens: 4000 });
     await waitFor("each pod to run 256 and queue 1", () =>
       ps.fleet.pods.every((p) => p.engine.metrics().numRunning === BATCH && p.engine.metrics().numWaiting === 1));
-    for (const name of [WARM, COLD]) expect(await podMetrics(ps, name), name).toMatchObject({ running: BATCH, waiting: 1 });
+    for (const name of PODS) expect(await podMetrics(ps, name), name).toMatchObject({ running: BATCH, waiting: 1 });
   });
 });
 
 describe("an idle fleet at low load", () => {
   for (const n of LEVELS) {
-    it(`admits every request of ${n} clients (a burst, then a loop) and keeps sql-lora on the pod running it`, async () => {
+    it(`admits every request of ${n} clients (a burst, then a loop) and keeps sql-lora on the pod it placed it on`, async () => {
       const burst = await scenario(n, "burst");
       const loop = await scenario(n, "loop");
       const both = JSON.stringify({ burst, loop });
@@ -281,9 +297,9 @@ describe("an idle fleet at low load", () => {
       expect.soft(burst.refused429, `429s in the burst: ${both}`).toBe(0);
       expect.soft(loop.refused429, `429s in the loop: ${both}`).toBe(0);
       // The burst arrives at once on pods the view shows idle: every adapter request must stay.
-      expect.soft(burst.adapterOnWarm / Math.max(burst.adapterServed, 1), `share of the burst's sql-lora requests on ${WARM}: ${both}`).toBe(1);
-      const share = (burst.adapterOnWarm + loop.adapterOnWarm) / Math.max(burst.adapterServed + loop.adapterServed, 1);
-      expect.soft(share, `share of sql-lora requests served by ${WARM}: ${both}`).toBeGreaterThanOrEqual(0.95);
+      expect.soft(burst.adapterOnHome / Math.max(burst.adapterServed, 1), `share of the burst's sql-lora requests on its home: ${both}`).toBe(1);
+      const share = (burst.adapterOnHome + loop.adapterOnHome) / Math.max(burst.adapterServed + loop.adapterServed, 1);
+      expect.soft(share, `share of sql-lora requests served by its home: ${both}`).toBeGreaterThanOrEqual(0.95);
     }, 60_000);
   }
 });
@@ -361,7 +377,7 @@ describe("a saturated pool", () => {
     const noHold = { latency: { admission: { waitCriticalMs: 0, waitStandardMs: 0, waitSheddableMs: 0 } } };
     const ps = await startIdleFleet({ profiles: noHold, ...opts });
     const list = await connect(ps, perWorker, "x", conns);
-    await expectIdleFleet(ps, list);
+    await expectIdleFleet(ps, list, null);
     const queued = Math.ceil(ps.config.profiles.latency.admission.maxWaiting);
     for (const p of ps.fleet.pods) p.injectLoad({ requests: BATCH + queued, promptTokens: 4, maxTokens: 4000 });
     await waitFor(`each pod to run ${BATCH} and queue ${queued}`, () =>

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { DEFAULT_WEIGHTS } from "../../host/config.js";
 import type { Fleet, Pod } from "../../testing/fakeserver/index.js";
 import { startFleetStack, type FleetPool, type Stack } from "../../testing/launcher/stack.js";
-import { acceptedPerWorker, connect as connectOn, type Conn } from "../helpers/connections.js";
+import { acceptedPerWorker, connect as connectOn, shared, type Conn } from "../helpers/connections.js";
 import { waitFor } from "../helpers/stack.js";
 
 // ---------------------------------------------------------------------------
@@ -77,20 +77,6 @@ async function waitForPod(
     return e !== undefined && e.fresh && check(e);
   }, timeoutMs);
   await waitInstalled(ps, list);
-}
-
-/**
- * Returns once the decisions `from`'s worker has made so far are known to
- * `to`'s: a worker shares its own on its next refresh tick and takes the
- * other's on its own next tick. /health shows a tick: its view_age_ms is the
- * worker's clock at its last tick less when it last heard the aggregator,
- * both read only on a tick.
- */
-async function shared(from: Conn, to: Conn): Promise<void> {
-  for (const c of [from, to]) {
-    const before = JSON.stringify((await c.get("/health")).json);
-    await waitFor(`a refresh tick on ${c.worker}`, async () => JSON.stringify((await c.get("/health")).json) !== before);
-  }
 }
 
 /** Every endpoint fresh in the aggregator and that snapshot installed on both workers. */

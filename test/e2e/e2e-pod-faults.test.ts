@@ -13,6 +13,7 @@ import { loadGatewayConfig, resolveConfigHosts } from "../../host/config.js";
 import { startFleet, type Fleet } from "../../testing/fakeserver/index.js";
 import { startStack, type Stack } from "../../testing/launcher/stack.js";
 import { startScriptedPod, type ScriptedPod } from "../helpers/scripted-pod.js";
+import { waitForWorkers } from "../helpers/connections.js";
 import { waitFor } from "../helpers/stack.js";
 
 const MODEL = "llama-3.1-8b";
@@ -215,4 +216,69 @@ describe("a pod that stalls its streams after the first event", () => {
     // fails open to it, having no other).
     await waitFor("the filter to eject the staller", async () => (await filterEjected(stack)) === 1);
   }, 90_000);
+});
+
+describe("a vLLM pod put to sleep (sleep mode)", () => {
+  it("gets no request while vllm:engine_sleep_state says it sleeps, and serves again once woken", async () => {
+    const fleet = await startFleet([{ name: "a", model: MODEL }, { name: "b", model: MODEL }]);
+    cleanups.push(() => fleet.close());
+    const { stack } = await gateway(fleet.pods.map((p) => p.address));
+    const openai = client(stack);
+    const sleeper = fleet.pod("b");
+    const post = async (path: string) => expect((await fetch(`${sleeper.url}${path}`, { method: "POST" })).status).toBe(200);
+    await post("/sleep");
+    await waitFor("the aggregator to leave the sleeping pod out", () =>
+      stack.aggregator.current().pools[0].endpoints.some((e) => e.address === sleeper.address && !e.fresh));
+    await waitForWorkers(stack);
+    const asleep = await Promise.all(Array.from({ length: 12 }, () => ask(openai)));
+    expect(asleep.map((s) => [s.status, s.pod])).toEqual(Array(12).fill([200, "a"]));
+    await post("/wake_up");
+    await waitFor("the woken pod to serve again", async () => (await Promise.all(Array.from({ length: 6 }, () => ask(openai)))).some((s) => s.pod === "b"));
+  }, 60_000);
+});
+
+describe("a pod whose 200 streams end in an error event", () => {
+  it("is counted failing for each (llm_gateway_stream_errors_total), and the client sees the error", async () => {
+    const fleet = await startFleet([{ name: "erring", model: MODEL }]);
+    cleanups.push(() => fleet.close());
+    fleet.pod("erring").setFault("stream-error");
+    const { stack } = await gateway(fleet.pods.map((p) => p.address));
+    const openai = client(stack);
+    for (let i = 0; i < 4; i++) {
+      const stream = await openai.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: `err ${i} ${Math.random()}` }], max_tokens: 8, stream: true });
+      const err = await (async () => {
+        for await (const _ of stream) void _;
+      })().then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.APIError);
+    }
+    const errors = async () => {
+      const text = await (await fetch(`${stack.envoy.adminUrl}/stats?filter=stream_errors_total`)).text();
+      return [...text.matchAll(/stream_errors_total[^:]*: (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+    };
+    await waitFor("four stream errors counted", async () => (await errors()) === 4);
+    // Past ejectAfterFailures the pod is ejected (its pool, having no other, still fails open to it).
+    await waitFor("the filter to eject the erring pod", async () => (await filterEjected(stack)) === 1);
+  }, 90_000);
+});
+
+describe("a pod that answers 429 (it is full)", () => {
+  it("is backed off, not ejected: its 429 reaches the client, the next requests go elsewhere, no failure is counted", async () => {
+    const fleet = await startFleet([{ name: "full", model: MODEL }, { name: "ok", model: MODEL }]);
+    cleanups.push(() => fleet.close());
+    fleet.pod("full").setFault("overloaded");
+    // A long back-off, so "passed over" does not depend on how fast this machine sends the next requests.
+    const { stack } = await gateway(fleet.pods.map((p) => p.address), { passiveHealth: { ejectAfterFailures: 1, ejectMs: EJECT_MS, saturatedBackoffMs: 60_000 } });
+    const openai = client(stack);
+    const seen: Sent[] = [];
+    for (let i = 0; i < 20 && !seen.some((s) => s.status === 429); i++) seen.push(await ask(openai));
+    expect(seen.map((s) => s.status)).toContain(429);
+    const after = await Promise.all(Array.from({ length: 6 }, () => ask(openai)));
+    expect(after.map((s) => [s.status, s.pod])).toEqual(Array.from({ length: 6 }, () => [200, "ok"]));
+    const counter = async (name: string) => {
+      const text = await (await fetch(`${stack.envoy.adminUrl}/stats?filter=${name}`)).text();
+      return [...text.matchAll(new RegExp(`${name}[^:]*: (\\d+)`, "g"))].reduce((n, m) => n + Number(m[1]), 0);
+    };
+    await waitFor("the back-off counted", async () => (await counter("endpoint_saturated_total")) >= 1);
+    expect(await counter("endpoint_failures_total")).toBe(0);
+  }, 60_000);
 });

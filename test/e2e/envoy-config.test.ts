@@ -31,7 +31,7 @@ type Doc = any;
 
 const hcmOf = (doc: Doc) => doc.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
 const routesOf = (doc: Doc): Doc[] => hcmOf(doc).route_config.virtual_hosts[0].routes;
-const INFERENCE = "^/v1/(chat/completions|completions|embeddings)$";
+const INFERENCE = "^/v1/(chat/completions|completions|responses|embeddings)$";
 /** Whether a route is a stream twin (it matches the filter's x-gateway-stream). */
 const streamed = (r: Doc) => r.match.headers?.some((h: Doc) => h.name === STREAM_HEADER) ?? false;
 const STRIPPED = [{ remove_on_match: { key_matcher: { prefix: "x-gateway-" } } }, { remove_on_match: { key_matcher: { prefix: "x-envoy-" } } }];
@@ -104,7 +104,7 @@ describe("renderEnvoyConfig", () => {
         timeout: "0s",
         retry_policy: {
           retry_on: "connect-failure,refused-stream,reset,retriable-status-codes",
-          retriable_status_codes: [500, 502, 503, 504],
+          retriable_status_codes: [500, 502, 504],
           num_retries: 2,
           retry_host_predicate: [{
             name: "envoy.retry_host_predicates.previous_hosts",
@@ -167,13 +167,13 @@ describe("renderEnvoyConfig", () => {
     const withSettings = parseYaml(renderEnvoyConfig({
       ...params,
       staleView: { maxAgeMs: 2500, policy: "reject", retryAfterS: 2 },
-      passiveHealth: { ejectAfterFailures: 4, ejectMs: 7000 },
+      passiveHealth: { ejectAfterFailures: 4, ejectMs: 7000, saturatedBackoffMs: 500 },
     }));
     const filters = withSettings.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters;
     const wasm = filters.find((f: { name: string }) => f.name === "envoy.filters.http.wasm").typed_config.config;
     expect(JSON.parse(wasm.configuration.value)).toEqual({
       max_body_bytes: params.maxBodyBytes, max_view_age_ms: 2500, stale_view_policy: "reject", retry_after_s: 2,
-      eject_after_failures: 4, eject_ms: 7000,
+      eject_after_failures: 4, eject_ms: 7000, saturated_backoff_ms: 500,
     });
   });
 

@@ -174,7 +174,7 @@ describe("the gateway on several workers", () => {
     const gw = new EmulatedGateway({ startMs: START_MS, workers: 2 });
     gw.publish(TWO_PODS);
     gw.host.tick();
-    for (let i = 0; i < 3; i++) gw.request(post(), 0).finish({ responseCode: 503, upstreamAddress: "10.0.0.1:80" });
+    for (let i = 0; i < 3; i++) gw.request(post(), 0).finish({ responseCode: 502, upstreamAddress: "10.0.0.1:80" });
     gw.workers[0].vm.tick(); // counters reach Envoy on the tick
     expect(gw.host.metric("llm_gateway.endpoint_failures_total")).toBe(3);
     expect(primary(gw.request(post(), 0))).toBe("10.0.0.2:80");

@@ -105,7 +105,7 @@ describe("the pools' gauges and the view's age", () => {
 
     const failed = gateway.request(chat("llama"));
     const primary = primaryOf(failed)!;
-    failed.finish({ responseCode: 503, upstreamAddress: primary });
+    failed.finish({ responseCode: 502, upstreamAddress: primary });
     gateway.host.advance(1_000);
     gateway.host.tick();
     expect(m("pool_pods_ejected;pool=p")).toBe(1);

@@ -118,3 +118,17 @@ export async function waitForWorkers(stack: Stack): Promise<void> {
   const version = Number(stack.aggregator.current().version);
   await onEveryWorker(stack, `snapshot ${version} installed`, async (c) => (await c.get("/health")).json.snapshot_version >= version);
 }
+
+/**
+ * Returns once the decisions `from`'s worker has made so far are known to
+ * `to`'s: a worker shares its own on its next refresh tick and takes the
+ * other's on its own next tick. /health shows a tick: its view_age_ms is the
+ * worker's clock at its last tick less when it last heard the aggregator,
+ * both read only on a tick.
+ */
+export async function shared(from: Conn, to: Conn): Promise<void> {
+  for (const c of [from, to]) {
+    const before = JSON.stringify((await c.get("/health")).json);
+    await waitFor(`a refresh tick on ${c.worker}`, async () => JSON.stringify((await c.get("/health")).json) !== before);
+  }
+}

@@ -127,6 +127,14 @@ describe("deadlines to the first byte", () => {
     // A max_tokens that is not a plain integer is the server's to refuse; the deadline assumes the default.
     expect(deadline(promptBody({ max_tokens: "9".repeat(30) }))).toBe(deadline(promptBody({})));
     expect(deadline(promptBody({ max_tokens: 1e300 }))).toBe(deadline(promptBody({})));
+    // A Responses request sizes its output by max_output_tokens.
+    const responses = (extra: Record<string, unknown>) => {
+      const r = shared.route(router, JSON.stringify({ model: "llama", input: prompt, ...extra }), "responses", {}) as { endpoint: string; deadlineMs: number };
+      shared.release(router, r.endpoint);
+      return r.deadlineMs;
+    };
+    expect(responses({ max_output_tokens: 100 })).toBe(responses({}) - 204_800 + 10_000);
+    expect(responses({ max_tokens: 100 })).toBe(responses({}));
   });
 
   it("are capped at an hour, and absent without the profile's", () => {
@@ -145,7 +153,7 @@ describe("the health ledger", () => {
     expect(shared.endRequest(router, { address: A, status: 200, upstream: B })).toBe(1);
     for (let i = 0; i < 10; i++) expect(endpointOf(shared.route(router, chat(), "chat", {}))).toBe(B);
     expect(shared.endRequest(router, { address: B, status: 500 })).toBe(1);
-    expect(shared.endRequest(router, { address: B, status: 503 })).toBe(1);
+    expect(shared.endRequest(router, { address: B, status: 502 })).toBe(1);
     // Two failures of B's own: not yet ejected (and A still is, so B it is).
     expect(endpointOf(shared.route(router, chat(), "chat", {}))).toBe(B);
   });
@@ -169,7 +177,14 @@ describe("how a request's end is judged", () => {
   it("blames the first pod when Envoy moved the request, and the pod that served it when that failed too", () => {
     expect(end({ status: 200, upstream: B })).toEqual({ failures: 1, aEjected: true, bEjected: false });
     // Both failed: the pool fails open to both.
-    expect(end({ status: 503, upstream: B }).failures).toBe(2);
+    expect(end({ status: 502, upstream: B }).failures).toBe(2);
+  });
+
+  it("counts a 429 or 503 the pod gave itself as saturation: no failure, the pod passed over for the back-off", () => {
+    expect(end({ status: 429 })).toEqual({ failures: 0, aEjected: true, bEjected: false });
+    expect(end({ status: 503 })).toEqual({ failures: 0, aEjected: true, bEjected: false });
+    // Moved to B, which was full: one failure (A's, moved off); B is only backed off, so both are out and the pool fails open to both.
+    expect(end({ status: 429, upstream: B })).toEqual({ failures: 1, aEjected: false, bEjected: false });
   });
 
   it("counts a deadline, a reset after the headers and a broken stream as failures", () => {
@@ -185,11 +200,26 @@ describe("how a request's end is judged", () => {
   });
 
   it("finds the terminal event at a stream's end, blank lines after it allowed", () => {
-    const ends = (chunks: string[]) => scanner.endsWithDone(chunks);
+    const ends = (chunks: string[]) => scanner.streamEnd(chunks) === "whole";
     expect(ends(["data: {}\n\n", "data: [DONE]\n\n"])).toBe(true);
     expect(ends(["data: {}\n\ndata: [DO", "NE]\r\n\r\n"])).toBe(true);
     expect(ends(["data: {}\n\n"])).toBe(false);
     expect(ends(["data: [DONE] and more\n\n"])).toBe(false);
     expect(ends([])).toBe(false);
+  });
+
+  it("finds an error event before the terminal one, split anywhere, and nothing in a model's text that quotes one", () => {
+    const errs = (chunks: string[]) => scanner.streamEnd(chunks) === "failed";
+    // vLLM's shape (serving_chat.py): the error object as the last data event, then [DONE].
+    const vllm = 'data: {"error": {"message": "Engine died", "type": "InternalServerError", "param": null, "code": 500}}\n\ndata: [DONE]\n\n';
+    expect(errs(['data: {"choices":[{"delta":{"content":"hi"}}]}\n\n', vllm])).toBe(true);
+    for (let cut = 1; cut < vllm.length; cut += 7) expect(errs(["data: {}\n\n" + vllm.slice(0, cut), vllm.slice(cut)])).toBe(true);
+    // llama.cpp's: no space after the colon, error without [DONE].
+    expect(errs(['data:{"error":{"code":500,"message":"x","type":"server_error"}}\n\n'])).toBe(true);
+    expect(errs(['data: {"choices":[{"delta":{"content":"data: {\\"error\\": 1}"}}]}\n\n', "data: [DONE]\n\n"])).toBe(false);
+    expect(errs(['data: {"choices":[]}\n\n', "data: [DONE]\n\n"])).toBe(false);
+    expect(errs([])).toBe(false);
+    // A whole (non-stream) error body is not a stream's error event.
+    expect(errs(['{"error": {"message": "x"}}'])).toBe(false);
   });
 });

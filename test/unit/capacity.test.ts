@@ -7,7 +7,7 @@ import { parsePrometheusText } from "../../host/aggregator/scrape.js";
 import type { PodEntry } from "../../host/aggregator/pod-entry.js";
 import { parseGatewayConfig, type Engine as EngineName } from "../../host/config.js";
 import { Engine } from "../../testing/engine/index.js";
-import { MetricsRenderer, type MetricsFormat } from "../../testing/fakeserver/metrics.js";
+import { FORMAT_ENGINE, MetricsRenderer, type MetricsFormat } from "../../testing/fakeserver/metrics.js";
 import { builtSnapshot, podEntry } from "../../testing/fixtures/snapshot-builders.js";
 
 /** Feeds windows of `gaps` token gaps, each with the given mean ITL (seconds); returns the value after each. */
@@ -110,8 +110,6 @@ describe("capacity learner", () => {
   });
 });
 
-const ENGINE_OF: Record<MetricsFormat, EngineName> = { vllm: "vllm", "vllm-legacy": "vllm", sglang: "sglang", tgi: "tgi" };
-
 /**
  * One fake engine kept at 16 requests in flight (each finished request is
  * replaced at once, prompts of 100-850 tokens, 16-315 output tokens) for
@@ -122,7 +120,7 @@ const ENGINE_OF: Record<MetricsFormat, EngineName> = { vllm: "vllm", "vllm-legac
 function learnFromEngine(speed: number, format: MetricsFormat, durationMs: number): number[] {
   const engine = new Engine({ model: "m", speed }, 0);
   const renderer = new MetricsRenderer(format, false);
-  const want = wantedMetrics(ENGINE_OF[format]);
+  const want = wantedMetrics(FORMAT_ENGINE[format]);
   let seq = 0;
   const submit = (t: number) => {
     const n = seq++;
@@ -137,7 +135,7 @@ function learnFromEngine(speed: number, format: MetricsFormat, durationMs: numbe
     }
     engine.advanceTo(scrape);
     const text = renderer.render(engine.metrics(), scrape / 1000);
-    learner.observe(normalise(ENGINE_OF[format], parsePrometheusText(text, (n) => want.has(n))).itl);
+    learner.observe(normalise(FORMAT_ENGINE[format], parsePrometheusText(text, (n) => want.has(n))).itl);
     values.push(learner.value);
   }
   return values;

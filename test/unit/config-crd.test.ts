@@ -35,7 +35,7 @@ describe("the InferenceGatewayConfig CRD", () => {
     expect(unstructural(spec)).toEqual([]);
     const pool = spec.properties.pools.items;
     expect(spec.required).toEqual(["pools"]);
-    expect(pool.properties.engine).toMatchObject({ type: "string", enum: ["vllm", "sglang", "tgi"], default: "vllm" });
+    expect(pool.properties.engine).toMatchObject({ type: "string", enum: ["vllm", "sglang", "tgi", "llamacpp", "trtllm"], default: "vllm" });
     expect(spec.properties.aggregator.properties.port).toMatchObject({ type: "integer", minimum: 0, maximum: 65535, default: 50051 });
     expect(pool.properties.name.pattern).toBeTypeOf("string");
     // A union (a string or an object) is left to the aggregator's checks.

@@ -48,7 +48,7 @@ describe("gateway config", () => {
     expect(c.gateway).toEqual({
       host: "127.0.0.1", port: 8080, adminPort: 9901, maxBodyBytes: 4194304,
       staleView: { maxAgeMs: 3000, policy: "failOpen", retryAfterS: 1 },
-      passiveHealth: { ejectAfterFailures: 3, ejectMs: 10000 },
+      passiveHealth: { ejectAfterFailures: 3, ejectMs: 10000, saturatedBackoffMs: 1000 },
       plaintext: false,
       limits: {
         requestHeadersTimeoutMs: 10_000, requestTimeoutMs: 660_000, streamIdleTimeoutMs: 600_000, connectionIdleTimeoutMs: 300_000,
@@ -99,8 +99,8 @@ describe("gateway config", () => {
     expect(issues(twoPools(`{ name: qwen, baseModel: q, engine: vllm, endpoints: ["127.0.0.1:1"], weights: { queue: -1 } }`))).toEqual([
       "pools[1].weights.queue: expected a number >= 0",
     ]);
-    expect(issues(twoPools(`{ name: qwen, baseModel: q, engine: llamacpp, endpoints: ["127.0.0.1:1"] }`))).toEqual([
-      "pools[1].engine: expected one of vllm, sglang, tgi",
+    expect(issues(twoPools(`{ name: qwen, baseModel: q, engine: no-such-engine, endpoints: ["127.0.0.1:1"] }`))).toEqual([
+      "pools[1].engine: expected one of vllm, sglang, tgi, llamacpp, trtllm",
     ]);
     expect(issues(twoPools(`{ name: qwen, engine: vllm, endpoints: ["127.0.0.1:1"] }`))).toEqual(["pools[1].baseModel: is required"]);
     expect(issues(`${MINIMAL}\ngateway: { port: 70000, maxBodyBytes: 1.5 }\n`)).toEqual([

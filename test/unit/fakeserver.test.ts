@@ -269,7 +269,8 @@ describe("fake model servers", () => {
 
     const lora = samples.filter((s) => s.name === "vllm:lora_requests_info");
     const newest = lora.reduce((a, b) => (b.value > a.value ? b : a));
-    expect(newest.labels).toEqual({ max_lora: "1", running_lora_adapters: "sql-lora", waiting_lora_adapters: "chat-lora" });
+    // As vLLM 0.13 lists them: every adapter with a request in flight in both labels, sql-lora running, chat-lora queued.
+    expect(newest.labels).toEqual({ max_lora: "1", running_lora_adapters: "sql-lora,chat-lora", waiting_lora_adapters: "sql-lora,chat-lora" });
     expect(Math.abs(newest.value - Date.now() / 1000)).toBeLessThan(60);
 
     expect(only(samples, "vllm:cache_config_info").labels).toMatchObject({
@@ -306,12 +307,13 @@ describe("fake model servers", () => {
 
     const s = (await scrape(sg.url)).samples;
     const sm = sg.engine.metrics();
-    const l = { model_name: "qwen3-32b" };
+    const l = { model_name: "qwen3-32b", dp_rank: "0" };
     expect(only(s, "sglang:num_running_reqs")).toMatchObject({ labels: l, value: sm.numRunning });
     expect(only(s, "sglang:num_queue_reqs").value).toBe(sm.numWaiting);
     expect(only(s, "sglang:token_usage").value).toBeCloseTo(sm.kvUsage, 12);
     expect(only(s, "sglang:cache_hit_rate").value).toBe(0);
-    expect(only(s, "sglang:cache_config_info").labels).toMatchObject({ page_size: "16", num_pages: String(sm.numGpuBlocks) });
+    expect(only(s, "sglang:page_size").value).toBe(16);
+    expect(only(s, "sglang:num_pages").value).toBe(sm.numGpuBlocks);
 
     const t = (await scrape(tgi.url)).samples;
     const tm = tgi.engine.metrics();
@@ -319,11 +321,12 @@ describe("fake model servers", () => {
     expect(only(t, "tgi_batch_current_size").value).toBe(tm.numRunning);
     expect(only(t, "tgi_batch_current_max_tokens").value).toBe(tm.batchMaxTokens);
     expect(tm.batchMaxTokens).toBe(tm.numRunning * (100 + 8));
+    expect(only(t, "tgi_batch_max_total_tokens").value).toBe(tm.numGpuBlocks * tm.blockSize);
   });
 });
 
 describe("preloaded adapters", () => {
-  it("are loaded at start and reported running by an idle pod; only that pod's", async () => {
+  it("are loaded at start, yet an idle pod lists none, as vLLM lists only adapters with requests in flight", async () => {
     const adapters = ["sql-lora", "chat-lora"];
     const fleet = await startFleet([
       { name: "warm", model: MODEL, adapters, preloadAdapters: ["sql-lora"], engineConfig: { speed: 20 } },
@@ -339,23 +342,18 @@ describe("preloaded adapters", () => {
           labels: newest.labels,
         };
       };
-      expect(await lora("warm")).toEqual({
-        running: 0,
-        waiting: 0,
-        labels: { max_lora: "4", running_lora_adapters: "sql-lora", waiting_lora_adapters: "" },
-      });
-      expect(await lora("cold")).toEqual({
-        running: 0,
-        waiting: 0,
-        labels: { max_lora: "4", running_lora_adapters: "", waiting_lora_adapters: "" },
-      });
-      // Served without loading it, and still listed once idle again, after another adapter ran.
+      const idle = { running: 0, waiting: 0, labels: { max_lora: "4", running_lora_adapters: "", waiting_lora_adapters: "" } };
+      expect(fleet.pod("warm").engine.metrics().residentAdapters).toEqual(["sql-lora"]);
+      expect(await lora("warm")).toEqual(idle);
+      expect(await lora("cold")).toEqual(idle);
+      // Served without loading it (only chat-lora loads), and idle again lists nothing, though both stay resident.
       const client = new OpenAI({ baseURL: `${fleet.pod("warm").url}/v1`, apiKey: "unused", maxRetries: 0 });
       for (const model of ["sql-lora", "chat-lora"]) await client.completions.create({ model, prompt: "SELECT", max_tokens: 2 });
       const m = fleet.pod("warm").engine.metrics();
       expect(m.counters.loraLoads).toBe(1);
       expect(m.numRunning + m.numWaiting).toBe(0);
-      expect((await lora("warm")).labels.running_lora_adapters).toBe("sql-lora");
+      expect(m.residentAdapters.sort()).toEqual(["chat-lora", "sql-lora"]);
+      expect(await lora("warm")).toEqual(idle);
     } finally {
       await fleet.close();
     }

@@ -38,8 +38,17 @@ describe("a local fake fleet", () => {
 
   it("gives a pod its pool's engine when it names none", () => {
     expect(parseLocalFleet("pods: [ { name: a, pool: llama, port: 18001 } ]", config("sglang"))).toEqual([
-      { name: "a", pool: "llama", port: 18001, speed: 1, engine: "sglang" },
+      { name: "a", pool: "llama", port: 18001, speed: 1, engine: "sglang", server: "fake" },
     ]);
+  });
+
+  it("runs real llama.cpp servers only for a pool that reads them as llamacpp", () => {
+    const pod = "pods: [ { name: a, pool: llama, port: 18001, server: llama-server } ]";
+    expect(parseLocalFleet(pod, config("llamacpp"))[0]).toMatchObject({ server: "llama-server", engine: "llamacpp" });
+    expect(issues(pod)).toEqual(['pods[0].server: a llama-server pod needs its pool "llama" to read engine llamacpp (pools[0].engine is vllm)']);
+    const local = loadGatewayConfig(fileURLToPath(new URL("../../config/llamacpp.yaml", import.meta.url)));
+    const pods = loadLocalFleet(fileURLToPath(new URL("../../config/llamacpp-fleet.yaml", import.meta.url)), local);
+    expect(pods.map((p) => p.server)).toEqual(["llama-server", "llama-server", "llama-server"]);
   });
 
   it("checks that pods name existing pools and their endpoints", () => {

@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { PeerPrefixMerge, splitRecords } from "../../host/aggregator/peer-prefix.js";
-import { A, B, C, endpoint, SYSTEM, Workers } from "../../testing/fixtures/workers.js";
+import { A, B, C, chat, endpoint, SYSTEM, Workers } from "../../testing/fixtures/workers.js";
 import { NativeRouter } from "../../testing/native/router.js";
 import { Rng } from "../../testing/fixtures/rng.js";
 
@@ -136,6 +136,25 @@ describe("a replica's link reporting and applying prefix records (native build)"
     expect(endpoints(reports[1])).toHaveLength(8);
     reports = round(merge);
     expect(reports.map((r) => r.byteLength)).toEqual([0, 0]);
+  });
+
+  it("sends an adapter's placement to the other replica, whose workers then send the adapter to that idle pod", () => {
+    const merge = new PeerPrefixMerge();
+    const adapter = "sql-lora";
+    const body = chat("select", adapter);
+    const pods = [endpoint(A, { maxLora: 4 }), endpoint(B, { maxLora: 4 }), endpoint(C, { maxLora: 4 })];
+    y.install(pods, { lora: 1 }, [adapter]);
+    // Where y would place it cold (the rendezvous pick): x places it elsewhere, on the only pod it then has.
+    const cold = y.route(0, body);
+    y.fresh();
+    y.install(pods, { lora: 1 }, [adapter]);
+    const placed = pods.find((e) => e.address !== cold)!;
+    x.install([placed], { lora: 1 }, [adapter]);
+    expect(x.route(0, body)).toBe(placed.address);
+    const reports = round(merge);
+    expect(endpoints(reports[0])).toHaveLength(1);
+    // No scrape shows it anywhere; both of y's workers follow x's placement.
+    expect([y.route(0, body), y.route(1, body)]).toEqual([placed.address, placed.address]);
   });
 
   it("refuses records that do not decode (the link then drops its stream) and leaves the log as it was", () => {

@@ -132,6 +132,21 @@ describe("passive health", () => {
     expect(routed(router.route(CHAT)).endpoint).toBe("10.0.0.1:80");
   });
 
+  it.each([429, 503])("passes over a pod that answered %i itself for the back-off only, counting no failure", (status) => {
+    router.setHealthRules({ ...RULES, ejectAfter: 1, saturatedBackoffMs: 1_000 });
+    router.endRequest({ address: "10.0.0.1:80", status });
+    const r = routed(router.route(CHAT));
+    expect([r.endpoint, ...r.fallbacks]).not.toContain("10.0.0.1:80");
+    // Back after the back-off, not the ejection time: with one failure ejecting, a failure would have kept it out.
+    router.setClock(1_000_000 + 1_001, 1_000_000 + 1_001);
+    expect(routed(router.route(CHAT)).endpoint).toBe("10.0.0.1:80");
+    // Envoy's own 503 for a pod it could not reach is a failure, not saturation.
+    router.endRequest({ address: "10.0.0.1:80", status: 503, flags: 0x20n });
+    router.setClock(1_000_000 + 2_002, 1_000_000 + 2_002);
+    const after = routed(router.route(CHAT));
+    expect([after.endpoint, ...after.fallbacks]).not.toContain("10.0.0.1:80");
+  });
+
   it("keeps ejections across a new snapshot, and falls back to ejected pods only when all are", () => {
     for (const a of ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"]) for (let i = 0; i < 3; i++) router.endRequest({ address: a, status: 500 });
     loadQueues([0, 0, 0, 9]);

@@ -11,7 +11,7 @@ beforeAll(async () => {
   router.setSnapshot(snapshot([pool("p", "llama", [endpoint("127.0.0.1:1")])], ["sql-lora", UNICODE_MODEL]));
 });
 
-function errorOf(body: string | Uint8Array, kind: "chat" | "completions" | "other" = "chat") {
+function errorOf(body: string | Uint8Array, kind: "chat" | "completions" | "responses" | "other" = "chat") {
   const r = router.route(body, kind);
   if (!("status" in r)) throw new Error(`expected an error, got ${JSON.stringify(r)}`);
   return r;
@@ -276,5 +276,26 @@ describe("limits", () => {
     const r = errorOf(`{"model":"${name}","messages":[]}`);
     expect(r.status).toBe(404);
     expect(r.error.message).toBe(`The model '${'"'.repeat(256)}...' does not exist or is not served by this gateway`);
+  });
+
+});
+
+describe("a Responses request", () => {
+  it("reads input, with the instructions written before it as the prompt's start", () => {
+    const body = '{"model":"llama","instructions":"Be brief.","input":[{"role":"user","content":"hi"}],"stream":true,"max_output_tokens":4}';
+    const r = router.route(body, "responses");
+    expect(r).toMatchObject({ endpoint: "127.0.0.1:1", model: "llama", stream: true, includeUsage: true });
+    if (!("prompt" in r)) throw new Error("no prompt span");
+    expect(body.slice(r.prompt[0], r.prompt[1])).toBe('"Be brief.","input":[{"role":"user","content":"hi"}]');
+    // Instructions written after the input are left out of the prefix: it starts with the input.
+    const after = '{"model":"llama","input":"hello","instructions":"Be brief."}';
+    const r2 = router.route(after, "responses");
+    if (!("prompt" in r2)) throw new Error("no prompt span");
+    expect(after.slice(r2.prompt[0], r2.prompt[1])).toBe('"hello"');
+  });
+
+  it("answers a Responses request without a usable input with the OpenAI 400", () => {
+    expect(errorOf('{"model":"llama"}', "responses")).toMatchObject({ status: 400, error: { param: "input", message: "'input' is a required property" } });
+    expect(errorOf('{"model":"llama","input":3}', "responses")).toMatchObject({ status: 400, error: { param: "input" } });
   });
 });

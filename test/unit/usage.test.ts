@@ -228,3 +228,36 @@ describe("a fake pod's real answers", () => {
     expect(scanner.fromChunks((await raw({ stream: true })).chunks)).toBeNull();
   });
 });
+
+describe("a Responses answer", () => {
+  // llama.cpp's shapes (tools/server, checked against a real llama-server): usage last in the response; a stream of typed events, no [DONE].
+  const usage = { input_tokens: 54, output_tokens: 3, total_tokens: 57, input_tokens_details: { cached_tokens: 53 } };
+  const response = (text: string) => ({ id: "resp_1", object: "response", status: "completed", model: "llama", output: [{ type: "message", content: [{ type: "output_text", text }] }], usage });
+  const event = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
+  const delta = event("response.output_text.delta", { type: "response.output_text.delta", delta: "h" });
+
+  it("gives its token counts from input_tokens and output_tokens, whole or streamed", () => {
+    expect(scanner.find(JSON.stringify(response("hi")))).toEqual({ promptTokens: 54, completionTokens: 3 });
+    const completed = event("response.completed", { type: "response.completed", response: response("hi"), timings: { cache_n: 53 } });
+    expect(scanner.fromChunks([delta, completed])).toEqual({ promptTokens: 54, completionTokens: 3 });
+  });
+
+  it("judges its stream by the last event's type, written first (llama.cpp, OpenAI) or last (vLLM)", () => {
+    const ends = (chunks: string[]) => scanner.streamEnd(chunks, true);
+    expect(ends([delta, event("response.completed", { type: "response.completed", response: response("hi") })])).toBe("whole");
+    expect(ends([delta, event("response.completed", { response: response("hi"), sequence_number: 9, type: "response.completed" })])).toBe("whole");
+    expect(ends([delta, event("response.incomplete", { type: "response.incomplete", response: response("hi") })])).toBe("whole");
+    expect(ends([delta, event("response.failed", { response: response(""), type: "response.failed" })])).toBe("failed");
+    expect(ends([delta, event("error", { type: "error", code: "server_error", message: "x" })])).toBe("failed");
+    // Cut after a delta, or mid-event.
+    expect(ends([delta, delta])).toBe("broken");
+    expect(ends([delta, 'event: response.completed\ndata: {"type":"response.comp'])).toBe("broken");
+    // A completed response longer than the tail, its type out of sight at the start: the only event that long, so whole.
+    const big = event("response.completed", { type: "response.completed", response: response("x".repeat(TAIL_BYTES * 2)), timings: { cache_n: 1 } });
+    expect(ends([delta, big])).toBe("whole");
+    // A chat stream's [DONE] does not end a Responses stream, and the other way round.
+    expect(ends([delta, "data: [DONE]\n\n"])).toBe("broken");
+    expect(scanner.streamEnd([event("response.completed", { type: "response.completed", response: response("hi") })])).toBe("broken");
+  });
+});
+

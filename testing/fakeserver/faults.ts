@@ -11,13 +11,20 @@
  * - `stall-stream`: a stream sends its first event, then nothing more (the
  *   connection stays open) until the fault is cleared, when the held events
  *   follow. Plain answers are unaffected.
+ * - `stream-error`: a stream sends its first events, then an error event and
+ *   `[DONE]` on a 200, as vLLM does when generation fails mid-way
+ *   (vllm/entrypoints/openai/serving_chat.py: `data: {"error": ...}` then
+ *   `data: [DONE]`). Plain answers are unaffected.
+ * - `overloaded`: a completion is answered at once with a 429, as TGI does
+ *   when its concurrency limit is reached (router/src/server.rs maps
+ *   `InferError::Overloaded` to 429, "Model is overloaded").
  *
  * The mode in force when a request's body has been read decides what happens
  * to it; switching modes releases whatever the previous one held.
  */
 import type { ServerResponse } from "node:http";
 
-export const FAULT_MODES = ["hang", "break-streams", "stall-stream"] as const;
+export const FAULT_MODES = ["hang", "break-streams", "stall-stream", "stream-error", "overloaded"] as const;
 export type FaultMode = (typeof FAULT_MODES)[number];
 
 interface Hold {

@@ -48,8 +48,8 @@ export const podSpecSchema = z
     adapters: z.array(z.string().min(1)).default([]),
     /**
      * Adapters (among `adapters`) loaded when the pod starts and never
-     * evicted; its vLLM metrics list them in running_lora_adapters even while
-     * idle (metrics.ts).
+     * evicted. Like vLLM's, its metrics list them only while requests use
+     * them (metrics.ts vllmAdapterLists): an idle pod lists none.
      */
     preloadAdapters: z.array(z.string().min(1)).optional(),
     metricsFormat: z.enum(METRICS_FORMATS).default("vllm"),

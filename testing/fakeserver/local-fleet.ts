@@ -18,7 +18,12 @@ export interface LocalPod {
   speed: number;
   /** Whose metric names it exports; its pool's engine unless given. */
   engine: Engine;
+  /** "fake" (default): a fake pod; "llama-server": a real llama.cpp server (testing/llamacpp/), engine llamacpp. */
+  server: LocalServer;
 }
+
+export const LOCAL_SERVERS = ["fake", "llama-server"] as const;
+export type LocalServer = (typeof LOCAL_SERVERS)[number];
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,255}$/;
 const name = z.string({ error: msg("expected a name") }).regex(NAME, { error: "expected a name" });
@@ -31,6 +36,7 @@ const fleetSchema = z.strictObject({
       port: z.number({ error: msg("expected a port number") }).int({ error: "expected a port number" }).min(1).max(65535),
       speed: z.number({ error: msg("expected a number > 0") }).positive({ error: "expected a number > 0" }).default(1),
       engine: z.enum(ENGINES, { error: msg(`expected one of ${ENGINES.join(", ")}`) }).optional(),
+      server: z.enum(LOCAL_SERVERS, { error: msg(`expected one of ${LOCAL_SERVERS.join(", ")}`) }).default("fake"),
     }),
     { error: msg("expected a list of pods") },
   ),
@@ -64,6 +70,9 @@ export function parseLocalFleet(text: string, config: GatewayConfig, source = "<
       }
       // A pod the gateway never routes to is almost certainly a typo.
       const pool = config.pools[i];
+      if (pod.server === "llama-server" && pool.engine !== "llamacpp") {
+        issues.push(`${path}.server: a llama-server pod needs its pool "${pod.pool}" to read engine llamacpp (pools[${i}].engine is ${pool.engine})`);
+      }
       if (pool.kubernetes && pool.kubernetes.port !== pod.port) {
         issues.push(`${path}.port: pool "${pod.pool}" reaches its pods on port ${pool.kubernetes.port} (pools[${i}].kubernetes.port), not ${pod.port}`);
       } else if (!pool.kubernetes && !pool.endpoints.some((ep) => parseEndpoint(ep)?.port === pod.port)) {
@@ -81,8 +90,9 @@ export function loadLocalFleet(path: string, config: GatewayConfig): LocalPod[] 
 }
 
 /** Fake-pod specs: each pod serves its pool's base model and adapters, in its pool's metrics format. */
+/** The fake pods among `pods`, as the fake fleet starts them. */
 export function localFleetSpecs(pods: readonly LocalPod[], config: GatewayConfig): PodSpec[] {
-  return pods.map((pod) => {
+  return pods.filter((pod) => pod.server === "fake").map((pod) => {
     const pool = config.pools.find((p) => p.name === pod.pool)!;
     return {
       name: pod.name,

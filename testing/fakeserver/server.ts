@@ -95,6 +95,17 @@ async function route(ctx: PodContext, req: IncomingMessage, res: ServerResponse)
       res.end(ctx.metrics.render(ctx.driver.engine.metrics(), Date.now() / 1000));
       return;
   }
+  // vLLM's sleep mode routes (entrypoints/openai/api_server.py, with VLLM_SERVER_DEV_MODE=1).
+  if (ctx.metrics.format === "vllm" && (path === "/sleep" || path === "/wake_up")) {
+    allow("POST");
+    ctx.metrics.asleep = path === "/sleep";
+    res.writeHead(200).end();
+    return;
+  }
+  if (ctx.metrics.format === "vllm" && path === "/is_sleeping") {
+    allow("GET");
+    return sendJson(res, 200, { is_sleeping: ctx.metrics.asleep });
+  }
   if (ctx.admin && path === "/admin/state") {
     allow("GET");
     return sendJson(res, 200, ctx.driver.engine.metrics());
@@ -129,6 +140,7 @@ async function completion(ctx: PodContext, kind: ApiKind, req: IncomingMessage, 
   const body = await readJson(req);
   if (ctx.faults.mode === "hang" && !(await hangUntilCleared(ctx.faults, res))) return;
   const fault = ctx.faults.mode;
+  if (fault === "overloaded") throw new ApiError(429, "Model is overloaded", "overloaded", null, "overloaded");
   const model = parsedModelHeader(body);
   if (model !== undefined) res.setHeader(PARSED_MODEL_HEADER, model);
   const parsed = parseCompletionRequest(kind, body);
@@ -189,8 +201,9 @@ const EVENTS_BEFORE_BREAK = 2;
 /**
  * SSE stream: headers with the first token, one chunk per token, then finish,
  * usage, [DONE]. Under `break-streams` the connection is destroyed once the
- * first events are out; under `stall-stream` everything after the first event
- * waits for the fault to clear.
+ * first events are out; under `stream-error` an error event and [DONE] follow
+ * them; under `stall-stream` everything after the first event waits for the
+ * fault to clear.
  */
 function streamListener(
   parsed: CompletionRequest,
@@ -213,6 +226,12 @@ function streamListener(
       return;
     }
     events++;
+    if (fault === "stream-error" && events === EVENTS_BEFORE_BREAK) {
+      cut = true;
+      const error = { error: { message: "The engine failed while generating", type: "InternalServerError", param: null, code: 500 } };
+      res.end(text + sse(error) + sse("[DONE]"));
+      return;
+    }
     if (fault === "break-streams" && events === EVENTS_BEFORE_BREAK) {
       cut = true;
       // Destroyed once the event is on the socket: the client gets it, then loses the connection.

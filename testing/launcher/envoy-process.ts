@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { findEnvoy } from "../../host/envoy/paths.js";
+import { spawnWatchdog } from "./watchdog.js";
 
 export interface StartEnvoyOptions {
   /** A complete Envoy bootstrap, e.g. from renderEnvoyConfig(). */
@@ -126,27 +127,7 @@ process.on("exit", () => {
 });
 
 // A SIGKILLed Node runs no exit handler, and Envoy has no option to die with
-// its parent. This shell reads a pipe whose only writer is this process:
-// however we die, the kernel closes our end, `read` sees EOF, and Envoy gets
-// SIGTERM, then SIGKILL if it is still there 5 s later. While we live we kill
-// the watchdog as soon as Envoy exits. Like Envoy, it has its own process
-// group, away from a terminal's Ctrl-C.
-const WATCHDOG_SCRIPT =
-  'while read -r _; do :; done; kill -TERM "$1" 2>/dev/null || exit 0; ' +
-  'for _ in 1 2 3 4 5; do sleep 1; kill -0 "$1" 2>/dev/null || exit 0; done; kill -KILL "$1" 2>/dev/null';
-
-function spawnWatchdog(envoyPid: number, logs: LogRing): ChildProcess {
-  const watchdog = spawn("/bin/sh", ["-c", WATCHDOG_SCRIPT, "envoy-watchdog", String(envoyPid)], {
-    stdio: ["pipe", "ignore", "ignore"],
-    detached: true,
-  });
-  watchdog.once("error", (err) => logs.push(`envoy watchdog: ${err.message}\n`));
-  // Neither the process nor its idle pipe may keep Node's event loop alive.
-  watchdog.unref();
-  (watchdog.stdin as unknown as { unref(): void }).unref();
-  return watchdog;
-}
-
+// its parent: a watchdog stops it then.
 interface Spawned {
   child: ChildProcess;
   logs: LogRing;
@@ -186,7 +167,7 @@ function spawnEnvoy(bin: string, args: string[], logs: LogRing, file: FileSink |
   // Its own process group: a terminal's Ctrl-C reaches only us, and we stop
   // Envoy in order (the watchdog covers our own sudden death).
   const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
-  const watchdog = child.pid === undefined ? null : spawnWatchdog(child.pid, logs);
+  const watchdog = child.pid === undefined ? null : spawnWatchdog(child.pid, "envoy", (m) => logs.push(`${m}\n`));
   running.set(child, watchdog);
   let done = false;
   const onOutput = (c: string) => {

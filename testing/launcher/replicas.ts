@@ -13,7 +13,8 @@ import { ConfigError, parseEndpoint, type GatewayConfig } from "../../host/confi
 import { envoyParamsFromGatewayConfig, envoySdsFiles, renderEnvoyXds } from "../../host/envoy/index.js";
 import { filterWasmPath, projectRoot } from "../../host/paths.js";
 import { checkPortsFree, type PortClaim } from "../../host/ports.js";
-import { localFleetSpecs, startFleet, type Fleet, type LocalPod } from "../fakeserver/index.js";
+import { startLocalPods } from "./local-pods.js";
+import { type Fleet, type LocalPod } from "../fakeserver/index.js";
 import { startEnvoy, type EnvoyProcess } from "./envoy-process.js";
 import { startFront, type Front } from "./front.js";
 import { openLog, startNodeChild, type NodeChild } from "./node-child.js";
@@ -222,12 +223,9 @@ export async function startReplicaStack(config: GatewayConfig, opts: ReplicaStac
   };
   const logFile = (name: string) => (opts.logDir ? join(opts.logDir, name) : undefined);
   try {
-    const specs = localFleetSpecs(opts.fleet ?? [], config);
-    const fleet = specs.length > 0 ? await startFleet(specs) : null;
-    if (fleet) {
-      started.push(() => fleet.close());
-      for (const p of fleet.pods) log(`pod ${p.name} (${p.model}) on ${p.url}`);
-    }
+    const local = await startLocalPods(opts.fleet ?? [], config, log);
+    started.push(() => local.close());
+    const fleet = local.fleet;
     const aggregators = await startAggregatorProcesses(opts.configPath, config, opts.aggregators, { logFile: logFile("aggregators.log"), onLine: opts.onAggregatorLine });
     started.push(async () => {
       await Promise.all(aggregators.map((a) => a.process.stop()));

@@ -11,7 +11,8 @@ import { envoyParamsFromGatewayConfig, envoySdsFiles, renderEnvoyXds } from "../
 import { startEnvoy, type EnvoyProcess } from "./envoy-process.js";
 import { stringify } from "yaml";
 import { parseGatewayConfig } from "../../host/config.js";
-import { localFleetSpecs, startFleet, type Fleet, type LocalPod, type PodSpec } from "../fakeserver/index.js";
+import { startLocalPods } from "./local-pods.js";
+import { startFleet, type Fleet, type LocalPod, type PodSpec } from "../fakeserver/index.js";
 import { filterWasmPath } from "../../host/paths.js";
 import { checkPortsFree, explainBindError, type PortClaim } from "../../host/ports.js";
 
@@ -99,12 +100,9 @@ export async function startStack(input: GatewayConfig, opts: StackOptions = {}):
     started.length = 0;
   };
   try {
-    const specs = localFleetSpecs(opts.fleet ?? [], config);
-    const fleet = specs.length > 0 ? await startFleet(specs).catch(naming(claims.fleet)) : null;
-    if (fleet) {
-      started.push(() => fleet.close());
-      for (const p of fleet.pods) log(`pod ${p.name} (${p.model}) on ${p.url}`);
-    }
+    const local = await startLocalPods(opts.fleet ?? [], config, log).catch(naming(claims.fleet));
+    started.push(() => local.close());
+    const fleet = local.fleet;
 
     const aggregator = await startAggregator(config, {
       port: opts.aggregatorPort,

@@ -6,8 +6,8 @@ import { CONTRACT } from "../../host/contract.js";
 import { nativeBindingsPath, nativeWasmPath } from "../../host/paths.js";
 import { encodeSnapshot, SnapshotMsg } from "../../host/proto.js";
 
-export type ApiKind = "chat" | "completions" | "other";
-const KIND_CODE: Record<ApiKind, number> = { chat: 0, completions: 1, other: 2 };
+export type ApiKind = "chat" | "completions" | "responses" | "other";
+const KIND_CODE: Record<ApiKind, number> = { chat: 0, completions: 1, responses: 2, other: 3 };
 
 export interface OpenAIErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
@@ -127,7 +127,7 @@ interface Bindings {
   setClock(nowMs: bigint, heardMs: bigint): void;
   setViewPolicy(maxAgeMs: bigint, stalePolicy: number): void;
   setFullScan(pods: number): void;
-  setHealthRules(ejectAfter: number, ejectMs: bigint): void;
+  setHealthRules(ejectAfter: number, ejectMs: bigint, saturatedBackoffMs: bigint): void;
   recordsPicks(): boolean;
   setInflight(bytes: Uint8Array): boolean;
   setRefusals(bytes: Uint8Array): boolean;
@@ -188,8 +188,9 @@ export class NativeRouter {
   }
 
   /** The passive-health ledger's rules (gateway.passiveHealth): failures before ejection, and for how long. */
-  setHealthRules(rules: { ejectAfter: number; ejectMs: number }): void {
-    this.wasm.setHealthRules(rules.ejectAfter, BigInt(rules.ejectMs));
+  /** `saturatedBackoffMs`: how long a pod that answered 429/503 itself is passed over (default the filter's, 1 s). */
+  setHealthRules(rules: { ejectAfter: number; ejectMs: number; saturatedBackoffMs?: number }): void {
+    this.wasm.setHealthRules(rules.ejectAfter, BigInt(rules.ejectMs), BigInt(rules.saturatedBackoffMs ?? 1_000));
   }
 
   /**

@@ -15,8 +15,12 @@ interface Bindings {
   usageTailReset(): void;
   usageTailPush(chunk: Uint8Array): number;
   usageTailFind(): string;
-  usageTailEndsWithDone(): boolean;
+  usageTailStreamEnd(responses: boolean): number;
 }
+
+/** How a stream ended (core/openai/usage.ts StreamEnd). */
+export type StreamEnd = "whole" | "broken" | "failed";
+const STREAM_ENDS: StreamEnd[] = ["whole", "broken", "failed"];
 
 export class NativeUsageScanner {
   private constructor(private readonly wasm: Bindings) {}
@@ -43,11 +47,11 @@ export class NativeUsageScanner {
     return JSON.parse(this.wasm.usageTailFind()) as TokenUsage | null;
   }
 
-  /** Whether a stream delivered in `chunks` ended with its terminal event, as the filter judges it. */
-  endsWithDone(chunks: Array<string | Uint8Array>): boolean {
+  /** How a stream delivered in `chunks` ended, as the filter judges it; `responses`: a Responses API stream. */
+  streamEnd(chunks: Array<string | Uint8Array>, responses = false): StreamEnd {
     this.wasm.usageTailReset();
     for (const c of chunks) this.wasm.usageTailPush(bytes(c));
-    return this.wasm.usageTailEndsWithDone();
+    return STREAM_ENDS[this.wasm.usageTailStreamEnd(responses)];
   }
 }
 

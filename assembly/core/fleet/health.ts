@@ -4,7 +4,9 @@
 // pod (it refused, reset, 5xx'd or let its deadline pass before answering)
 // at once: every request it gets would cost a retry, or wait out a deadline.
 // Afterwards one request may try it again (a failure re-ejects at once, a
-// success clears the record). All workers
+// success clears the record). A saturated pod (it answered 429 or 503 itself)
+// is only passed over for `saturatedBackoffMs`, with no failure counted: it is
+// whole, just full, and the others take its share meanwhile. All workers
 // share one ledger through shared data (gateway/shared-health.ts); this file
 // is the pure part: the rules and the byte encoding.
 
@@ -18,6 +20,7 @@ export class HealthRecord {
 export class HealthRules {
   threshold: u32 = 3;
   ejectMs: u64 = 10_000;
+  saturatedBackoffMs: u64 = 1_000;
 }
 
 export class HealthLedger {
@@ -37,6 +40,20 @@ export class HealthLedger {
     r.failures++;
     if (eject && r.failures < rules.threshold) r.failures = rules.threshold;
     if (r.failures >= rules.threshold) r.ejectedUntilMs = nowMs + rules.ejectMs;
+    return true;
+  }
+
+  /** Passes over a saturated pod for the rules' back-off, counting no failure; true (the ledger changed). */
+  recordSaturated(address: string, nowMs: u64, rules: HealthRules): bool {
+    let r: HealthRecord;
+    if (this.records.has(address)) {
+      r = this.records.get(address);
+    } else {
+      r = new HealthRecord();
+      this.records.set(address, r);
+    }
+    const until = nowMs + rules.saturatedBackoffMs;
+    if (until > r.ejectedUntilMs) r.ejectedUntilMs = until;
     return true;
   }
 

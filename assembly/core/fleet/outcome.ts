@@ -4,13 +4,16 @@
 //
 // A pod failed a request when
 //   - Envoy moved the request off it to a fallback (it refused the
-//     connection, reset, answered 5xx, or its per-try deadline fired), or
-//   - it served the request and answered 5xx, or Envoy ended the answer for
+//     connection, reset, answered 500, 502 or 504, or its per-try deadline fired), or
+//   - it served the request and answered another 5xx than 503, or Envoy ended the answer for
 //     an upstream reason (a deadline, a reset or a broken connection after
 //     the headers; response flags UT, UR, UF, UC, URX, UPE), or
 //   - it served a stream that ended without its terminal `data: [DONE]`
 //     event while the client was still there.
 // A client that went away (DC) teaches nothing about the pod that served it.
+// A pod that itself answered 429 or 503 is saturated, not failed: it is full
+// (TGI's "Model is overloaded", a server's own admission limit), so it is
+// backed off for a moment, neither ejected nor taken as a success.
 
 /** Envoy's response flags (StreamInfo, the `response.flags` property) that put the fault upstream. */
 export const FLAG_UPSTREAM_TIMEOUT: u64 = 0x4;
@@ -32,6 +35,8 @@ export class Outcome {
   servedFailed: bool = false;
   /** The pod chosen first served it well. */
   primarySucceeded: bool = false;
+  /** The pod that answered (a fallback when moved) said it is full: 429 or 503 of its own. */
+  saturated: bool = false;
 
   /**
    * `moved`: Envoy's last try went to another pod than the one chosen first;
@@ -40,11 +45,13 @@ export class Outcome {
    */
   judge(moved: bool, status: i64, flags: u64, stream: bool, sawDone: bool): void {
     const clientGone = (flags & FLAG_DOWNSTREAM_CONNECTION_TERMINATION) != 0;
-    const servedFailed = status >= 500 || (flags & UPSTREAM_FAULTS) != 0 ||
-      (stream && status == 200 && !sawDone && !clientGone);
+    const upstreamFault = (flags & UPSTREAM_FAULTS) != 0;
+    const saturated = (status == 429 || status == 503) && !upstreamFault;
+    const servedFailed = !saturated && (status >= 500 || upstreamFault || (stream && status == 200 && !sawDone && !clientGone));
     this.primaryFailed = moved || servedFailed;
     this.primaryMovedOff = moved;
     this.servedFailed = moved && servedFailed;
-    this.primarySucceeded = !moved && !servedFailed && !clientGone;
+    this.primarySucceeded = !moved && !servedFailed && !saturated && !clientGone;
+    this.saturated = saturated;
   }
 }

@@ -4,6 +4,7 @@
 import { Admission, MAX_WAIT_BUDGET_MS } from "./admission-limits";
 import { hashBuffer } from "../wire/hash";
 import { Priority } from "./priority";
+import { PodAdapters } from "./pod-adapters";
 import { PodCache } from "./pod-cache";
 import { PoolLoad } from "./pool-load";
 import { ProtoReader } from "../wire/proto";
@@ -88,6 +89,8 @@ export class Endpoint {
   slot: i32 = 0;
   /** Its modelled KV cache in the prefix index (set when the snapshot is installed). */
   prefixCache: PodCache | null = null;
+  /** The adapters this gateway placed on it, most recent first (core/fleet/adapter-slots.ts; set likewise). */
+  placedAdapters: PodAdapters | null = null;
   /** This gateway's requests in flight to the endpoint when the snapshot was installed (core/scheduling/fleet-view.ts). */
   inflightBase: i32 = 0;
   /** This gateway's requests in flight to the endpoint now, as of the current decision. */
@@ -290,6 +293,26 @@ export class Snapshot {
 // Queue and batch figures are counts: uint32 on the wire, capped here so that
 // adding in-flight requests to them can never overflow an i32.
 const MAX_COUNT: u32 = 1 << 30;
+
+/**
+ * `pods` (per address hash) without the endpoints `snap` no longer has, once
+ * those outnumber the current ones: pods come and go for days, and a departed
+ * pod's entry matches nothing (it is in no pool).
+ */
+export function retainCurrent<T>(pods: Map<u64, T>, snap: Snapshot): Map<u64, T> {
+  let current = 0;
+  for (let p = 0; p < snap.pools.length; p++) current += snap.pools[p].endpoints.length;
+  if (pods.size <= 2 * current + 16) return pods;
+  const kept = new Map<u64, T>();
+  for (let p = 0; p < snap.pools.length; p++) {
+    const endpoints = snap.pools[p].endpoints;
+    for (let i = 0; i < endpoints.length; i++) {
+      const h = unchecked(endpoints[i]).addressHash;
+      if (pods.has(h)) kept.set(h, pods.get(h));
+    }
+  }
+  return kept;
+}
 
 /** Decodes a Snapshot message; null if the bytes (or any nested message) are not a valid snapshot. */
 export function decodeSnapshot(ptr: usize, len: i32): Snapshot | null {

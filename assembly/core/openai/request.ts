@@ -1,6 +1,7 @@
 // Reads what routing needs from an OpenAI-style request body: `model`,
-// `stream`, and where the prompt (`messages` or `prompt`) lies, as a byte span
-// for prefix hashing without decoding it.
+// `stream`, and where the prompt (`messages`, `prompt`, or a Responses
+// request's `input` with the `instructions` written before it) lies, as a byte
+// span for prefix hashing without decoding it.
 //
 // Fields are read as the model server reads them: Python's json.loads keeps
 // the last of duplicate keys, then pydantic validates that final value. So the
@@ -10,7 +11,7 @@ import { jsonString } from "./errors";
 import { hashBytes } from "../wire/hash";
 import { JsonScanner, JsonType } from "./json";
 
-export const enum ApiKind { Chat = 0, Completions = 1, Other = 2 }
+export const enum ApiKind { Chat = 0, Completions = 1, Responses = 2, Other = 3 }
 
 /** Where the last occurrence of a top-level member's value lies; type 0 = absent. */
 class Member {
@@ -33,9 +34,9 @@ export class OpenAIRequest extends JsonScanner {
   includeUsage: bool = false;
   promptStart: i32 = -1;
   promptEnd: i32 = -1;
-  /** Which field held the prompt: "messages", "prompt" or "". */
+  /** Which field held the prompt: "messages", "prompt", "input" or "". */
   promptField: string = "";
-  /** The output asked for (max_completion_tokens, else max_tokens) when a plain positive integer; 0 otherwise. */
+  /** The output asked for (max_completion_tokens, else max_tokens; max_output_tokens for Responses) when a plain positive integer; 0 otherwise. */
   maxTokens: i64 = 0;
   /** The validation message for a client error; empty when the body is usable. */
   problem: string = "";
@@ -49,11 +50,14 @@ export class OpenAIRequest extends JsonScanner {
   private promptMember: Member = new Member();
   private maxTokensMember: Member = new Member();
   private maxCompletionTokensMember: Member = new Member();
+  private inputMember: Member = new Member();
+  private instructionsMember: Member = new Member();
+  private maxOutputTokensMember: Member = new Member();
 
   /**
    * Scans the body; on false, `problem` and `problemParam` say why. Chat
-   * requires `messages` and completions `prompt`; the other field is then
-   * an extra the server ignores, whatever its type.
+   * requires `messages`, completions `prompt` and Responses `input`; the
+   * others are then extras the server ignores, whatever their type.
    */
   read(ptr: usize, len: i32, kind: ApiKind): bool {
     this.model = "";
@@ -72,6 +76,9 @@ export class OpenAIRequest extends JsonScanner {
     this.promptMember.type = 0;
     this.maxTokensMember.type = 0;
     this.maxCompletionTokensMember.type = 0;
+    this.inputMember.type = 0;
+    this.instructionsMember.type = 0;
+    this.maxOutputTokensMember.type = 0;
     this.maxTokens = 0;
     if (!this.scanObject(ptr, len)) {
       this.problem = (this.badUtf8 ? "request body is not valid UTF-8: " : "request body is not valid JSON: ") + this.error;
@@ -91,15 +98,21 @@ export class OpenAIRequest extends JsonScanner {
       return this.reject("'stream' must be a boolean", "stream");
     }
     const options = this.streamOptionsMember;
-    if (this.stream && options.type == JsonType.Object) {
+    // A Responses stream always ends with response.completed, which carries the usage.
+    if (kind == ApiKind.Responses) this.includeUsage = this.stream;
+    else if (this.stream && options.type == JsonType.Object) {
       // Already validated by the scan above; only include_usage is read.
       STREAM_OPTIONS.includeUsage = false;
       this.includeUsage = STREAM_OPTIONS.scanObject(this.base + <usize>options.start, options.end - options.start) && STREAM_OPTIONS.includeUsage;
     }
 
     // Only read to size a deadline: the model server validates these fields.
-    this.maxTokens = this.integerAt(this.maxCompletionTokensMember);
-    if (this.maxTokens == 0) this.maxTokens = this.integerAt(this.maxTokensMember);
+    if (kind == ApiKind.Responses) {
+      this.maxTokens = this.integerAt(this.maxOutputTokensMember);
+    } else {
+      this.maxTokens = this.integerAt(this.maxCompletionTokensMember);
+      if (this.maxTokens == 0) this.maxTokens = this.integerAt(this.maxTokensMember);
+    }
 
     const messages = this.messagesMember;
     const prompt = this.promptMember;
@@ -112,6 +125,14 @@ export class OpenAIRequest extends JsonScanner {
       if (prompt.type == 0) return this.reject("'prompt' is a required property", "prompt");
       if (!promptOk) return this.reject("'prompt' must be a string or an array", "prompt");
       this.setPrompt("prompt", prompt);
+    } else if (kind == ApiKind.Responses) {
+      const input = this.inputMember;
+      if (input.type == 0) return this.reject("'input' is a required property", "input");
+      if (input.type != JsonType.String && input.type != JsonType.Array) return this.reject("'input' must be a string or an array", "input");
+      this.setPrompt("input", input);
+      // The server puts the instructions ahead of the input: written first, they start the prefix too.
+      const instructions = this.instructionsMember;
+      if (instructions.type == JsonType.String && instructions.end <= input.start) this.promptStart = instructions.start;
     } else if (messages.type == JsonType.Array) {
       this.setPrompt("messages", messages);
     } else if (promptOk) {
@@ -155,6 +176,9 @@ export class OpenAIRequest extends JsonScanner {
     else if (this.keyIs(keyStart, keyEnd, "prompt")) this.promptMember.set(type, valueStart, valueEnd);
     else if (this.keyIs(keyStart, keyEnd, "max_tokens")) this.maxTokensMember.set(type, valueStart, valueEnd);
     else if (this.keyIs(keyStart, keyEnd, "max_completion_tokens")) this.maxCompletionTokensMember.set(type, valueStart, valueEnd);
+    else if (this.keyIs(keyStart, keyEnd, "input")) this.inputMember.set(type, valueStart, valueEnd);
+    else if (this.keyIs(keyStart, keyEnd, "instructions")) this.instructionsMember.set(type, valueStart, valueEnd);
+    else if (this.keyIs(keyStart, keyEnd, "max_output_tokens")) this.maxOutputTokensMember.set(type, valueStart, valueEnd);
   }
 
   /** A number member made only of up to 9 digits, as an integer; 0 for anything else. */

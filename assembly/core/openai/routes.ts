@@ -25,6 +25,7 @@ export class RouteOfPath {
     if (post) {
       if (equalsAscii(ptr, n, "/v1/chat/completions")) this.kind = ApiKind.Chat;
       else if (equalsAscii(ptr, n, "/v1/completions")) this.kind = ApiKind.Completions;
+      else if (equalsAscii(ptr, n, "/v1/responses")) this.kind = ApiKind.Responses;
       else if (!equalsAscii(ptr, n, "/v1/embeddings")) return;
       this.route = ApiRoute.Inference;
     } else if (get) {

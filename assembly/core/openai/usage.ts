@@ -1,7 +1,10 @@
 // Token counts from a model server's answer: the `usage` object
-// ({"prompt_tokens":N,"completion_tokens":M,...}) that OpenAI-compatible
-// servers put at the end of a JSON answer, and in the last event of a stream
-// whose request asked for stream_options.include_usage.
+// ({"prompt_tokens":N,"completion_tokens":M,...}, or a Responses answer's
+// {"input_tokens":N,"output_tokens":M,...}) that OpenAI-compatible servers
+// put at the end of a JSON answer, and in the last event of a stream whose
+// request asked for stream_options.include_usage (a Responses stream's
+// response.completed always has it). How a stream ended is judged from the
+// same tail.
 //
 // The filter never buffers an answer: as it streams through, UsageTail keeps
 // only its last TAIL_BYTES, and findUsage reads the counts from that tail
@@ -32,6 +35,9 @@ const CLOSE_BRACE: u8 = 0x7d;
 const OPEN_BRACKET: u8 = 0x5b;
 const CLOSE_BRACKET: u8 = 0x5d;
 
+/** How a stream ended, as its tail shows: whole, cut short, or with an error event (a generation that failed). */
+export const enum StreamEnd { Whole = 0, Broken = 1, Failed = 2 }
+
 /** The counts read from a usage object. */
 export class Usage {
   promptTokens: u64 = 0;
@@ -52,14 +58,9 @@ export class UsageTail {
     this.held = 0;
   }
 
-  /**
-   * How many bytes at the end of a chunk of `size` are worth reading: the
-   * rest could never stay in the tail (or, with `forUsage` false, matter to
-   * whether the stream ended with its terminal event).
-   */
-  static wanted(size: i32, forUsage: bool = true): i32 {
-    const cap = forUsage ? TAIL_BYTES : TERMINAL_BYTES;
-    return size < cap ? (size > 0 ? size : 0) : cap;
+  /** How many bytes at the end of a chunk of `size` are worth reading: the rest could never stay in the tail. */
+  static wanted(size: i32): i32 {
+    return size < TAIL_BYTES ? (size > 0 ? size : 0) : TAIL_BYTES;
   }
 
   get length(): i32 {
@@ -91,16 +92,124 @@ export class UsageTail {
   }
 
   /**
-   * Whether the bytes so far end with a stream's terminal event,
-   * `data: [DONE]` (blank lines after it allowed).
+   * How the stream in the tail ended. A chat or completions stream is whole
+   * when it ends with `data: [DONE]`. A Responses stream has no [DONE]: its
+   * last event's type says (response.completed or response.incomplete: whole;
+   * response.failed or error: failed). The type is read at the event's start
+   * (llama.cpp and OpenAI write it first) or its end (vLLM's pydantic events
+   * write it last); a last event too long for the tail with neither in sight
+   * can only be the completed response, whose type is first: whole.
    */
-  endsWithDone(): bool {
+  streamEnd(responses: bool): StreamEnd {
+    if (!responses) return this.endsWithErrorEvent() ? StreamEnd.Failed : this.endsWithDone() ? StreamEnd.Whole : StreamEnd.Broken;
+    let end = this.held;
+    while (end > 0 && isLineSpace(this.byteAt(end - 1))) end--;
+    const at = this.lastDataField(end);
+    let j = at < 0 ? -1 : this.skipSpaces(at + DATA.length);
+    if (at >= 0 && (j >= end || this.byteAt(j) != OPEN_BRACE)) return StreamEnd.Broken;
+    let type = j < 0 ? -1 : this.typeAfter(this.skipLineSpace(j + 1));
+    if (type < 0 && end > 0 && this.byteAt(end - 1) == CLOSE_BRACE) type = this.typeBefore(end - 1);
+    if (type < 0) return at < 0 ? StreamEnd.Whole : StreamEnd.Broken;
+    if (this.startsAt(type, '"response.completed"') || this.startsAt(type, '"response.incomplete"')) return StreamEnd.Whole;
+    if (this.startsAt(type, '"response.failed"') || this.startsAt(type, '"error"')) return StreamEnd.Failed;
+    return StreamEnd.Broken;
+  }
+
+  /** Where the string value of a `"type":` member starting at `j` begins (its quote); -1 if none is there. */
+  private typeAfter(j: i32): i32 {
+    if (!this.startsAt(j, TYPE_KEY)) return -1;
+    j = this.skipLineSpace(j + TYPE_KEY.length);
+    if (j >= this.held || this.byteAt(j) != COLON) return -1;
+    j = this.skipLineSpace(j + 1);
+    return j < this.held && this.byteAt(j) == QUOTE ? j : -1;
+  }
+
+  /** Where the string value of a `"type":` member ending just before `close` (an object's last) begins; -1 if none. */
+  private typeBefore(close: i32): i32 {
+    let j = close - 1;
+    while (j >= 0 && isLineSpace(this.byteAt(j))) j--;
+    if (j < 1 || this.byteAt(j) != QUOTE) return -1;
+    // Event types hold no escapes: the previous quote opens the value.
+    let open = j - 1;
+    while (open >= 0 && this.byteAt(open) != QUOTE) open--;
+    let k = open - 1;
+    while (k >= 0 && isLineSpace(this.byteAt(k))) k--;
+    if (k < 0 || this.byteAt(k) != COLON) return -1;
+    k--;
+    while (k >= 0 && isLineSpace(this.byteAt(k))) k--;
+    const keyStart = k - TYPE_KEY.length + 1;
+    if (keyStart < 1 || !this.startsAt(keyStart, TYPE_KEY)) return -1;
+    const before = this.byteAt(keyStart - 1);
+    return before == COMMA || before == OPEN_BRACE || isLineSpace(before) ? open : -1;
+  }
+
+  private skipSpaces(j: i32): i32 {
+    while (j < this.held && this.byteAt(j) == 0x20) j++;
+    return j;
+  }
+
+  private skipLineSpace(j: i32): i32 {
+    while (j < this.held && isLineSpace(this.byteAt(j))) j++;
+    return j;
+  }
+
+  /** Whether the bytes so far end with `data: [DONE]` (blank lines after it allowed). */
+  private endsWithDone(): bool {
     let end = this.held;
     while (end > 0 && isLineSpace(this.byteAt(end - 1))) end--;
     const start = end - DONE.length;
     if (start < 0) return false;
     for (let i = 0; i < DONE.length; i++) {
       if (<i32>this.byteAt(start + i) != DONE.charCodeAt(i)) return false;
+    }
+    return true;
+  }
+
+  /**
+   * Whether the stream's last data event before `[DONE]` is an error,
+   * `data: {"error": ...}`: vLLM, SGLang and llama.cpp end a 200 stream
+   * that failed mid-way so (vllm/entrypoints/openai/serving_chat.py,
+   * sglang srt/entrypoints/openai/serving_chat.py, llama.cpp
+   * tools/server/server-http.cpp). Only the tail is seen: an error event
+   * longer than it reads as no error.
+   */
+  private endsWithErrorEvent(): bool {
+    // The start of the last event that is not the terminal one.
+    let end = this.held;
+    while (end > 0 && isLineSpace(this.byteAt(end - 1))) end--;
+    if (end >= DONE.length && this.endsWithDone()) end -= DONE.length;
+    const at = this.lastDataField(end);
+    if (at < 0) return false;
+    let j = at + DATA.length;
+    while (j < this.held && this.byteAt(j) == 0x20) j++;
+    if (j >= this.held || this.byteAt(j) != OPEN_BRACE) return false;
+    j++;
+    while (j < this.held && isLineSpace(this.byteAt(j))) j++;
+    for (let i = 0; i < ERROR_KEY.length; i++) {
+      if (j + i >= this.held || <i32>this.byteAt(j + i) != ERROR_KEY.charCodeAt(i)) return false;
+    }
+    return true;
+  }
+
+  /** Where the last `data:` field starting a line before `end` begins; -1 if none. */
+  private lastDataField(end: i32): i32 {
+    for (let i = end - DATA.length; i >= 0; i--) {
+      if (i > 0 && this.byteAt(i - 1) != 0x0a) continue;
+      let k = 0;
+      while (k < DATA.length && <i32>this.byteAt(i + k) == DATA.charCodeAt(k)) k++;
+      if (k == DATA.length) {
+        // The terminal event's own field is not the last event.
+        if (this.startsAt(i + DATA.length, DONE)) continue;
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  private startsAt(j: i32, text: string): bool {
+    while (j < this.held && this.byteAt(j) == 0x20) j++;
+    for (let i = 0; i < text.length; i++) {
+      if (j + i >= this.held || <i32>this.byteAt(j + i) != text.charCodeAt(i)) return false;
     }
     return true;
   }
@@ -118,9 +227,11 @@ export class UsageTail {
   }
 }
 
-/** A stream's terminal event, and the bytes of a chunk's end that can hold it (with its blank lines). */
+/** A stream's terminal event. */
 const DONE = "[DONE]";
-const TERMINAL_BYTES: i32 = 16;
+const DATA = "data:";
+const ERROR_KEY = '"error"';
+const TYPE_KEY = '"type"';
 
 function isLineSpace(c: u8): bool {
   return c == 0x0a || c == 0x0d || c == 0x20;
@@ -132,7 +243,8 @@ const LINEAR = new StaticArray<u8>(TAIL_BYTES);
 /**
  * The last complete usage object in `len` bytes at `ptr` (a JSON document,
  * SSE events, or the tail of either), into `out`. It must hold
- * `prompt_tokens`; `completion_tokens` is 0 when absent (embeddings).
+ * `prompt_tokens` (or `input_tokens`); `completion_tokens` (`output_tokens`)
+ * is 0 when absent (embeddings).
  */
 export function findUsage(ptr: usize, len: i32, out: Usage): bool {
   let tried = 0;
@@ -179,7 +291,8 @@ function readUsageObject(ptr: usize, len: i32, open: i32, out: Usage): bool {
     if (pos >= len || load<u8>(ptr + <usize>pos) != COLON) return false;
     pos = skipWs(ptr, len, pos + 1);
     if (pos >= len) return false;
-    const which = keyIs(ptr, keyStart, keyEnd, "prompt_tokens") ? 1 : keyIs(ptr, keyStart, keyEnd, "completion_tokens") ? 2 : 0;
+    const which = keyIs(ptr, keyStart, keyEnd, "prompt_tokens") || keyIs(ptr, keyStart, keyEnd, "input_tokens") ? 1
+      : keyIs(ptr, keyStart, keyEnd, "completion_tokens") || keyIs(ptr, keyStart, keyEnd, "output_tokens") ? 2 : 0;
     let valueEnd: i32;
     if (which != 0) {
       const n = integerAt(ptr, len, pos);

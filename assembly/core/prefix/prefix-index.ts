@@ -1,19 +1,21 @@
-// Which endpoints probably hold a prompt prefix in their KV cache (or a LoRA
-// adapter in a slot), learned from routing decisions (the engines' caches
-// are not visible to a proxy, and scrapes show an adapter only ~50 ms late).
+// Which endpoints probably hold a prompt prefix in their KV cache, learned
+// from routing decisions (the engines' caches are not visible to a proxy).
 // Like the reference picker's index, an endpoint's cache is modelled as an
 // LRU of its KV capacity in blocks: every request routed to it writes its
 // uncached blocks, and a prefix counts as evicted once that many newer blocks
 // were written after it was last used there. Unlike it, every worker applies
 // the decisions of every other worker too (gateway/shared-prefix-log.ts, or
 // the caller of the native build), so all workers agree on where a prefix is.
+// LoRA adapter placements travel with them in the same decisions and go to
+// the adapter slots' model instead (core/fleet/adapter-slots.ts).
 //
 // Fixed memory: an open-addressing table of prefix keys, each with up to
 // HOLDERS endpoints; a full probe window replaces its least recently used key.
 // A key with HOLDERS live holders counts as held everywhere.
 import { MAX_KEYS, PrefixKeys } from "./prefix-keys";
+import { AdapterSlots } from "../fleet/adapter-slots";
 import { DEFAULT_KV_BLOCKS, PodCache } from "../fleet/pod-cache";
-import { Pool, Snapshot } from "../fleet/snapshot";
+import { Pool, retainCurrent, Snapshot } from "../fleet/snapshot";
 import { PrefixMatch } from "./prefix-match";
 
 const SLOTS: i32 = 4096; // power of two
@@ -21,6 +23,13 @@ const PROBE: i32 = 8;
 export const HOLDERS: i32 = 8;
 /** A 64-byte block of prompt is ~16 tokens at ~4 bytes per token. */
 const TOKENS_PER_BLOCK: u64 = 16;
+/**
+ * The first key of an adapter's placement, its hash the second: no block
+ * hash is this but by a 2^-64 chance. So the log, the replicas' wire records
+ * and the control plane carry placements unchanged, and an index that does
+ * not know the mark takes them for a prefix no prompt starts with.
+ */
+const ADAPTER_PLACEMENT: u64 = 0x4c6f5241_506c6163; // "LoRAPlac"
 
 /** One routing decision as the index and the shared log see it. */
 export class PrefixDecision {
@@ -29,6 +38,20 @@ export class PrefixDecision {
   newBlocks: u32 = 0;
   keys: StaticArray<u64> = new StaticArray<u64>(MAX_KEYS);
   count: i32 = 0;
+
+  /** Makes this the placement of an adapter (its name's hash) on `endpoint`. */
+  placeAdapter(endpoint: u64, adapter: u64): void {
+    this.endpoint = endpoint;
+    this.newBlocks = 0;
+    this.count = 2;
+    unchecked(this.keys[0] = ADAPTER_PLACEMENT);
+    unchecked(this.keys[1] = adapter);
+  }
+
+  /** The adapter this decision places, or 0 for a prompt's. */
+  get adapter(): u64 {
+    return this.count == 2 && unchecked(this.keys[0]) == ADAPTER_PLACEMENT ? unchecked(this.keys[1]) : 0;
+  }
 }
 
 export class PrefixIndex {
@@ -40,6 +63,8 @@ export class PrefixIndex {
   /** Per endpoint (by address hash): its modelled cache. */
   private caches: Map<u64, PodCache> = new Map();
   private tick: u64 = 0;
+  /** Where adapters were placed: the decisions that place one go there. */
+  readonly adapters: AdapterSlots = new AdapterSlots();
 
   /** An endpoint's modelled cache, sized from its KV capacity in tokens (0 = unknown: the default). */
   attach(endpoint: u64, kvTokens: u32): PodCache {
@@ -88,52 +113,19 @@ export class PrefixIndex {
     }
   }
 
-  /** The slots in `pool` of the live holders of `key` (at most HOLDERS), appended to `out`. */
-  holdersIn(key: u64, pool: Pool, out: i32[]): void {
-    const slot = this.find(key);
-    if (slot < 0) return;
-    for (let h = 0; h < HOLDERS; h++) {
-      const at = slot * HOLDERS + h;
-      const e = unchecked(this.holder[at]);
-      if (e == 0) continue;
-      const s = pool.slots.get(e);
-      if (s >= 0 && this.alive(e, unchecked(this.stamp[at]))) out.push(s);
-    }
-  }
-
-  /**
-   * Drops the modelled caches of endpoints no longer in `snap` once they
-   * outnumber the current ones: pods come and go for days, and a departed
-   * pod's entries simply stop matching (it is in no pool, and has no cache).
-   */
+  /** Drops the modelled caches (and adapter placements) of endpoints long gone (snapshot.ts retainCurrent). */
   retainOnly(snap: Snapshot): void {
-    let current = 0;
-    for (let p = 0; p < snap.pools.length; p++) current += snap.pools[p].endpoints.length;
-    if (this.caches.size <= 2 * current + 16) return;
-    const kept = new Map<u64, PodCache>();
-    for (let p = 0; p < snap.pools.length; p++) {
-      const endpoints = snap.pools[p].endpoints;
-      for (let i = 0; i < endpoints.length; i++) {
-        const h = unchecked(endpoints[i]).addressHash;
-        if (this.caches.has(h)) kept.set(h, this.caches.get(h));
-      }
-    }
-    this.caches = kept;
+    this.caches = retainCurrent(this.caches, snap);
+    this.adapters.retainOnly(snap);
   }
 
-  /** Whether `endpoint` holds `key` (a prefix key, or an adapter's placement key) and has not evicted it. */
-  holds(key: u64, endpoint: u64): bool {
-    const slot = this.find(key);
-    if (slot < 0) return false;
-    for (let h = 0; h < HOLDERS; h++) {
-      const at = slot * HOLDERS + h;
-      if (unchecked(this.holder[at]) == endpoint) return this.alive(endpoint, unchecked(this.stamp[at]));
-    }
-    return false;
-  }
-
-  /** Records that the decision's prefix is (about to be) cached on its endpoint. */
+  /** Records that the decision's prefix is (about to be) cached on its endpoint, or where it placed an adapter. */
   record(d: PrefixDecision): void {
+    const adapter = d.adapter;
+    if (adapter != 0) {
+      this.adapters.place(d.endpoint, adapter);
+      return;
+    }
     const e = d.endpoint;
     const cache = this.cache(e);
     const clock = cache.clock;
@@ -152,12 +144,6 @@ export class PrefixIndex {
     const c = new PodCache();
     caches.set(e, c);
     return c;
-  }
-
-  private alive(e: u64, stamp: u64): bool {
-    if (!this.caches.has(e)) return false;
-    const c = this.caches.get(e);
-    return c.clock - stamp < c.capacity;
   }
 
   /** Puts `e` among the slot's holders, replacing the holder whose copy is oldest by its own clock. */

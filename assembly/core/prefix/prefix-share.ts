@@ -7,6 +7,8 @@
 // replay them as they replay each other's and the link never reports them
 // back. Placements are hints: a record lost to a reconnect or to the
 // aggregator's cap only leaves a peer's model of a cache a little behind.
+// LoRA adapter placements are records too (prefix-index.ts placeAdapter:
+// two keys, a mark and the adapter's hash), so they travel unchanged.
 //
 // Record on the wire, both directions (concatenated, no count: the bytes
 // field's length bounds them):

@@ -47,6 +47,7 @@ export class FleetView {
         e.prefilling = inflight.prefillingOf(e.addressHash);
         e.prefillTokens = inflight.prefillTokensOf(e.addressHash);
         e.prefixCache = prefixes.attach(e.addressHash, e.kvTokens);
+        e.placedAdapters = prefixes.adapters.attach(e.addressHash);
       }
     }
     prefixes.retainOnly(snap);

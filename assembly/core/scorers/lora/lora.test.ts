@@ -54,6 +54,48 @@ describe("LoRA affinity scorer", () => {
     expect(w.route(1, body)).toBe(home);
   });
 
+  it("prefers an idle pod it placed the adapter on (vLLM lists none idle) over a free one, below one that runs it, from every worker", () => {
+    const idle = [endpoint(A, { maxLora: 2 }), endpoint(B, { maxLora: 2 })];
+    fresh();
+    w.install(idle, { lora: 1 }, [ADAPTER]);
+    const cold = w.route(0, body); // where a cold adapter goes: the rendezvous pick
+    const other = cold === A ? B : A;
+    fresh();
+    // Placed on the other pod (the only one then), its requests since ended: the scrape lists nothing anywhere.
+    w.install(idle.filter((e) => e.address === other), { lora: 1 }, [ADAPTER]);
+    expect(w.route(0, body)).toBe(other);
+    w.release(0, other);
+    w.tick();
+    w.install(idle, { lora: 1 }, [ADAPTER]);
+    expect([w.route(0, body), w.route(1, body)]).toEqual([other, other]);
+    // A pod that lists it running beats the one that probably still has it.
+    w.install(idle.map((e) => (e.address === cold ? { ...e, runningAdapters: [ADAPTER] } : e)), { lora: 1 }, [ADAPTER]);
+    expect(w.route(1, body)).toBe(cold);
+  });
+
+  it("forgets the adapter on a pod once max_lora other adapters were placed there since (vLLM evicts the least recently used)", () => {
+    const idle = [endpoint(A, { maxLora: 2 }), endpoint(B, { maxLora: 2 })];
+    const adapters = [ADAPTER, "x-lora", "y-lora"];
+    fresh();
+    w.install(idle, { lora: 1 }, adapters);
+    const cold = w.route(0, body);
+    const other = cold === A ? B : A;
+    fresh();
+    const placeOnOther = (model: string) => {
+      w.install(idle.filter((e) => e.address === other), { lora: 1 }, adapters);
+      w.route(0, chat("select", model));
+      w.install(idle, { lora: 1 }, adapters);
+    };
+    placeOnOther(ADAPTER);
+    placeOnOther("x-lora");
+    // One other adapter since: both still fit its two slots.
+    expect(w.route(0, body)).toBe(other);
+    placeOnOther("x-lora");
+    placeOnOther("y-lora");
+    // Two others since: evicted there, so it is cold again and goes where a cold one goes.
+    expect(w.route(0, body)).toBe(cold);
+  });
+
   it("is neutral for base-model requests and for engines that report no adapters", () => {
     fresh();
     w.install([endpoint(A, { runningAdapters: [ADAPTER], maxLora: 1 }), endpoint(B, { waiting: 0 })], { lora: 1, queue: 1 }, [ADAPTER]);

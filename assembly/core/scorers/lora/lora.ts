@@ -1,12 +1,14 @@
 import { Endpoint, Pool } from "../../fleet/snapshot";
 import { DecisionLog } from "../../prefix/decision-log";
 import { PrefixIndex } from "../../prefix/prefix-index";
-import { mix64, rendezvous } from "../../wire/hash";
+import { rendezvous } from "../../wire/hash";
 import { RouteRequest } from "../route-request";
 import { Scorer } from "../scorer";
 
 const RUNNING = 1.0;
 const WAITING = 0.8;
+/** Placed there among the pod's last max_lora adapters: probably still loaded, though idle (core/fleet/adapter-slots.ts). */
+const RESIDENT = 0.9;
 const FREE_SLOT = 0.5;
 /** Added for the one free-slot candidate the adapter's rendezvous ranking puts first. */
 const PLACEMENT = 0.1;
@@ -19,10 +21,13 @@ const PLACEMENTS: i32 = 4;
  * LoRA affinity, for requests naming an adapter (base-model requests score 1
  * everywhere):
  *
- *   1.0  the adapter is in the pod's running batch (no load, no wait)
- *   0.8  requests for it wait there (it is being or will be loaded), or
- *        this gateway sent it there since (the prefix index keeps adapter
- *        placements too, shared by all workers) and a slot is free
+ *   1.0  the pod lists the adapter running (vLLM since 0.13 lists every
+ *        adapter with a request in flight, queued or running, in both lists)
+ *   0.8  it lists requests for it waiting (it is being or will be loaded);
+ *        or this gateway placed it there among the pod's last max_lora
+ *        adapters (any worker or replica: the placements are shared), and
+ *        a slot is free: vLLM keeps that many loaded, least recently used
+ *        out first, and lists none that is idle
  *   0.5  a free adapter slot: |running ∪ waiting adapters| < max_lora
  *        (+0.1 for the free-slot pod ranked first for this adapter by
  *        rendezvous hashing of adapter and address, when no pod has it)
@@ -36,8 +41,10 @@ const PLACEMENTS: i32 = 4;
  * adapter stays where it runs until those pods' load outweighs the affinity,
  * so it spreads over as many pods as its traffic needs, not over all of them.
  *
- * After a pick it records the adapter on the chosen pod in the prefix index,
- * so other requests for it, from any worker, follow before a scrape shows it.
+ * After a pick it records the adapter's placement on the chosen pod, which
+ * every worker replays (core/prefix/prefix-index.ts): other requests for it
+ * follow before a scrape shows it, and after its requests end, while the pod
+ * probably still has it loaded.
  */
 export class LoraScorer extends Scorer {
   /** Per pool name: the snapshot's pods for each adapter (see nominate), for the pool object they were found in. */
@@ -48,7 +55,7 @@ export class LoraScorer extends Scorer {
   }
 
   /**
-   * The pods that run or queue the adapter or were sent it since, and its
+   * The pods that run or queue the adapter or probably still hold it, and its
    * first few free-slot pods in rendezvous order (where a cold adapter is
    * placed). What the snapshot shows is looked up once per snapshot.
    */
@@ -56,7 +63,7 @@ export class LoraScorer extends Scorer {
     if (request.adapterHash == 0) return;
     const known = this.podsOf(pool).forAdapter(request.model.adapter, request.adapterHash, pool);
     for (let i = 0; i < known.length; i++) out.push(unchecked(known[i]));
-    this.index.holdersIn(adapterKey(request.adapterHash), pool, out);
+    this.index.adapters.holdersIn(request.adapterHash, pool, out);
   }
 
   private podsOf(pool: Pool): AdapterPods {
@@ -84,7 +91,7 @@ export class LoraScorer extends Scorer {
       if (e.maxLora == 0 && e.runningAdapters.length == 0 && e.waitingAdapters.length == 0) s = UNKNOWN;
       else if (e.runningAdapters.includes(adapter)) s = RUNNING;
       else if (e.waitingAdapters.includes(adapter)) s = WAITING;
-      else if (busySlots(e) < e.maxLora && this.index.holds(adapterKey(request.adapterHash), e.addressHash)) s = WAITING;
+      else if (busySlots(e) < e.maxLora && placedHere(e, request.adapterHash)) s = RESIDENT;
       else if (busySlots(e) < e.maxLora) {
         s = FREE_SLOT;
         const w = rendezvous(request.adapterHash, e.addressHash);
@@ -94,7 +101,7 @@ export class LoraScorer extends Scorer {
         }
       }
       unchecked(out[i] = s);
-      if (s >= WAITING) anyHolder = true;
+      if (s > FREE_SLOT) anyHolder = true;
     }
     // Only a cold adapter needs a placement: one already somewhere should go (or spread) from there.
     if (placed >= 0 && !anyHolder) unchecked(out[placed] += PLACEMENT);
@@ -103,17 +110,15 @@ export class LoraScorer extends Scorer {
   record(primary: Endpoint, request: RouteRequest, log: DecisionLog): void {
     if (request.adapterHash == 0) return;
     const d = log.next();
-    d.endpoint = primary.addressHash;
-    d.newBlocks = 0;
-    d.count = 1;
-    unchecked(d.keys[0] = adapterKey(request.adapterHash));
+    d.placeAdapter(primary.addressHash, request.adapterHash);
     log.record(d);
   }
 }
 
-/** An adapter's key in the prefix index, apart from any prompt's block hashes. */
-export function adapterKey(adapterHash: u64): u64 {
-  return mix64(adapterHash ^ 0x4c6f5241); // "LoRA"
+/** Whether this gateway placed the adapter on `e` among its last max_lora adapters. */
+function placedHere(e: Endpoint, adapterHash: u64): bool {
+  const placed = e.placedAdapters;
+  return placed != null && placed.holds(adapterHash, e.maxLora);
 }
 
 /** For one snapshot's pool: per adapter, the pods nominate() names from the snapshot alone. */

@@ -40,6 +40,26 @@ describe("prefix-cache scorer", () => {
     expect(seen.size).toBe(2); // ties broken at random, no stickiness
   });
 
+  it("spreads prompts nobody holds over idle pods whose cache size is unknown, one per pod, from either worker", () => {
+    fresh();
+    const D = "10.0.0.4:80";
+    const pods = [A, B, C, D].map((a) => endpoint(a));
+    w.install(pods, { prefix: 3, running: 1 });
+    const system = (g: number) => JSON.stringify({ model: "llama", messages: [{ role: "system", content: `tenant ${g}: ${SYSTEM}` }, { role: "user", content: "hi" }] });
+    const homes: string[] = [];
+    for (let g = 0; g < 4; g++) {
+      const to = w.route(g % 2, system(g));
+      w.release(g % 2, to);
+      // Twice: a worker publishes its decisions at its own tick, after the other has read.
+      w.tick();
+      w.tick();
+      homes.push(to);
+    }
+    expect(new Set(homes).size).toBe(4);
+    // Each prompt then stays on its pod.
+    for (let g = 0; g < 4; g++) expect(w.route(0, system(g))).toBe(homes[g]);
+  });
+
   it("keeps prefixes apart per model (an adapter's cache is not its base model's)", () => {
     fresh();
     w.install([endpoint(A), endpoint(B), endpoint(C)], { prefix: 3, running: 1 }, ["lora-x"]);

@@ -8,6 +8,15 @@ import { RouteRequest } from "../route-request";
 import { Scorer } from "../scorer";
 
 const BOUND: f64 = 3;
+/**
+ * For a prompt no pod holds, the pod whose modelled cache has taken in the
+ * fewest blocks gets up to this much: a near tie on load then
+ * puts a new prefix where it evicts least, so cold prefixes spread over the
+ * pods instead of piling where a tie-break happens to fall (on real
+ * llama.cpp pods, whose cache is a few slots, piling evicts them at once).
+ * Far below any load difference a request makes.
+ */
+const COLD_SPREAD: f64 = 0.001;
 
 /**
  * Prefix-cache affinity: the share of the prompt a pod probably holds in its
@@ -16,6 +25,8 @@ const BOUND: f64 = 3;
  *
  *   score_i = bytes of the prompt's longest prefix held by pod i / prompt bytes
  *             if wait_i <= BOUND * min_j wait_j + 2, else 0
+ *   score_i = COLD_SPREAD * (1 - blocks written to i / most written to any)
+ *             when no pod holds any of it and none reports its KV size
  *
  * with wait the queue scorer's predicted wait (requests ahead over relative
  * speed). The bound is where a hit stops saving more than the wait it costs:
@@ -53,11 +64,14 @@ export class PrefixScorer extends Scorer {
     for (let i = 0; i < n; i++) least = min(least, predictedWait(unchecked(candidates[i]), request, i));
     const bound = BOUND * least + 2;
     const total = <f64>keys.promptBytes;
+    let anyHeld = false;
     for (let i = 0; i < n; i++) {
       const e = unchecked(candidates[i]);
       const held = <f64>keys.coveredBytes(this.matched.of(e.slot)) / total;
+      anyHeld = anyHeld || held > 0;
       unchecked(out[i] = held > 0 && predictedWait(e, request, i) <= bound ? held : 0);
     }
+    if (!anyHeld && cacheSizesUnknown(candidates)) spreadCold(candidates, out);
   }
 
   record(primary: Endpoint, request: RouteRequest, log: DecisionLog): void {
@@ -91,4 +105,28 @@ export class PrefixScorer extends Scorer {
     this.index.match(request.prefix, request.pool, this.matched);
     this.matchedFor = request.serial;
   }
+}
+
+/**
+ * Where pods report their KV size the modelled caches evict as theirs do,
+ * and random ties place new prompts better (on the simulator's shared-prefix,
+ * spreading cost 10% at p95); where none does, nothing models the eviction
+ * that piling causes.
+ */
+function cacheSizesUnknown(candidates: Endpoint[]): bool {
+  for (let i = 0; i < candidates.length; i++) if (unchecked(candidates[i]).kvTokens > 0) return false;
+  return true;
+}
+
+/** A prompt nobody holds: the pods whose modelled caches took in fewer blocks score a little higher. */
+function spreadCold(candidates: Endpoint[], out: StaticArray<f64>): void {
+  const n = candidates.length;
+  let written: u64 = 1;
+  for (let i = 0; i < n; i++) written = max(written, blocksWritten(unchecked(candidates[i])));
+  for (let i = 0; i < n; i++) unchecked(out[i] = COLD_SPREAD * (1 - <f64>blocksWritten(unchecked(candidates[i])) / <f64>written));
+}
+
+function blocksWritten(e: Endpoint): u64 {
+  const cache = e.prefixCache;
+  return cache == null ? 0 : cache.clock;
 }
