@@ -120,9 +120,11 @@ export interface PhaseReport {
     filterEjectionsMs: Span[];
     /**
      * When the filter's ledger had the pod ejected, relative to the fault, derived from the client's view (the 500 pod
-     * only, null for the others), and the attempts that still reached it more than LEDGER_GRACE_MS into one.
+     * only, null for the others), the longest run of failed requests it learned with no success between (several
+     * attempts of one request are one failure to it; a success on the pod, begun before the fault, ends a run), and
+     * the attempts that still reached it more than LEDGER_GRACE_MS into one.
      */
-    ledger: { ejections: Span[]; attemptsWhileEjected: number } | null;
+    ledger: { ejections: Span[]; longestStreak: number; attemptsWhileEjected: number } | null;
   };
   envoy: Record<keyof typeof ENVOY_COUNTERS, number>;
   envoyCounters: Record<string, number>;
@@ -189,13 +191,14 @@ function bursts(sorted: number[], quietMs: number): Burst[] {
  * at a success; it learns an outcome when the request ends (after Envoy's retry elsewhere, for a failure). So the
  * ledger's state follows from when each request that failed on the pod, or succeeded there, ended.
  */
-function ledgerEjections(run: PhaseRun, threshold: number, ejectMs: number): Span[] {
+function ledgerEjections(run: PhaseRun, threshold: number, ejectMs: number): { spans: Span[]; longestStreak: number } {
   const failed = new Set(run.failedRequests);
   const outcomes = run.records
     .filter((r) => r.endMs !== undefined && (failed.has(r.index) || (r.servedBy === run.pod && !r.error)))
     .sort((a, b) => a.endMs! - b.endMs!);
   const spans: Span[] = [];
   let streak = 0;
+  let longestStreak = 0;
   let until = -Infinity;
   for (const r of outcomes) {
     const t = r.endMs!;
@@ -206,13 +209,14 @@ function ledgerEjections(run: PhaseRun, threshold: number, ejectMs: number): Spa
       if (open && open.toMs === null) open.toMs = t;
       continue;
     }
-    if (++streak < threshold) continue;
+    longestStreak = Math.max(longestStreak, ++streak);
+    if (streak < threshold) continue;
     if (!(open && open.toMs === null)) spans.push({ fromMs: t, toMs: null });
     until = t + ejectMs;
   }
   const last = spans.at(-1);
   if (last && last.toMs === null) last.toMs = until;
-  return spans;
+  return { spans, longestStreak };
 }
 
 export function summarisePhase(run: PhaseRun, settings: FailoverSettings): PhaseReport {
@@ -277,8 +281,9 @@ export function summarisePhase(run: PhaseRun, settings: FailoverSettings): Phase
       envoyEjectionsMs: run.envoyEjections.map(toFault),
       filterEjectionsMs: run.filterEjections.map(toFault),
       ledger: ledger && {
-        ejections: ledger.map(toFault),
-        attemptsWhileEjected: run.attemptTimesMs.filter((t) => ledger.some((e) => t > e.fromMs + settings.ledgerGraceMs && t < e.toMs!)).length,
+        ejections: ledger.spans.map(toFault),
+        longestStreak: ledger.longestStreak,
+        attemptsWhileEjected: run.attemptTimesMs.filter((t) => ledger.spans.some((e) => t > e.fromMs + settings.ledgerGraceMs && t < e.toMs!)).length,
       },
     },
     envoy: Object.fromEntries(Object.entries(ENVOY_COUNTERS).map(([k, name]) => [k, counter(name)])) as PhaseReport["envoy"],
