@@ -15,6 +15,7 @@ import { latencySummary, percentile, round3 } from "./percentiles.js";
 import {
   isMeasured,
   isRefusal,
+  lastArrivalMs,
   PRIORITIES,
   ttftFromArrival,
   ttftOf,
@@ -72,9 +73,12 @@ function lastAdmitted(r: RunRecord): boolean {
 function attempts(r: RunRecord): Attempt[] {
   const refusal = r.firstRefusal;
   if (!refusal) return [{ atMs: r.atMs, retry: false, priority: r.priority, refused: false, admitted: lastAdmitted(r) }];
+  const retries = refusal.retryArrivalsMs;
   const first: Attempt = { atMs: r.atMs, retry: false, priority: r.priority, refused: true, admitted: false };
-  if (refusal.retryArrivalMs === undefined) return [first];
-  return [first, { atMs: refusal.retryArrivalMs, retry: true, priority: r.priority, refused: isRefusal(r.error), admitted: lastAdmitted(r) }];
+  return [first, ...retries.map((atMs, i): Attempt => {
+    const last = i === retries.length - 1;
+    return { atMs, retry: true, priority: r.priority, refused: !last || isRefusal(r.error), admitted: last && lastAdmitted(r) };
+  })];
 }
 
 const emptyCounts = (): ClassCounts => ({ requests: 0, refused: 0, retried: 0, retriedCompleted: 0, finalRefused: 0 });
@@ -87,8 +91,8 @@ function classCounts(records: readonly RunRecord[]): { byClass: Record<Priority,
       c.requests++;
       if (r.firstRefusal === undefined) continue;
       c.refused++;
-      if (r.firstRefusal.retryArrivalMs !== undefined) c.retried++;
-      if (r.firstRefusal.retryArrivalMs !== undefined && r.error === undefined) c.retriedCompleted++;
+      if (r.firstRefusal.retryArrivalsMs.length > 0) c.retried++;
+      if (r.firstRefusal.retryArrivalsMs.length > 0 && r.error === undefined) c.retriedCompleted++;
       if (isRefusal(r.error)) c.finalRefused++;
     }
   }
@@ -149,9 +153,9 @@ export function stepSummary(records: readonly RunRecord[], deadlineMs: number, w
 export function admissionSummary(records: readonly RunRecord[], deadlineMs: number, step?: LoadStep): AdmissionSummary {
   const { byClass, total } = classCounts(records);
   const given = records.flatMap((r) => (typeof r.firstRefusal?.retryAfterS === "number" ? [r.firstRefusal.retryAfterS] : [])).sort((a, b) => a - b);
-  const retriedOk = records.filter((r) => r.firstRefusal?.retryArrivalMs !== undefined && r.error === undefined);
+  const retriedOk = records.filter((r) => (r.firstRefusal?.retryArrivalsMs.length ?? 0) > 0 && r.error === undefined);
   const fromRetry = latencySummary(retriedOk.map(ttftOf));
-  const fromFirstAttempt = latencySummary(retriedOk.map((r) => r.firstRefusal!.retryArrivalMs! - r.atMs + ttftOf(r)));
+  const fromFirstAttempt = latencySummary(retriedOk.map((r) => lastArrivalMs(r) - r.atMs + ttftOf(r)));
   const perSecond = new Map<number, number>();
   for (const { atMs } of refusals(records)) perSecond.set(Math.floor(atMs / 1000), (perSecond.get(Math.floor(atMs / 1000)) ?? 0) + 1);
   const windows = ttftWindows(records, deadlineMs);

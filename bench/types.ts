@@ -51,11 +51,12 @@ export interface Outcome {
   outputTokens: number;
   error?: RequestError;
   /**
-   * Set when the first attempt was refused (429): its Retry-After (null when
-   * it had none: no retry then), and when the retry reached the gateway if
-   * it was sent again (on the plan's clock). A client retries a 429 once.
+   * Set when the first attempt was refused (429): its Retry-After (null
+   * when it had none) and when each retry reached the gateway (on the plan's
+   * clock), as the OpenAI SDKs retry (bench/sdk-retry.ts). Every attempt but
+   * the last was refused; the record's outcome is the last's.
    */
-  firstRefusal?: { retryAfterS: number | null; retryArrivalMs?: number };
+  firstRefusal?: { retryAfterS: number | null; retryArrivalsMs: number[] };
 }
 
 /** The one record of a request, in every mode: its plan and its outcome. */
@@ -82,7 +83,7 @@ export const ttftOf = (r: Outcome): number => (r.firstTokenMs ?? r.endMs!) - r.s
 export const e2eOf = (r: Outcome): number => r.endMs! - r.sentMs;
 
 /** When the attempt that was served (or refused for good) arrived, on the plan's clock. */
-export const lastArrivalMs = (r: RequestRecord): number => r.firstRefusal?.retryArrivalMs ?? r.atMs;
+export const lastArrivalMs = (r: RequestRecord): number => r.firstRefusal?.retryArrivalsMs.at(-1) ?? r.atMs;
 
 /**
  * What the request's user waited for its first token, from the request's

@@ -2,8 +2,8 @@
 // client (bench/load/): every request leaves at its arrival time whether or
 // not earlier ones finished. Requests stream, so TTFT is measured where a
 // client sees it: the first chunk. Each carries its class in PRIORITY_HEADER;
-// a 429 with Retry-After is sent again once after that many seconds (as the
-// simulated client does), and its latencies then count from the retry.
+// a refusal is retried as the OpenAI SDKs retry it (bench/sdk-retry.ts, as
+// the simulated client does), and its latencies still count from its first arrival.
 import { newClient, newRecord, send } from "../load/client.js";
 import { openLoop } from "../load/open-loop.js";
 import type { Priority, RequestRecord } from "../types.js";

@@ -4,6 +4,7 @@
 // failed. Every live load (the live mode, the soak, the failover bench)
 // sends through here and keeps a RequestRecord (bench/types.ts).
 import OpenAI from "openai";
+import { sdkRetries, sdkRetryDelayMs } from "../sdk-retry.js";
 import type { Outcome, Planned, RequestError, RequestRecord } from "../types.js";
 
 /** What goes on the wire: a chat or text completion, or bytes sent as they are. */
@@ -41,28 +42,35 @@ export function retryAfterSeconds(header: string | null | undefined): number | n
 export interface SendOptions {
   clock: () => number;
   signal: AbortSignal;
-  /** A 429 with a Retry-After is sent again once, that many seconds later (the delay cut short by the signal). */
+  /**
+   * A 429 or 5xx is sent again as the OpenAI SDKs would send it (bench/sdk-retry.ts;
+   * the delay cut short by the signal). The SDK's own retries stay off so
+   * that every attempt is timed and counted here.
+   */
   retryRefusal?: boolean;
 }
 
 /** Sends `request` and fills `record` as it goes; never throws. */
 export async function send(client: OpenAI, request: ClientRequest, record: RequestRecord, opts: SendOptions): Promise<void> {
   await attempt(client, request, record, opts);
-  const e = record.error;
-  if (!opts.retryRefusal || e?.kind !== "status" || e.status !== 429) return;
-  const retryAfterS = e.retryAfterS ?? null;
-  record.firstRefusal = { retryAfterS };
-  if (retryAfterS === null) return;
-  try {
-    await sleep(retryAfterS * 1000, opts.signal);
-  } catch {
-    return; // the drain deadline passed first: the refusal stands
-  }
   const firstSentMs = record.sentMs;
-  Object.assign(record, fresh(opts.clock()));
-  // On the plan's clock: the first attempt left at its planned time (give or take the timers).
-  record.firstRefusal.retryArrivalMs = record.atMs + (record.sentMs - firstSentMs);
-  await attempt(client, request, record, opts);
+  for (let retries = 0; opts.retryRefusal; retries++) {
+    const e = record.error;
+    if (e?.kind !== "status" || e.status === undefined || !sdkRetries(e.status)) return;
+    const retryAfterS = e.retryAfterS ?? null;
+    record.firstRefusal ??= { retryAfterS, retryArrivalsMs: [] };
+    const delayMs = sdkRetryDelayMs(retryAfterS, retries, Math.random);
+    if (delayMs === null) return;
+    try {
+      await sleep(delayMs, opts.signal);
+    } catch {
+      return; // the drain deadline passed first: the refusal stands
+    }
+    Object.assign(record, fresh(opts.clock()));
+    // On the plan's clock: the first attempt left at its planned time (give or take the timers).
+    record.firstRefusal.retryArrivalsMs.push(record.atMs + (record.sentMs - firstSentMs));
+    await attempt(client, request, record, opts);
+  }
 }
 
 async function attempt(client: OpenAI, request: ClientRequest, record: Outcome, opts: SendOptions): Promise<void> {

@@ -57,7 +57,7 @@ export function admissionLines(runs: readonly ScenarioResult[], charts: ChartPat
   if (showsAdmission(first)) {
     lines.push(
       "",
-      `**Admission.** A refused (429) request is sent again once, after its Retry-After; "retried OK" counts the retries admitted and completed. ` +
+      `**Admission.** A refused (429) request is sent again as the OpenAI SDKs do (up to 2 retries: after its Retry-After when under 60 s, else after 0.5 s then 1 s, less up to 25%); "retried OK" counts the requests retried and then completed. ` +
         "Refused shares are of each class's requests (Critical, Standard, Sheddable). Latencies are, as everywhere here, of every request from its first arrival, a failed one counted at the run's deadline; " +
         "a window's p95 is over the requests that first arrived in it. Recovery: how long after the step's end the first 5-s window starts whose p95 is back within 1.25× the base's (0 s: the first one after the step)." +
         seeds,

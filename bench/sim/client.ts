@@ -1,14 +1,15 @@
 /**
  * The simulated client: sends each request through the policy when it
- * arrives and obeys a refusal as a well-behaved OpenAI client does. A 429
- * with a Retry-After is sent again once, exactly that many seconds later,
- * with the same body and class; a second refusal is final. Policies that
- * never refuse (every baseline) never see a retry. A request the gateway
- * holds waits, its connection open, for the decision the policy releases.
+ * arrives and retries a refusal as the OpenAI SDKs do (bench/sdk-retry.ts),
+ * with the same body and class. Policies that never refuse (every baseline)
+ * never see a retry. A request the gateway holds waits, its connection open,
+ * for the decision the policy releases.
  */
 import type { Decision, Policy, RouteRequest } from "../policies/types.js";
 import type { EventQueue } from "./events.js";
 import type { SimFleet } from "./fleet.js";
+import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
+import { sdkRetries, sdkRetryDelayMs } from "../sdk-retry.js";
 import { enginePrompt, requestBody, type Trace, type TraceRequest } from "./workload.js";
 
 /** The texts are built only if the policy asks for them. */
@@ -35,7 +36,9 @@ export class SimClient {
     private readonly policy: Policy,
     private readonly fleet: SimFleet,
     private readonly queue: EventQueue,
+    seed: number,
   ) {
+    this.jitter = new Rng(deriveSeed(seed, "sdk-retry-jitter"));
     policy.onRelease?.((request, decision, t) => {
       const attempt = this.held.get(request.index)!;
       this.held.delete(request.index);
@@ -44,24 +47,25 @@ export class SimClient {
     });
   }
 
-  /** Held requests: when their attempt reached the gateway, and whether it is a retry (a second refusal of one is final). */
-  private readonly held = new Map<number, { atMs: number; isRetry: boolean }>();
+  private readonly jitter: Rng;
 
-  /** One attempt, arriving at the gateway at t. */
-  send(request: TraceRequest, t: number, isRetry = false): void {
+  /** Held requests: when their attempt reached the gateway, and how many retries came before it. */
+  private readonly held = new Map<number, Attempt>();
+
+  /** One attempt, arriving at the gateway at t, after `retries` retries. */
+  send(request: TraceRequest, t: number, retries = 0): void {
     const req = routeRequest(this.trace, request);
     const outcome = this.policy.route(req, t);
     if ("held" in outcome) {
       this.pending++;
-      this.held.set(request.index, { atMs: t, isRetry });
+      this.held.set(request.index, { atMs: t, retries });
       return;
     }
-    this.settle(request, req, outcome, t, { atMs: t, isRetry });
+    this.settle(request, req, outcome, t, { atMs: t, retries });
   }
 
   /** Acts on the decision for an attempt that reached the gateway at `attempt.atMs`, decided at t. */
-  private settle(request: TraceRequest, req: RouteRequest, decision: Decision, t: number, attempt: { atMs: number; isRetry: boolean }): void {
-    const isRetry = attempt.isRetry;
+  private settle(request: TraceRequest, req: RouteRequest, decision: Decision, t: number, attempt: Attempt): void {
     if ("pod" in decision) {
       if (this.policy.decisionDelayMs <= 0) {
         this.fleet.submit(request, decision.pod, req.prompt, t, attempt.atMs);
@@ -74,19 +78,23 @@ export class SimClient {
       });
       return;
     }
-    if (decision.status === 429 && !isRetry) {
-      const retryAfterS = decision.retryAfterS ?? null;
-      this.fleet.noteRefusal(request, retryAfterS);
-      if (retryAfterS !== null) {
-        this.pending++;
-        this.queue.at(t + retryAfterS * 1000, (at) => {
-          this.pending--;
-          this.fleet.noteRetry(request, at);
-          this.send(request, at, true);
-        });
-        return;
-      }
+    const retryAfterS = decision.retryAfterS ?? null;
+    const delayMs = sdkRetries(decision.status) ? sdkRetryDelayMs(retryAfterS, attempt.retries, () => this.jitter.next()) : null;
+    if (attempt.retries === 0 && (decision.status === 429 || delayMs !== null)) this.fleet.noteRefusal(request, retryAfterS);
+    if (delayMs === null) {
+      this.fleet.reject(request, decision.status, t);
+      return;
     }
-    this.fleet.reject(request, decision.status, t);
+    this.pending++;
+    this.queue.at(t + delayMs, (at) => {
+      this.pending--;
+      this.fleet.noteRetry(request, at);
+      this.send(request, at, attempt.retries + 1);
+    });
   }
+}
+
+interface Attempt {
+  atMs: number;
+  retries: number;
 }

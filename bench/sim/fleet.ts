@@ -159,12 +159,12 @@ export class SimFleet {
 
   /** The client's first attempt was refused with this Retry-After (s; null: none given). */
   noteRefusal(request: TraceRequest, retryAfterS: number | null): void {
-    this.records[request.index].firstRefusal = { retryAfterS };
+    this.records[request.index].firstRefusal = { retryAfterS, retryArrivalsMs: [] };
   }
 
   /** The client retried the request at t. */
   noteRetry(request: TraceRequest, t: number): void {
-    this.records[request.index].firstRefusal!.retryArrivalMs = t;
+    this.records[request.index].firstRefusal!.retryArrivalsMs.push(t);
   }
 
   /** The client gives up at `deadline` on what is still unfinished: each is aborted on its pod and booked as a timeout. */

@@ -30,7 +30,7 @@ export async function replayPolicy(
   const queue = new EventQueue();
   const fleet = new SimFleet(scenario, trace.requests);
   const policy = await createGateways(spec, { scenario, trace, fleet, queue, seed }, replicas);
-  const client = new SimClient(trace, policy, fleet, queue);
+  const client = new SimClient(trace, policy, fleet, queue, seed);
   onProgress?.(0);
   const requests = trace.requests;
   const windowMs = scenario.durationS * 1000;

@@ -55,7 +55,7 @@ function refusingPolicy(calls: Array<{ index: number; t: number }>): PolicySpec 
 }
 
 describe("simulated client", () => {
-  it("retries a 429 once, after exactly its Retry-After, with the same request; a second refusal is final", async () => {
+  it("retries a 429 as the OpenAI SDKs do: twice, after its Retry-After or else after 0.5 s then 1 s less jitter, with the same request; the third refusal is final", async () => {
     const trace = generateTrace(SCENARIO, 1);
     const calls: Array<{ index: number; t: number }> = [];
     const finished = new Map<number, number>();
@@ -75,18 +75,24 @@ describe("simulated client", () => {
       expect(rec.priority).toBe(r.priority);
       expect(mine[0].t).toBe(r.arrivalMs);
       if (r.index % 5 === 0) {
-        // Refused twice: retried once, 1.5 s later, then final.
-        expect(mine.map((c) => c.t)).toEqual([r.arrivalMs, r.arrivalMs + 1500]);
-        expect(rec).toMatchObject({ firstRefusal: { retryAfterS: 1.5, retryArrivalMs: r.arrivalMs + 1500 }, error: { kind: "status", status: 429 }, servedBy: null });
+        // Refused three times: retried 1.5 s and 3 s after the first, then final.
+        expect(mine.map((c) => c.t)).toEqual([r.arrivalMs, r.arrivalMs + 1500, r.arrivalMs + 3000]);
+        expect(rec).toMatchObject({ firstRefusal: { retryAfterS: 1.5, retryArrivalsMs: [r.arrivalMs + 1500, r.arrivalMs + 3000] }, error: { kind: "status", status: 429 }, servedBy: null });
         retried++;
       } else if (r.priority === "critical" && r.index % 7 === 0) {
-        // No Retry-After: nothing to obey, the refusal stands.
-        expect(mine).toHaveLength(1);
+        // No Retry-After: the SDK's backoff, 0.5 s then 1 s, each less up to 25%.
+        expect(mine).toHaveLength(3);
+        const [first, second] = [mine[1].t - mine[0].t, mine[2].t - mine[1].t];
+        expect(first).toBeGreaterThanOrEqual(375);
+        expect(first).toBeLessThanOrEqual(500);
+        expect(second).toBeGreaterThanOrEqual(750);
+        expect(second).toBeLessThanOrEqual(1000);
         expect(rec).toMatchObject({ firstRefusal: { retryAfterS: null }, error: { kind: "status", status: 429 } });
-        expect(rec.firstRefusal!.retryArrivalMs).toBeUndefined();
+        expect(rec.firstRefusal!.retryArrivalsMs).toEqual([mine[1].t, mine[2].t]);
+        retried++;
       } else if (r.priority === "sheddable") {
         expect(mine.map((c) => c.t)).toEqual([r.arrivalMs, r.arrivalMs + 2000]);
-        expect(rec).toMatchObject({ firstRefusal: { retryAfterS: 2, retryArrivalMs: r.arrivalMs + 2000 }, error: undefined, servedBy: `gpu-${r.index % 2}` });
+        expect(rec).toMatchObject({ firstRefusal: { retryAfterS: 2, retryArrivalsMs: [r.arrivalMs + 2000] }, error: undefined, servedBy: `gpu-${r.index % 2}` });
         // Latencies run from the retry's arrival: it ended e2e after the retry came in.
         expect(rec.sentMs).toBe(r.arrivalMs + 2000);
         expect(rec.sentMs + e2eOf(rec)).toBeCloseTo(finished.get(r.index)!, 6);
@@ -134,9 +140,9 @@ const DEADLINE_MS = 100_000;
 /** A hand-built record: admitted unless `finalError` ("429", "404 model_not_found"), TTFT `ttft` from the admitted attempt. */
 function rec(atS: number, priority: Priority, o: { ttft?: number; refusedFirst?: number | null; retryAtS?: number; finalError?: string } = {}): RunRecord {
   const r: RunRecord = { atMs: atS * 1000, priority, sentMs: atS * 1000, servedBy: "gpu-0", promptTokens: 10, cachedTokens: 0, outputTokens: 5 };
-  if (o.refusedFirst !== undefined) r.firstRefusal = { retryAfterS: o.refusedFirst };
+  if (o.refusedFirst !== undefined) r.firstRefusal = { retryAfterS: o.refusedFirst, retryArrivalsMs: [] };
   if (o.retryAtS !== undefined) {
-    r.firstRefusal!.retryArrivalMs = o.retryAtS * 1000;
+    r.firstRefusal!.retryArrivalsMs.push(o.retryAtS * 1000);
     r.sentMs = o.retryAtS * 1000;
   }
   if (o.finalError !== undefined) {
