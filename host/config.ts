@@ -402,9 +402,10 @@ export const BUILTIN_PROFILES = {
       // (and after a Standard request's retry, whose limit is halfway), its
       // wait still bounded.
       criticalFactor: 2,
-      // The OpenAI SDKs honour a Retry-After of up to 60 s and fall back to
-      // their own short backoff above it, so a higher cap brings them back sooner.
-      maxRetryAfterS: 60,
+      // The OpenAI SDKs honour a Retry-After under 60 s and fall back to
+      // their own half-second backoff from 60 s up (openai-node's
+      // retryRequest), so 59 is the longest wait they keep.
+      maxRetryAfterS: 59,
       // Held in the gateway while no pod has room, at most: a person waiting
       // on a chat answer gives up within tens of seconds, so past these a
       // request is better told when to come back. Critical waits longest
@@ -443,8 +444,8 @@ export const BUILTIN_PROFILES = {
       maxKvCache: 0.98,
       sheddableFactor: 0.5,
       criticalFactor: 2,
-      // As for latency: the OpenAI SDKs ignore a Retry-After above 60 s.
-      maxRetryAfterS: 60,
+      // As for latency: the OpenAI SDKs ignore a Retry-After of 60 s or more.
+      maxRetryAfterS: 59,
       // A batch job waits minutes (firstByteMs below allows five). Held plus
       // served must stay within the OpenAI SDKs' own timeout and Envoy's
       // stream idle timeout (10 minutes each), so Critical waits 5 at most.
@@ -490,7 +491,7 @@ const admissionSchema = z.strictObject({
   maxKvCache: bounded("expected a number in (0, 1]", (v) => v > 0 && v <= 1).optional(),
   sheddableFactor: bounded("expected a number in (0, 1]", (v) => v > 0 && v <= 1).optional(),
   criticalFactor: bounded("expected a number >= 1", (v) => v >= 1 && Number.isFinite(v)).optional(),
-  // Up to an hour for clients that honour long waits; the OpenAI SDKs ignore a Retry-After above 60 s.
+  // Up to an hour for clients that honour long waits; the OpenAI SDKs ignore a Retry-After of 60 s or more.
   maxRetryAfterS: bounded("expected an integer 1..3600", (v) => Number.isInteger(v) && v >= 1 && v <= 3600).optional(),
   waitCriticalMs: waitBudget(),
   waitStandardMs: waitBudget(),

@@ -286,14 +286,14 @@ pools:
     // maxRetryAfterS 60: the OpenAI SDKs ignore a longer Retry-After.
     // Wait budgets: a chat user's patience, Critical longest, Sheddable shed first.
     expect(c.profiles.latency.admission).toEqual({
-      enabled: true, maxWaiting: 1, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60,
+      enabled: true, maxWaiting: 1, maxKvCache: 0.95, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 59,
       waitCriticalMs: 60_000, waitStandardMs: 30_000, waitSheddableMs: 10_000,
     });
     expect(c.profiles.latency.deadlines).toEqual({ firstByteMs: 20_000, promptMsPerKToken: 500, outputMsPerToken: 100, assumedOutputTokens: 2048, streamIdleMs: 90_000 });
     expect(c.profiles.throughput).toEqual({
       weights: { queue: 1, kvCache: 1, running: 0, lora: 4, prefix: 6 },
       admission: {
-        enabled: true, maxWaiting: 32, maxKvCache: 0.98, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 60,
+        enabled: true, maxWaiting: 32, maxKvCache: 0.98, sheddableFactor: 0.5, criticalFactor: 2, maxRetryAfterS: 59,
         waitCriticalMs: 300_000, waitStandardMs: 180_000, waitSheddableMs: 60_000,
       },
       deadlines: { firstByteMs: 300_000, promptMsPerKToken: 1000, outputMsPerToken: 200, assumedOutputTokens: 4096, streamIdleMs: 300_000 },

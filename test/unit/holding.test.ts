@@ -248,8 +248,10 @@ describe("holding requests", () => {
     const refused = send({}, 0, body).result as Extract<RouteResult, { status: number }>;
     expect(refused.status).toBe(429);
     advance(refused.retryAfterS! * 1_000);
-    // The three held ones ran out meanwhile; new work arrived.
+    // The three held ones ran out meanwhile, each told when to come back; once
+    // those turns have passed (their clients gave up), new work arrives.
     expect(tick().every((e) => "status" in e)).toBe(true);
+    advance(2_000);
     const fresh = held(send());
     const retry = held(send({}, 0, body));
     install(fleet({ running: 3, batchSlots: 4, waiting: 0 }, busy(3)));

@@ -181,58 +181,53 @@ describe("Retry-After", () => {
     }
   }
 
-  function refusals(n: number): Array<{ retryAfterS: number; booked: number; spare: number }> {
+  function refusals(n: number): Array<{ retryAfterS: number; booked: number; drain: number }> {
     install(fleet({ waiting: 6 }, { waiting: 6 }));
     return Array.from({ length: n }, () => {
       const r = route({ explain: true });
       if (!("retryAfterS" in r) || r.retryAfterS === undefined) throw new Error(JSON.stringify(r));
-      const [, booked, spare] = /booked_retries=([\d.]+); spare_per_s=([\d.]+)/.exec(r.explanation!)!;
-      return { retryAfterS: r.retryAfterS, booked: Number(booked), spare: Number(spare) };
+      const [, booked, drain] = /booked_retries=(\d+); drain_per_s=([\d.]+)/.exec(r.explanation!)!;
+      return { retryAfterS: r.retryAfterS, booked: Number(booked), drain: Number(drain) };
     });
   }
 
-  it("books each refusal behind the earlier ones at the pool's spare rate: its drain less its usual load", () => {
-    // A usual load of one every 2 s for a minute, then 10 a second for 10 s: the pool drains faster than its usual load.
+  it("tells each refused request its turn: behind the retries booked before it, at the pool's measured drain", () => {
     drain(0.5, 60);
     drain(10, 10);
     const seen = refusals(40);
     for (const [k, r] of seen.entries()) {
       expect(r.booked).toBe(k);
-      // The explanation rounds the spare rate to 0.01.
-      expect(r.retryAfterS).toBeGreaterThanOrEqual(Math.min(60, Math.ceil((r.booked + 1) / (r.spare + 0.005))));
-      expect(r.retryAfterS).toBeLessThanOrEqual(Math.min(60, Math.ceil((r.booked + 1) / (r.spare - 0.005))));
+      // The explanation rounds the drain to 0.01.
+      expect(r.retryAfterS).toBeGreaterThanOrEqual(Math.ceil((r.booked + 1) / (r.drain + 0.005)));
+      expect(r.retryAfterS).toBeLessThanOrEqual(Math.ceil((r.booked + 1) / (r.drain - 0.005)));
     }
-    // Drain ~6.5/s (10 s average), usual ~2/s (a minute's): about 4.5 retries a second fit, above the floor of half the drain.
-    expect(seen[0].spare).toBeGreaterThan(3.6);
-    expect(seen[0].spare).toBeLessThan(5.5);
-    expect(seen[39].retryAfterS).toBeGreaterThanOrEqual(10);
+    // Ten a second for the last 10 s, after a slow minute: the 10-s average is about 6.5 a second.
+    expect(seen[0].drain).toBeGreaterThan(5.5);
+    expect(seen[0].drain).toBeLessThan(7.5);
+    expect(seen[39].retryAfterS).toBeGreaterThanOrEqual(5);
+    expect(seen[39].retryAfterS).toBeLessThan(10);
   });
 
-  it("takes at least half the drain to be free for retries, however busy the pool usually is", () => {
-    drain(4, 60);
-    const busy = refusals(10);
-    // Drain and usual load are both ~4/s: the spare floor (half the drain) applies.
-    expect(busy[0].spare).toBeGreaterThan(1.6);
-    expect(busy[0].spare).toBeLessThan(2.4);
+  it("follows the load: the same refusals get sooner turns from a pool that drains faster", () => {
+    drain(2, 30);
+    const slow = refusals(20).at(-1)!;
+    drain(8, 30);
+    // The slow pool's booked retries are due by now (at most 20 / 2 s after their refusals).
+    const fast = refusals(20).at(-1)!;
+    expect(fast.booked).toBe(19);
+    expect(slow.retryAfterS).toBeGreaterThanOrEqual(9);
+    expect(fast.retryAfterS).toBeLessThanOrEqual(Math.ceil(slow.retryAfterS / 2));
   });
 
-  it("drains booked retries only while the pool has room", () => {
-    drain(2, 60);
-    drain(6, 10);
-    const before = refusals(40)[39].retryAfterS;
-    // Still saturated 5 s later: nothing drained.
-    advance(5_000);
-    expect(refusals(1)[0].retryAfterS).toBeGreaterThanOrEqual(before);
-    // Room again, at 4 a second: the booked retries drain at the spare rate (about 1 a second here).
-    drain(4, 15);
-    const partly = refusals(1)[0];
-    expect(partly.booked).toBeGreaterThan(5);
-    expect(partly.booked).toBeLessThan(40);
+  it("counts a booked retry ahead only until it is due: then it is back, or its client gave up", () => {
     drain(4, 60);
-    // Nothing booked ahead; the pool had been running at its drain rate, so even the first waits a few seconds.
-    const drained = refusals(1)[0];
-    expect(drained.booked).toBe(0);
-    expect(drained.retryAfterS).toBe(Math.ceil(1 / drained.spare));
+    const first = refusals(12);
+    const last = first.at(-1)!;
+    expect(last.booked).toBe(11);
+    advance(last.retryAfterS * 1000);
+    const later = refusals(1)[0];
+    expect(later.booked).toBe(0);
+    expect(later.retryAfterS).toBe(Math.ceil(1 / later.drain));
   });
 
   it("falls back to one request a second per pod before any completion, and never exceeds the cap", () => {
@@ -346,7 +341,7 @@ describe("explained decisions", () => {
     const r = route({ explain: true, priority: "sheddable" });
     expect(r).toMatchObject({ status: 429, retryAfterS: 1 });
     expect("explanation" in r && r.explanation).toBe(
-      "refused=pool_saturated; pool=p; model=llama; class=sheddable; profile=latency; booked_retries=0.00; spare_per_s=2.00; retry_after_s=1",
+      "refused=pool_saturated; pool=p; model=llama; class=sheddable; profile=latency; booked_retries=0; drain_per_s=2.00; retry_after_s=1",
     );
   });
 });

@@ -1,22 +1,15 @@
-// One worker's drain and refusal bookkeeping for a pool, from which a refused
-// request's Retry-After is computed (core/scheduling/admission.ts says how).
+// A pool's drain and its booked retries, and the one estimate of a new
+// request's wait that holding, refusing and Retry-After all use
+// (core/scheduling/admission.ts says how).
 
 /** Each request's weight in the typical prompt share (about the last 50 requests). */
 const SHARE_WEIGHT: f64 = 0.02;
 /** Time constant of the drain rate: long enough to smooth bursts, short enough to follow a step. */
 const DRAIN_WINDOW_MS: f64 = 10_000;
-/** Time constant of the pool's usual rate: what keeps arriving after an overload ends. */
-const USUAL_WINDOW_MS: f64 = 60_000;
 /** Below this many completions a second a worker has too few to measure... */
 const MIN_MEASURED_RATE: f64 = 0.1;
 /** ...and assumes a pod finishes one request a second. */
 const FALLBACK_RATE_PER_POD: f64 = 1;
-/**
- * At least this share of the drain is taken to be free for retries: the usual
- * rate is a minute's average, which a short burst's drain rate has not yet
- * risen above (without the floor, a burst's retries were told to wait minutes).
- */
-const MIN_SPARE_SHARE: f64 = 0.5;
 
 /** Events per second, exponentially weighted, corrected for the time it has been measuring (exact for a steady rate). */
 class Rate {
@@ -44,13 +37,17 @@ class Rate {
   }
 }
 
+/** Most retries a worker keeps booked per pool; past it the soonest due is forgotten (it is nearly back). */
+const MAX_BOOKED: i32 = 1024;
+
 /**
- * One worker's view of how fast a pool drains and of the retries it has
- * booked. A refused request is told to come back when the retries booked
- * ahead of it have drained at the pool's spare rate: its drain rate less
- * the usual load it had before it saturated (that load keeps coming after an
- * overload, and retries only get what it leaves). While the pool stays
- * saturated nothing booked drains.
+ * One worker's bookkeeping for a pool: its measured completions and the
+ * retries it has told refused clients to make. A new request waits for
+ * what is held ahead of it and for the retries booked to come back before
+ * its turn (a retry that comes back as told goes ahead of new work), all
+ * drained at the pool's rate: every worker's and replica's completions (the
+ * caller adds the others' to this worker's). A refused request is told to
+ * come back at its turn at that rate, so Retry-After follows the load.
  */
 export class PoolLoad {
   /**
@@ -60,14 +57,8 @@ export class PoolLoad {
    */
   typicalShare: f64 = 0;
   private drain: Rate = new Rate(DRAIN_WINDOW_MS);
-  private usual: Rate = new Rate(USUAL_WINDOW_MS);
-  /** Completions per second before the pool last saturated. */
-  private baseline: f64 = 0;
-  /** Retries booked and not yet drained. */
-  booked: f64 = 0;
-  private bookedMs: u64 = 0;
-  /** The pool had no room for its lowest class at the last check: booked work is not draining. */
-  saturated: bool = false;
+  /** When each booked retry is due back, soonest first. */
+  private dues: f64[] = [];
 
   /** A request for the pool arrived, its prompt `share` of a prefill step. */
   observeShare(share: f64): void {
@@ -77,56 +68,74 @@ export class PoolLoad {
   /** A pod answered a request this worker routed to the pool. */
   completed(nowMs: u64): void {
     this.drain.add(nowMs);
-    this.usual.add(nowMs);
   }
 
-  /** Completions per second, or the fallback for `pods` pods before enough were seen. */
+  /** This worker's completions per second, or the fallback for `pods` pods before enough were seen. */
   drainRate(nowMs: u64, pods: i32): f64 {
     const rate = this.drain.perSecond(nowMs);
     return rate >= MIN_MEASURED_RATE ? rate : FALLBACK_RATE_PER_POD * <f64>max(pods, 1);
   }
 
-  /** The share of the drain left for retries once the usual load is served. */
-  spareRate(nowMs: u64, pods: i32): f64 {
-    const drain = this.drainRate(nowMs, pods);
-    const spare = drain - this.baseline;
-    return spare >= drain * MIN_SPARE_SHARE ? spare : drain * MIN_SPARE_SHARE;
+  /** Retries booked and not yet due back. */
+  booked(nowMs: u64): i32 {
+    this.forgetDue(nowMs);
+    return this.dues.length;
   }
 
-  /** The pool has room again: booked retries drain from now on. */
-  markRoom(nowMs: u64, pods: i32): void {
-    this.settle(nowMs, pods);
-    this.saturated = false;
-  }
-
-  /** A retry took its booked place. */
-  retried(): void {
-    this.booked = this.booked > 1 ? this.booked - 1 : 0;
+  /**
+   * Ms until a new request's turn: `ahead` held requests served before it,
+   * and the booked retries due back before that turn (a retry due later
+   * comes after it), drained at `poolDrain` a second.
+   */
+  waitMs(nowMs: u64, ahead: i32, poolDrain: f64): f64 {
+    this.forgetDue(nowMs);
+    // The turn and the retries due before it settle together: each retry
+    // counted moves the turn later, which may take in the next; at most one
+    // step per booked retry, and the count only grows.
+    const dues = this.dues;
+    let counted = 0;
+    let waitMs = <f64>ahead * 1000 / poolDrain;
+    // A retry due within a millisecond of the turn was refused first: it goes ahead.
+    while (counted < dues.length && unchecked(dues[counted]) <= <f64>nowMs + waitMs + 1) {
+      counted++;
+      waitMs = <f64>(ahead + counted) * 1000 / poolDrain;
+    }
+    return waitMs;
   }
 
   /**
    * Books a refused request's retry and returns its Retry-After in seconds,
-   * 1..maxS: when the `held` requests the gateway holds ahead of it and the
-   * retries booked before it will have drained at the spare rate.
+   * 1..maxS: its own turn, after the `ahead` held requests and the retries
+   * due back before it, at `poolDrain` a second.
    */
-  refuse(nowMs: u64, pods: i32, maxS: u32, held: i32 = 0): u32 {
-    this.settle(nowMs, pods);
-    if (!this.saturated) {
-      this.baseline = this.usual.perSecond(nowMs);
-      this.saturated = true;
-    }
-    const seconds = Math.ceil((<f64>held + this.booked + 1) / this.spareRate(nowMs, pods));
-    this.booked += 1;
-    if (!(seconds >= 1)) return 1;
-    return seconds >= <f64>maxS ? maxS : <u32>seconds;
+  refuse(nowMs: u64, ahead: i32, poolDrain: f64, maxS: u32): u32 {
+    const turnMs = this.waitMs(nowMs, ahead + 1, poolDrain);
+    const capMs = <f64>maxS * 1000;
+    // Its place in line is its turn, or the cap when it is told to come back sooner (it then waits held).
+    this.book(<f64>nowMs + (turnMs < capMs ? turnMs : capMs));
+    return turnMs >= capMs ? maxS : max<u32>(1, <u32>Math.ceil(turnMs / 1000));
   }
 
-  /** Drains booked retries at the spare rate over the time since the last change, unless the pool was saturated. */
-  private settle(nowMs: u64, pods: i32): void {
-    if (!this.saturated && nowMs > this.bookedMs) {
-      const drained = this.spareRate(nowMs, pods) * <f64>(nowMs - this.bookedMs) / 1000;
-      this.booked = this.booked > drained ? this.booked - drained : 0;
+  /** Keeps `dues` in order, the soonest first; when full, the soonest (nearly back) makes room. */
+  private book(dueMs: f64): void {
+    const dues = this.dues;
+    if (dues.length >= MAX_BOOKED) dues.shift();
+    let i = dues.length;
+    dues.push(dueMs);
+    while (i > 0 && unchecked(dues[i - 1]) > dueMs) {
+      unchecked(dues[i] = dues[i - 1]);
+      i--;
     }
-    this.bookedMs = nowMs;
+    unchecked(dues[i] = dueMs);
+  }
+
+  /** Retries due by now are back (held, admitted) or given up: they no longer wait ahead of anyone. */
+  private forgetDue(nowMs: u64): void {
+    const dues = this.dues;
+    let k = 0;
+    while (k < dues.length && unchecked(dues[k]) <= <f64>nowMs) k++;
+    if (k == 0) return;
+    dues.copyWithin(0, k);
+    dues.length -= k;
   }
 }

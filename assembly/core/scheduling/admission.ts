@@ -14,14 +14,13 @@
 // 0.4-1.0 of each other while one prefills long documents (prefill chunks
 // stall its decode), which refused passing queues on a pool below capacity. The picker still sends work to the faster pods.
 //
-// Retry-After is computed from how fast the pool drains: each worker counts
-// the completions of the requests it routed (exponentially weighted rates)
-// and the refusals it has made since the pool last had room (the retries it
-// has booked). A refused request is told to come back when the retries booked
-// ahead of it have drained at the pool's spare rate (PoolLoad). Both figures
-// are this worker's share of the pool's, so their ratio needs no shared state.
-// A retry that comes back as told is admitted up to a limit halfway to the
-// next class's (core/fleet/refusals.ts).
+// A request that finds no room waits for what is held ahead of it and for
+// the retries booked to come back before its turn, drained at the pool's
+// measured completions (every worker's and replica's): one estimate
+// (PoolLoad.waitMs) decides whether it is held within its class's budget
+// and, if it is refused, its Retry-After: the time until its turn. A retry
+// that comes back as told is held ahead of new work, or admitted up to a
+// limit halfway to the next class's (core/fleet/refusals.ts).
 import { Admission } from "../fleet/admission-limits";
 import { Priority } from "../fleet/priority";
 import { Endpoint } from "../fleet/snapshot";

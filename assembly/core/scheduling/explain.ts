@@ -22,9 +22,9 @@ export function explainPick(picker: Picker, requested: ModelRoute, target: Model
   return out;
 }
 
-export function explainRefusal(pool: Pool, target: ModelRoute, priority: Priority, booked: f64, sparePerS: f64, retryAfterS: u32): string {
+export function explainRefusal(pool: Pool, target: ModelRoute, priority: Priority, booked: i32, drainPerS: f64, retryAfterS: u32): string {
   return "refused=pool_saturated; pool=" + pool.name + "; model=" + target.name + "; class=" + priorityName(priority) +
-    "; profile=" + target.profile.name + "; booked_retries=" + fixed2(booked) + "; spare_per_s=" + fixed2(sparePerS) +
+    "; profile=" + target.profile.name + "; booked_retries=" + booked.toString() + "; drain_per_s=" + fixed2(drainPerS) +
     "; retry_after_s=" + retryAfterS.toString();
 }
 

@@ -395,55 +395,57 @@ export class Router {
     const meta = this.meta;
     const budget = meta.holdId != 0 ? admission.waitBudget(this.priority, meta.maxWaitMs) : 0;
     const ahead = budget > 0 ? this.heldAhead(pool.name, pool.nameHash, this.priority, nowMs) : 0;
-    if (ahead == 0 && picker.hasRoom(admission, share, this.priority, nowMs)) {
-      // Room even for the lowest class: the retries booked so far start draining.
-      if (load.saturated && picker.hasRoom(admission, share, Priority.Sheddable, nowMs)) load.markRoom(nowMs, n);
-      return Verdict.Routed;
-    }
+    if (ahead == 0 && picker.hasRoom(admission, share, this.priority, nowMs)) return Verdict.Routed;
     const hash = this.body.bodyHash();
     const retry = refusals.take(hash, nowMs);
+    const drain = this.poolDrain(pool, n, nowMs);
     if (budget > 0) {
       const q = this.holds.pool(pool.name, pool.nameHash);
+      // What this worker publishes on the board for the others' estimates.
       q.drain = load.drainRate(nowMs, n);
-      const drain = q.drain + (this.board.busy ? this.board.othersDrain(pool.nameHash, this.writer, nowMs) : 0);
-      const waitMs = <f64>ahead * 1000 / drain;
+      const waitMs = load.waitMs(nowMs, ahead, drain);
       const full = !this.holds.fits(meta.bytes);
       if (!full && (retry || waitMs <= <f64>budget)) {
         this.hold(q, budget, drain, retry, hash);
-        if (retry) load.retried();
         return Verdict.Held;
       }
-      this.refuse(refusals, hash, n, ahead);
+      this.refuse(refusals, hash, ahead, drain);
       if (meta.explain) {
         this.explanation = explainQueueRefusal(pool, request.model, this.priority, full, ahead, waitMs, budget, this.retryAfterS);
       }
       return Verdict.Refused;
     }
     if (retry && picker.hasRoom(admission, share, this.priority, nowMs, true)) {
-      load.retried();
       this.retried = true;
       return Verdict.Routed;
     }
-    this.refuse(refusals, hash, n, 0);
-    if (meta.explain) {
-      // The retries booked ahead of this one (refuse() drained the old ones and added this one).
-      this.explanation = explainRefusal(pool, request.model, this.priority, load.booked - 1, load.spareRate(nowMs, n), this.retryAfterS);
-    }
+    // The retries booked ahead of this one, before refuse() books it.
+    const booked = meta.explain ? load.booked(nowMs) : 0;
+    this.refuse(refusals, hash, 0, drain);
+    if (meta.explain) this.explanation = explainRefusal(pool, request.model, this.priority, booked, drain, this.retryAfterS);
     return Verdict.Refused;
   }
 
   /**
-   * Books the request's retry (its Retry-After: when the `ahead` held
-   * requests and the retries booked before it have drained at the pool's
-   * spare rate), remembers its body so the retry is known, and sets the 429.
+   * Completions a second in the pool: this worker's, measured, plus what the
+   * other workers and replicas that hold for it measure theirs.
    */
-  private refuse(refusals: RefusalLedger, hash: u64, n: i32, ahead: i32): void {
-    const request = this.request;
-    this.refuseFor(request.pool, request.model, this.priority, refusals, hash, n, ahead, request.nowMs);
+  private poolDrain(pool: Pool, n: i32, nowMs: u64): f64 {
+    return pool.load!.drainRate(nowMs, n) + (this.board.busy ? this.board.othersDrain(pool.nameHash, this.writer, nowMs) : 0);
   }
 
-  private refuseFor(pool: Pool, model: ModelRoute, p: Priority, refusals: RefusalLedger, hash: u64, n: i32, ahead: i32, nowMs: u64): void {
-    this.retryAfterS = pool.load!.refuse(nowMs, n, model.profile.admission.maxRetryAfterS, ahead);
+  /**
+   * Books the request's retry (its Retry-After: its turn after the `ahead`
+   * held requests and the retries booked before it, at `drain` a second),
+   * remembers its body so the retry is known, and sets the 429.
+   */
+  private refuse(refusals: RefusalLedger, hash: u64, ahead: i32, drain: f64): void {
+    const request = this.request;
+    this.refuseFor(request.pool, request.model, this.priority, refusals, hash, ahead, drain, request.nowMs);
+  }
+
+  private refuseFor(pool: Pool, model: ModelRoute, p: Priority, refusals: RefusalLedger, hash: u64, ahead: i32, drain: f64, nowMs: u64): void {
+    this.retryAfterS = pool.load!.refuse(nowMs, ahead, drain, model.profile.admission.maxRetryAfterS);
     const dueMs = nowMs + <u64>this.retryAfterS * 1000;
     refusals.remember(hash, dueMs - RETRY_EARLY_MS, dueMs + RETRY_GRACE_MS, nowMs);
     this.error = saturated(pool.name, priorityName(p), this.retryAfterS);
@@ -485,7 +487,8 @@ export class Router {
   private refuseHeld(h: HeldRequest, refusals: RefusalLedger, sink: HoldSink, nowMs: u64): void {
     const r = h.request;
     const ahead = this.heldAhead(r.pool.name, r.pool.nameHash, r.priority, nowMs);
-    this.refuseFor(r.pool, r.model, r.priority, refusals, h.body, r.pool.endpoints.length, ahead, nowMs);
+    const drain = this.poolDrain(r.pool, r.pool.endpoints.length, nowMs);
+    this.refuseFor(r.pool, r.model, r.priority, refusals, h.body, ahead, drain, nowMs);
     this.explanation = h.explain ? "refused=wait_budget_exceeded; pool=" + r.pool.name + "; class=" + priorityName(r.priority) +
       "; held_ms=" + (nowMs - h.heldMs).toString() + "; retry_after_s=" + this.retryAfterS.toString() : "";
     sink.refused(h);
