@@ -184,6 +184,20 @@ describe("holding requests", () => {
     expect(retryAfters.at(-1)!).toBeLessThanOrEqual(60);
   });
 
+  it("estimates one wait over two workers: each counts the other's held requests and drain, so both refuse alike", () => {
+    // No completions seen: each worker takes its share of the pool to drain 1 a second per pod, 2 a second.
+    install(fleet(busy(3), busy(3)));
+    for (const w of [0, 1, 0, 1]) held(send({}, w));
+    // Four held ahead on the two workers, drained at 2 + 2 a second: a 1-s wait, past a 500-ms budget.
+    const refusals = [0, 1].map((w) => send({ maxWaitMs: 500, explain: true }, w).result as Extract<RouteResult, { status: number }>);
+    for (const r of refusals) {
+      expect(r).toMatchObject({ status: 429, retryAfterS: 2 });
+      expect(r.explanation).toContain("held_ahead=4; predicted_wait_ms=1000;");
+    }
+    // The same request within its budget is held on either.
+    held(send({ maxWaitMs: 1_500 }, 1));
+  });
+
   it("refuses a held request once its budget has run out, and a client's own budget is tighter", () => {
     install(fleet(busy(3), busy(3)));
     const patient = held(send());
