@@ -31,6 +31,8 @@ export const ALL_SEEDS = [1, 2, 3];
 const USAGE = `usage: npm run bench -- [options]
   --scenario NAME|PATH  run one scenario (a name from bench/scenarios/, or a file); repeatable
   --all                 run every scenario in bench/scenarios/; refreshes bench/charts/ and BENCHMARKS.md
+  --update-md           with --scenario in sim mode: refresh those scenarios' sections of BENCHMARKS.md and their
+                        charts, as --all does for every one (seeds default to ${ALL_SEEDS.join(",")})
   --mode sim|live       sim: discrete-event simulation in virtual time (default); live: real Envoy and fake fleet
   --seed N              override the scenario's seed (or the failover bench's arrivals)
   --seeds A,B,...       run each scenario once per seed and report the mean, the spread and each seed's p95
@@ -103,6 +105,8 @@ export interface Args {
   multiple?: number;
   smoke: boolean;
   all: boolean;
+  /** --update-md: the given scenarios' sections of BENCHMARKS.md are refreshed. */
+  updateMd: boolean;
   /** Set for --scale: the fleet sizes (default the bench's). */
   scale?: { sizes?: number[] };
   /** Set for --soak. */
@@ -131,6 +135,7 @@ export function parse(argv: string[]): Args | "help" {
     options: {
       scenario: { type: "string", multiple: true },
       all: { type: "boolean" },
+      "update-md": { type: "boolean" },
       mode: { type: "string" },
       seed: { type: "string" },
       seeds: { type: "string" },
@@ -161,7 +166,7 @@ export function parse(argv: string[]): Args | "help" {
   const standalone = (values.scale ? 1 : 0) + (values.soak ? 1 : 0);
   if (standalone > 1) throw new UsageError("--scale and --soak exclude each other");
   if (standalone === 1) {
-    const others = ["scenario", "all", "mode", "seeds", "policies", "jobs", "json", "overhead", "failover", "capacity", "replicas", "multiple", "smoke"] as const;
+    const others = ["scenario", "all", "update-md", "mode", "seeds", "policies", "jobs", "json", "overhead", "failover", "capacity", "replicas", "multiple", "smoke"] as const;
     const given = others.filter((k) => values[k] !== undefined);
     if (given.length > 0) throw new UsageError(`--${values.scale ? "scale" : "soak"} runs alone: drop --${given.join(", --")}`);
   }
@@ -224,7 +229,11 @@ export function parse(argv: string[]): Args | "help" {
   const fleet = values.fleet as LiveFleetKind | undefined;
   if (fleet !== undefined && !LIVE_FLEETS.includes(fleet)) throw new UsageError(`--fleet: expected ${LIVE_FLEETS.join(" or ")}, got ${JSON.stringify(values.fleet)}`);
   if (fleet !== undefined && (mode !== "live" || scenarios.length === 0)) throw new UsageError("--fleet: needs --mode live and --scenario NAME or --all");
-  if (all && !smoke && !capacity && mode === "sim") seeds ??= ALL_SEEDS;
+  const updateMd = values["update-md"] ?? false;
+  if (updateMd && (all || smoke || capacity || replicas || mode !== "sim" || scenarios.length === 0)) {
+    throw new UsageError("--update-md: needs --scenario NAME in sim mode, without --smoke, --capacity or --replicas (--all refreshes every section)");
+  }
+  if ((all || updateMd) && !smoke && !capacity && mode === "sim") seeds ??= ALL_SEEDS;
   const jobs = values.jobs === undefined ? availableParallelism() : Number(values.jobs);
   if (!Number.isInteger(jobs) || jobs < 1) throw new UsageError(`--jobs: expected an integer >= 1, got ${JSON.stringify(values.jobs)}`);
   const policies = values.policies?.split(",").map((p) => p.trim()).filter((p) => p !== "");
@@ -249,6 +258,7 @@ export function parse(argv: string[]): Args | "help" {
     multiple,
     smoke,
     all,
+    updateMd,
     replicas,
     shareIntervalMs,
     envoys,
@@ -283,7 +293,7 @@ function positive(text: string | undefined, option: string): number | undefined 
 function standaloneArgs(out: string | undefined, durationS: number | undefined): Args {
   return {
     scenarios: [], mode: "sim", durationS, jobs: 1, outDir: out ?? join(projectRoot, "bench", "results"),
-    overhead: false, failover: false, capacity: false, smoke: false, all: false,
+    overhead: false, failover: false, capacity: false, smoke: false, all: false, updateMd: false,
   };
 }
 
@@ -348,7 +358,7 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
   const outputs: unknown[] = [];
   const benchmarksPath = join(projectRoot, "BENCHMARKS.md");
   const chartDir = join(projectRoot, "bench", "charts");
-  const updateDocs = args.all && !args.smoke;
+  const updateDocs = (args.all || args.updateMd) && !args.smoke;
   let doc = updateDocs ? readFileSync(benchmarksPath, "utf8") : "";
 
   const onOff: OnOffRow[] = [];
@@ -391,7 +401,8 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
   }
   if (args.json) writeJson(args.json, outputs.length === 1 ? outputs[0] : { results: outputs });
   if (updateDocs) {
-    if (onOff.length > 0) doc = replaceBlock(doc, "admission:on-off", onOffSummaryBlock(onOff, commandLine(argv)), "### Admission on and off");
+    // The summary has a row per scenario: only a run of them all rewrites it.
+    if (args.all && onOff.length > 0) doc = replaceBlock(doc, "admission:on-off", onOffSummaryBlock(onOff, commandLine(argv)), "### Admission on and off");
     writeFileSync(benchmarksPath, doc);
     io.out(`updated ${relative(process.cwd(), benchmarksPath)} and ${relative(process.cwd(), chartDir)}/\n`);
   }

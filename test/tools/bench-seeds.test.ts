@@ -67,6 +67,15 @@ describe("bench seeds", () => {
     expect(err.join("")).toMatch(/exclude each other[\s\S]*--seeds: expected an integer[\s\S]*repeated[\s\S]*--jobs: expected an integer >= 1/);
   });
 
+  it("--update-md refreshes the given scenarios' sections on seeds 1-3 by default, in sim mode only", () => {
+    expect(parse(["--scenario", "overload", "--update-md"])).toMatchObject({ scenarios: ["overload"], updateMd: true, seeds: [1, 2, 3] });
+    expect(parse(["--scenario", "overload", "--update-md", "--seeds", "4"])).toMatchObject({ seeds: [4] });
+    expect(parse(["--scenario", "overload"])).toMatchObject({ updateMd: false });
+    expect(() => parse(["--all", "--update-md"])).toThrow(/--update-md: needs --scenario/);
+    expect(() => parse(["--scenario", "overload", "--update-md", "--smoke"])).toThrow(/--update-md/);
+    expect(() => parse(["--mode", "live", "--scenario", "overload", "--update-md"])).toThrow(/in sim mode/);
+  });
+
   it("one command runs the scale and soak benchmarks too, each alone, with its own options checked", async () => {
     expect(parse(["--soak", "--minutes", "2", "--rate", "5", "--seed", "7", "--out", "x"])).toMatchObject({ soak: { minutes: 2, ratePerS: 5 }, seeds: [7], outDir: "x" });
     expect(parse(["--soak"])).toMatchObject({ soak: { minutes: 1, ratePerS: 30 }, seeds: [1] });
