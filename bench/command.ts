@@ -10,7 +10,7 @@ import { projectRoot } from "../host/paths.js";
 import { DEFAULT_MULTIPLE, measureCapacity, type CapacityReport } from "./capacity/index.js";
 import { capacityTable, capacityTitle } from "./capacity/report.js";
 import { admissionTable, onOffRows, onOffTable, showsAdmission, stepWindowsTable, type OnOffRow } from "./report/admission-table.js";
-import { onOffSummaryBlock, replaceBlock, scenarioBlock, scenarioKey, seedsBlock } from "./report/benchmarks-md.js";
+import { replaceBlock, scenarioBlock, scenarioKey, seedsBlock, withOnOffRows } from "./report/benchmarks-md.js";
 import { publishCharts, writeCharts, writeJson } from "./report/outputs.js";
 import { hasClasses, seedsTable, sloByClassTable } from "./report/seeds-table.js";
 import { consoleTable, resultsTable } from "./report/table.js";
@@ -401,8 +401,7 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
   }
   if (args.json) writeJson(args.json, outputs.length === 1 ? outputs[0] : { results: outputs });
   if (updateDocs) {
-    // The summary has a row per scenario: only a run of them all rewrites it.
-    if (args.all && onOff.length > 0) doc = replaceBlock(doc, "admission:on-off", onOffSummaryBlock(onOff, commandLine(argv)), "### Admission on and off");
+    if (onOff.length > 0) doc = withOnOffRows(doc, onOff, commandLine(argv), args.all);
     writeFileSync(benchmarksPath, doc);
     io.out(`updated ${relative(process.cwd(), benchmarksPath)} and ${relative(process.cwd(), chartDir)}/\n`);
   }

@@ -80,17 +80,41 @@ export function admissionLines(runs: readonly ScenarioResult[], charts: ChartPat
   return lines;
 }
 
-/** Every scenario's with/without row in one table (BENCHMARKS.md's admission summary). */
-export function onOffSummaryBlock(rows: readonly OnOffRow[], command: string): string {
-  return [
-    "Ours with admission (the `latency` profile's defaults) against the same policy with admission off, on every scenario: the 429s each gave, and the change of each TTFT percentile and of req/s with admission on. " +
-      "Where nothing overloads the target is no 429 and no percentile moved by more than 1%. Cells give each seed's value.",
-    "",
-    markdownTable(onOffTable(rows)),
-    "",
-    `Produced by \`${command}\`.`,
-  ].join("\n");
+const ON_OFF_INTRO =
+  "Ours with admission (the `latency` profile's defaults) against the same policy with admission off, on every scenario: the 429s each gave, and the change of each TTFT percentile and of req/s with admission on. " +
+  "Where nothing overloads the target is no 429 and no percentile moved by more than 1%. Cells give each seed's value.";
+
+/**
+ * BENCHMARKS.md's admission summary, a with/without row per scenario: from
+ * `rows` alone after a run of `every` scenario; otherwise the rows of the
+ * scenarios run are replaced (or added, in name order) and the others kept,
+ * with `command` named as the source of the refreshed ones.
+ */
+export function withOnOffRows(doc: string, rows: readonly OnOffRow[], command: string, every: boolean): string {
+  const a = doc.indexOf(start(ON_OFF_KEY));
+  const b = doc.indexOf(end(ON_OFF_KEY));
+  if (every || a < 0 || b < a) {
+    return replaceBlock(doc, ON_OFF_KEY, [ON_OFF_INTRO, "", markdownTable(onOffTable(rows)), "", `Produced by \`${command}\`.`].join("\n"), ON_OFF_HEADING);
+  }
+  const old = doc.slice(a + start(ON_OFF_KEY).length, b).trim().split("\n");
+  const table = markdownTable(onOffTable(rows)).split("\n");
+  const [header, rule] = table;
+  const scenarioOf = (line: string) => line.split("|")[1].trim();
+  const byScenario = new Map<string, string>();
+  for (const line of old.slice(old.indexOf(rule) + 1)) {
+    if (!line.startsWith("| ")) break;
+    byScenario.set(scenarioOf(line), line);
+  }
+  for (const line of table.slice(2)) byScenario.set(scenarioOf(line), line);
+  const lines = [...byScenario.keys()].sort().map((k) => byScenario.get(k)!);
+  // The whole table's source stays named; the refreshed rows' is added.
+  const produced = old.map((line) => /^Produced by `[^`]*`/.exec(line)?.[0]).find((p) => p !== undefined) ?? "Produced by `npm run bench -- --all`";
+  const footer = `${produced}; the ${rows.map((r) => r.scenario).join(", ")} rows by \`${command}\`.`;
+  return replaceBlock(doc, ON_OFF_KEY, [ON_OFF_INTRO, "", header, rule, ...lines, "", footer].join("\n"));
 }
+
+const ON_OFF_KEY = "admission:on-off";
+const ON_OFF_HEADING = "### Admission on and off";
 
 function commandLines(r: ScenarioResult, command: string): string {
   return `Produced by \`${command}\`; this scenario alone: \`npm run bench -- --scenario ${r.scenario}${r.mode === "live" ? " --mode live" : ""}\`.`;

@@ -5,6 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ALL_SEEDS, parse, runBench, type Args } from "../../bench/command.js";
+import type { OnOffRow } from "../../bench/report/admission-table.js";
+import { withOnOffRows } from "../../bench/report/benchmarks-md.js";
 import { parseScenario } from "../../bench/scenario.js";
 import { summariseSeeds, type SeedsSummary } from "../../bench/seeds.js";
 import { runSim } from "../../bench/sim/simulator.js";
@@ -74,6 +76,22 @@ describe("bench seeds", () => {
     expect(() => parse(["--all", "--update-md"])).toThrow(/--update-md: needs --scenario/);
     expect(() => parse(["--scenario", "overload", "--update-md", "--smoke"])).toThrow(/--update-md/);
     expect(() => parse(["--mode", "live", "--scenario", "overload", "--update-md"])).toThrow(/in sim mode/);
+  });
+
+  it("--update-md refreshes only its scenarios' rows of the admission summary, keeping the others and the table's source", () => {
+    const row = (scenario: string, refused: number): OnOffRow => ({
+      scenario, policy: "ours:default", refusedWith: [refused], refusedWithout: [0], p50: [0], p95: [0], p99: [0], requestsPerS: [0],
+    });
+    const all = withOnOffRows("# B\n", [row("bursty", 0), row("overload", 5)], "npm run bench -- --all", true);
+    const some = withOnOffRows(all, [row("overload", 7), row("flash-crowd", 9)], "npm run bench -- --scenario overload --update-md", false);
+    const lines = some.split("\n").filter((l) => l.startsWith("| ") && !l.startsWith("| scenario") && !l.startsWith("| ---"));
+    expect(lines.map((l) => l.split("|").slice(1, 4).map((c) => c.trim()))).toEqual([
+      ["bursty", "ours:default", "0"], ["flash-crowd", "ours:default", "9"], ["overload", "ours:default", "7"],
+    ]);
+    expect(some).toContain("Produced by `npm run bench -- --all`; the overload, flash-crowd rows by `npm run bench -- --scenario overload --update-md`.");
+    // A second refresh names only its own command after the whole table's.
+    const again = withOnOffRows(some, [row("overload", 8)], "X", false);
+    expect(again).toContain("Produced by `npm run bench -- --all`; the overload rows by `X`.");
   });
 
   it("one command runs the scale and soak benchmarks too, each alone, with its own options checked", async () => {
