@@ -108,12 +108,14 @@ export function withOnOffRows(doc: string, rows: readonly OnOffRow[], command: s
   for (const line of table.slice(2)) byScenario.set(scenarioOf(line), line);
   const lines = [...byScenario.keys()].sort().map((k) => byScenario.get(k)!);
   // The whole table's source stays named; the refreshed rows' is added.
-  const produced = old.map((line) => /^Produced by `[^`]*`/.exec(line)?.[0]).find((p) => p !== undefined) ?? "Produced by `npm run bench -- --all`";
+  const source = old.find((line) => line.startsWith(PRODUCED_BY));
+  const produced = source ? source.slice(0, source.indexOf("`", PRODUCED_BY.length) + 1) : `${PRODUCED_BY}npm run bench -- --all\``;
   const footer = `${produced}; the ${rows.map((r) => r.scenario).join(", ")} rows by \`${command}\`.`;
   return replaceBlock(doc, ON_OFF_KEY, [ON_OFF_INTRO, "", header, rule, ...lines, "", footer].join("\n"));
 }
 
 const ON_OFF_KEY = "admission:on-off";
+const PRODUCED_BY = "Produced by `";
 const ON_OFF_HEADING = "### Admission on and off";
 
 function commandLines(r: ScenarioResult, command: string): string {
