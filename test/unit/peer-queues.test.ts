@@ -114,6 +114,27 @@ describe("queue boards shared between Envoys", () => {
     expect(ids(y.shared.pump(y.worker))).toEqual([newer]);
   });
 
+  it("estimates one wait over two Envoys: the other's held requests and drain count in this one's, so both refuse alike", () => {
+    install(fleet(busy));
+    const [x, y] = envoys;
+    // No completions seen: each Envoy takes the one pod to drain 1 a second.
+    for (const e of [x, y]) hold(e);
+    const ask = (e: Envoy) => e.shared.routeOrHold(e.worker, JSON.stringify({ model: "llama", messages: [{ role: "user", content: `r${nextId}` }] }), "chat",
+      { holdId: nextId++, maxWaitMs: 1_500, explain: true }) as Extract<RouteResult, { status: number }>;
+    // Alone, each sees one held request ahead at 1 a second: a 1-s wait, within 1.5 s.
+    expect(ask(x)).toHaveProperty("held");
+    shareRound();
+    // Shared, x sees its 2 and y's 1 ahead at 2 a second, y its 1 and x's 2: 1.5 s each, still within.
+    expect(ask(y)).toHaveProperty("held");
+    shareRound();
+    // Now 4 held ahead at 2 a second: 2 s on either Envoy, past 1.5 s; the same refusal and Retry-After.
+    for (const e of [x, y]) {
+      const r = ask(e);
+      expect(r, JSON.stringify(r)).toMatchObject({ status: 429, retryAfterS: 3 });
+      expect(r.explanation).toContain("held_ahead=4; predicted_wait_ms=2000;");
+    }
+  });
+
   it("reports only a change, and only the Envoy's own summaries; adopting replaces the others' and keeps its own", () => {
     install(fleet(busy));
     const [x, y] = envoys;
