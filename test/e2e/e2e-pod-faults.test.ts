@@ -26,8 +26,8 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-/** A gateway from a config file (so pods can be hot-added), with the test's deadlines and ejection time. */
-async function gateway(endpoints: string[], extra: Record<string, unknown> = {}): Promise<{ stack: Stack; setEndpoints: (e: string[]) => void }> {
+/** A gateway from a config file (so pods can be hot-added), with the test's deadlines and ejection time; two workers unless told. */
+async function gateway(endpoints: string[], extra: Record<string, unknown> = {}, concurrency = 2): Promise<{ stack: Stack; setEndpoints: (e: string[]) => void }> {
   const dir = mkdtempSync(join(tmpdir(), "llm-gw-faults-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const path = join(dir, "gateway.yaml");
@@ -39,7 +39,7 @@ async function gateway(endpoints: string[], extra: Record<string, unknown> = {})
   });
   writeFileSync(path, stringify(doc(endpoints)));
   const stack = await startStack(await resolveConfigHosts(loadGatewayConfig(path), path), {
-    configPath: path, configPollMs: 200, metricsPort: false, concurrency: 2,
+    configPath: path, configPollMs: 200, metricsPort: false, concurrency,
   });
   cleanups.push(() => stack.close());
   return { stack, setEndpoints: (e) => writeFileSync(path, stringify(doc(e))) };
@@ -266,8 +266,10 @@ describe("a pod that answers 429 (it is full)", () => {
     const fleet = await startFleet([{ name: "full", model: MODEL }, { name: "ok", model: MODEL }]);
     cleanups.push(() => fleet.close());
     fleet.pod("full").setFault("overloaded");
-    // A long back-off, so "passed over" does not depend on how fast this machine sends the next requests.
-    const { stack } = await gateway(fleet.pods.map((p) => p.address), { passiveHealth: { ejectAfterFailures: 1, ejectMs: EJECT_MS, saturatedBackoffMs: 60_000 } });
+    // A long back-off, so "passed over" does not depend on how fast this machine sends the next requests;
+    // one worker, which records the back-off before it routes the next request (another worker would
+    // read it from shared data on its next refresh tick, and could route one request in between).
+    const { stack } = await gateway(fleet.pods.map((p) => p.address), { passiveHealth: { ejectAfterFailures: 1, ejectMs: EJECT_MS, saturatedBackoffMs: 60_000 } }, 1);
     const openai = client(stack);
     const seen: Sent[] = [];
     for (let i = 0; i < 20 && !seen.some((s) => s.status === 429); i++) seen.push(await ask(openai));
