@@ -1,27 +1,18 @@
 import { readFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { isMap, isSeq, parseDocument, visit, type Document, type Node } from "yaml";
-import {
-  BUILTIN_PROFILES,
-  landingPools,
-  servedModels,
-  type GatewayConfig,
-  type AccessLogConfig,
-  type JwtConfig,
-  type TracingConfig,
-  type PassiveHealthConfig,
-  type StaleViewConfig,
-  type TrafficConfig,
-} from "../config.js";
-import type { EdgeLimitsConfig, ListenerTlsConfig, PodTlsConfig } from "../config/edge.js";
+import { landingPools, servedModels, type GatewayConfig, type JwtConfig, type TrafficConfig } from "../config.js";
 import { CONTRACT } from "../contract.js";
 import { DEFAULT_EDGE_LIMITS, listenerSdsFiles, withEdgeLimits, withListenerTls, withPodTls } from "./edge.js";
 import type { SdsFile } from "./sds.js";
 import { projectRoot } from "../paths.js";
-import { controlPlaneSdsFiles, withControlPlaneTls, type ControlPlaneTlsParams } from "./control-plane-tls.js";
-import { withControlPlaneFailover, type ControlPlaneFailoverParams } from "./control-plane-failover.js";
+import { controlPlaneSdsFiles, withControlPlaneTls } from "./control-plane-tls.js";
+import { withControlPlaneFailover } from "./control-plane-failover.js";
 import { withLinkSettings } from "./link-settings.js";
 import { jwtAuthn } from "./jwt.js";
+import { streamIdleOf, withModelRoutes, withRateLimitFilter, withStreamRoutes } from "./model-routes.js";
+import { CLAIM_HEADERS, type EnvoyConfigParams, type ModelRouteParams } from "./params.js";
+import { checkInt, HCM, httpFilters, POOL_NAME, ROUTES } from "./template.js";
 import { accessLog, otlpCluster, tracing } from "./telemetry.js";
 
 /**
@@ -30,82 +21,6 @@ import { accessLog, otlpCluster, tracing } from "./telemetry.js";
  * Envoy's own plain-text 413 kicks in.
  */
 export const BUFFER_SLACK_BYTES = 64 * 1024;
-
-/** Request headers the filter reads; early_header_mutation removes every client-sent x-gateway-* header before any filter runs. */
-export const POOL_HEADER = CONTRACT.headers.pool;
-/** Set by the filter to the model name the client asked for (before any split rewrites the body). */
-export const MODEL_NAME_HEADER = CONTRACT.headers.modelName;
-/** Set by the filter to "1" on a streamed request (`"stream": true`): it takes a pool's or model's stream route. */
-export const STREAM_HEADER = CONTRACT.headers.stream;
-/** Set by jwt_authn from a verified token's claim, for the traffic gates that name a claim. */
-export const CLAIM_HEADERS = {
-  critical: CONTRACT.headers.claimCritical,
-  debug: CONTRACT.headers.claimDebug,
-  tenant: CONTRACT.headers.claimTenant,
-} as const;
-
-/** Route settings for one model name, repeated on each pool its requests can land in. */
-export interface ModelRouteParams {
-  model: string;
-  /** Pool names: the model's own, or its split targets'. */
-  pools: string[];
-  timeoutMs?: number;
-  rateLimit?: { requestsPerS: number; burst: number };
-  /** Its own profile's streamIdleMs; absent, each pool's own. */
-  streamIdleMs?: number;
-}
-
-export interface EnvoyConfigParams {
-  /** Listener address, e.g. "127.0.0.1" or "0.0.0.0". */
-  gatewayHost: string;
-  /** Listener port; 0 lets Envoy pick (read it back with EnvoyProcess.listenerAddresses). */
-  gatewayPort: number;
-  /** Admin port on 127.0.0.1; 0 lets Envoy pick (startEnvoy reads it back). */
-  adminPort: number;
-  /** A listener on gatewayHost:statsPort serving only admin's /stats/prometheus (for Prometheus in a cluster). */
-  statsPort?: number;
-  /** Metrics aggregator gRPC endpoint: an IP or a DNS name. */
-  aggregatorHost: string;
-  aggregatorPort: number;
-  /** Absolute path of build/filter.wasm. */
-  wasmPath: string;
-  /** Largest request body the filter accepts; at most the contract's limit, which the filter enforces too. */
-  maxBodyBytes: number;
-  /** The filter's view-age bound and policy; the filter's defaults when absent. */
-  staleView?: StaleViewConfig;
-  /** The filter's passive-health rules; the filter's defaults when absent. */
-  passiveHealth?: PassiveHealthConfig;
-  /** Pool names, in config order: one route and one EDS cluster each. */
-  pools: string[];
-  /** Each pool's profile's streamIdleMs, for its stream route; the latency profile's for a pool not listed. */
-  streamIdleMs?: Readonly<Record<string, number>>;
-  /** Require a JWT on every request (Envoy's jwt_authn filter, ahead of ours). */
-  jwt?: JwtConfig;
-  /** A JSON access log line per request. */
-  accessLog?: AccessLogConfig;
-  /** OpenTelemetry spans to a collector. */
-  tracing?: TracingConfig;
-  /** false leaves our Wasm HTTP filter out (tests: the routes alone must never reach a wrong host). */
-  wasmFilter?: boolean;
-  /** Routes matching x-gateway-model-name, each placed before its pool's route. */
-  modelRoutes?: ModelRouteParams[];
-  /** Who may claim Critical and get debug output; the filter's defaults (none, off) when absent. */
-  traffic?: TrafficConfig;
-  /** Mutual TLS to the aggregator (its SDS files: controlPlaneSdsFiles); plaintext when absent. */
-  controlPlaneTls?: ControlPlaneTlsParams;
-  /** Several aggregators, Envoy following the leader; one aggregator when absent. */
-  controlPlaneFailover?: ControlPlaneFailoverParams;
-  /** The link's report interval for sharing with the other replicas (aggregator.shareIntervalMs); absent: the link's default. */
-  shareIntervalMs?: number;
-  /** HTTPS at the listener; its SDS files (envoySdsFiles) must be written to sdsDir before Envoy starts. */
-  tls?: ListenerTlsConfig;
-  /** Absolute folder of the SDS files, needed with tls: beside the bootstrap. */
-  sdsDir?: string;
-  /** Timeouts, stream cap and overload manager; the config file's defaults when absent. */
-  limits?: EdgeLimitsConfig;
-  /** TLS to the pods, by pool name. */
-  poolTls?: Readonly<Record<string, PodTlsConfig>>;
-}
 
 export function gatewayTemplatePath(): string {
   return join(projectRoot, "envoy", "gateway.yaml");
@@ -170,12 +85,6 @@ function modelRoutesOf(cfg: GatewayConfig): ModelRouteParams[] {
   });
 }
 
-function checkInt(name: string, value: number, min: number, max: number): number {
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new Error(`${name} must be an integer in [${min}, ${max}], got ${value}`);
-  }
-  return value;
-}
 
 function checkString(name: string, value: string): string {
   if (typeof value !== "string" || value.trim() === "" || /\s/.test(value)) {
@@ -184,8 +93,6 @@ function checkString(name: string, value: string): string {
   return value;
 }
 
-// As in the gateway config: the name goes into a header match and a cluster name.
-const POOL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,255}$/;
 const POOL_PLACEHOLDER = "${POOL}";
 
 function checkPools(pools: string[]): string[] {
@@ -396,8 +303,6 @@ function checkNoPlaceholders(text: string, except?: string): void {
   if (left.length > 0) throw new Error(`unreplaced placeholders in Envoy config template: ${left.join(", ")}`);
 }
 
-const HCM = ["static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config"];
-const ROUTES = [...HCM, "route_config", "virtual_hosts", 0, "routes"];
 const CLUSTERS = ["static_resources", "clusters"];
 
 /** Replaces every item of the list at `path` that mentions the pool placeholder by one copy per pool; returns the copies. */
@@ -434,14 +339,7 @@ function mentionsPool(item: unknown): boolean {
   return found;
 }
 
-const HCM_FILTERS = [...HCM, "http_filters"];
 const WASM_FILTER = "envoy.filters.http.wasm";
-
-function httpFilters(doc: Document): { items: unknown[] } {
-  const filters = doc.getIn(HCM_FILTERS);
-  if (!isSeq(filters)) throw new Error("the Envoy template has no http_filters list");
-  return filters;
-}
 
 /** Index of our Wasm filter in the http_filters list. */
 function wasmFilterIndex(doc: Document): number {
@@ -524,141 +422,6 @@ function withStatsListener(doc: Document, p: EnvoyConfigParams): void {
       endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: "127.0.0.1", port_value: p.adminPort } } } }] }],
     },
   }));
-}
-
-const LOCAL_RATELIMIT = "envoy.filters.http.local_ratelimit";
-const LOCAL_RATELIMIT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit";
-const ALL_REQUESTS = (runtimeKey: string) => ({ runtime_key: runtimeKey, default_value: { numerator: 100, denominator: "HUNDRED" } });
-
-/** Envoy's Duration text for a whole number of milliseconds. */
-const duration = (ms: number) => `${ms / 1000}s`;
-
-/** A stat-name segment: Envoy splits stat names at dots, and model names hold them (llama-3.1-8b). */
-const statSegment = (model: string) => model.replace(/[^A-Za-z0-9_-]/g, "_");
-
-/**
- * One route per (model, pool) before that pool's route: the same match plus
- * x-gateway-model-name, the same cluster and retries, the model's timeout,
- * and its rate limit as Envoy's local_ratelimit per-route config (a token
- * bucket per route, shared by the workers). The filter sets the headers and
- * clears the route cache, so Envoy picks among these after the filter ran.
- */
-function withModelRoutes(doc: Document, routes: ModelRouteParams[], pools: string[]): void {
-  if (routes.length === 0) return;
-  const seq = doc.getIn(ROUTES);
-  if (!isSeq(seq)) throw new Error(`the Envoy template has no ${ROUTES.join(".")} list`);
-  const seen = new Set<string>();
-  for (const r of routes) {
-    if (typeof r.model !== "string" || !POOL_NAME.test(r.model)) throw new Error(`model name ${JSON.stringify(r.model)} must match ${POOL_NAME}`);
-    if (seen.has(r.model)) throw new Error(`model ${r.model} has two routes`);
-    seen.add(r.model);
-    if (r.pools.length === 0) throw new Error(`model route ${r.model} lands in no pool`);
-    if (r.rateLimit && r.pools.length > 1) throw new Error(`model route ${r.model}: a rate limit needs a single pool (one token bucket per route)`);
-    for (const pool of r.pools) {
-      if (!pools.includes(pool)) throw new Error(`model route ${r.model}: unknown pool ${pool}`);
-      const at = seq.items.findIndex((item) => isPoolRoute(item, pool));
-      if (at < 0) throw new Error(`the Envoy template has no route for pool ${pool}`);
-      seq.items.splice(at, 0, doc.createNode(modelRoute(r, pool, (seq.items[at] as Node).toJSON())));
-    }
-  }
-  if (routes.some((r) => r.rateLimit)) withRateLimitFilter(doc);
-}
-
-/**
- * Envoy's local rate limit filter, once, last before the router: after our
- * filter has set the headers the route is matched on, and after the buffer,
- * so a 429 leaves HTTP/1.1 connections open. No token bucket here and no
- * filter_enabled (0% by default): only a route's own config limits anything.
- */
-function withRateLimitFilter(doc: Document): void {
-  const filters = httpFilters(doc).items;
-  if (filters.some((f) => isMap(f) && f.get("name") === LOCAL_RATELIMIT)) return;
-  const router = filters.findIndex((f) => isMap(f) && f.get("name") === "envoy.filters.http.router");
-  if (router < 0) throw new Error("the Envoy template has no router filter");
-  filters.splice(router, 0, doc.createNode({
-    name: LOCAL_RATELIMIT,
-    typed_config: { "@type": LOCAL_RATELIMIT_TYPE, stat_prefix: "llm_gateway_model_rate_limit" },
-  }));
-}
-
-type HeaderMatch = { name: string; string_match?: { exact?: string } };
-type RouteJson = { match: { headers: HeaderMatch[] }; route: Record<string, unknown> } & Record<string, unknown>;
-
-/** The value a route's match requires of a header exactly; undefined when it requires none. */
-function exactHeader(route: unknown, name: string): string | undefined {
-  const headers = (route as { match?: { headers?: HeaderMatch[] } }).match?.headers ?? [];
-  return headers.find((h) => h.name === name)?.string_match?.exact;
-}
-
-/** The template's inference route for `pool` (x-gateway-pool matched, no model name). */
-function isPoolRoute(item: unknown, pool: string): boolean {
-  if (!isMap(item)) return false;
-  const route = item.toJSON();
-  return exactHeader(route, POOL_HEADER) === pool && exactHeader(route, MODEL_NAME_HEADER) === undefined;
-}
-
-/** A route's per-try idle timeout for streams: the model's own profile's, else the pool's profile's. */
-function streamIdleOf(params: EnvoyConfigParams): (pool: string, model: string | undefined) => number {
-  const byModel = new Map((params.modelRoutes ?? []).flatMap((r) => (r.streamIdleMs === undefined ? [] : [[r.model, r.streamIdleMs] as const])));
-  return (pool, model) => {
-    const ms = (model === undefined ? undefined : byModel.get(model)) ?? params.streamIdleMs?.[pool] ?? BUILTIN_PROFILES.latency.deadlines.streamIdleMs;
-    return checkInt(`streamIdleMs of ${model === undefined ? `pool ${pool}` : `model ${model} on ${pool}`}`, ms, 1, 2 ** 31 - 1);
-  };
-}
-
-/**
- * Puts before every route to a pool (pool and model routes alike) its twin
- * for streamed requests: the same match plus x-gateway-stream (the filter's),
- * the same action plus Envoy's per-try idle timeout. That timer restarts with
- * every byte from the pod, so before the response starts it moves a silent
- * try to the next pod, and after it cuts a stalled stream. A non-streamed
- * answer sends nothing until it is done, so its routes get none. A
- * rate-limited model route gets no twin: Envoy keeps a token bucket per
- * route, and two routes would double the model's limit.
- */
-function withStreamRoutes(doc: Document, idleMs: (pool: string, model: string | undefined) => number): void {
-  const seq = doc.getIn(ROUTES);
-  if (!isSeq(seq)) throw new Error(`the Envoy template has no ${ROUTES.join(".")} list`);
-  seq.items = seq.items.flatMap((item) => {
-    const route = (item as Node).toJSON() as RouteJson;
-    const pool = exactHeader(route, POOL_HEADER);
-    const rateLimited = (route.typed_per_filter_config as Record<string, unknown> | undefined)?.[LOCAL_RATELIMIT] !== undefined;
-    if (pool === undefined || rateLimited) return [item];
-    const retryPolicy = { ...(route.route.retry_policy as Record<string, unknown>), per_try_idle_timeout: duration(idleMs(pool, exactHeader(route, MODEL_NAME_HEADER))) };
-    const stream: Record<string, unknown> = {
-      ...route,
-      match: { ...route.match, headers: [...route.match.headers, { name: STREAM_HEADER, string_match: { exact: "1" } }] },
-      route: { ...route.route, retry_policy: retryPolicy },
-    };
-    if (typeof route.name === "string") stream.name = `${route.name}, streamed`;
-    return [doc.createNode(stream), item];
-  });
-}
-
-function modelRoute(r: ModelRouteParams, pool: string, poolRoute: RouteJson): Record<string, unknown> {
-  const route: Record<string, unknown> = { ...poolRoute.route };
-  if (r.timeoutMs !== undefined) route.timeout = duration(checkInt(`model ${r.model} timeoutMs`, r.timeoutMs, 1, 2 ** 31 - 1));
-  const out: Record<string, unknown> = {
-    name: `model ${r.model} on ${pool}`,
-    match: { ...poolRoute.match, headers: [...poolRoute.match.headers, { name: MODEL_NAME_HEADER, string_match: { exact: r.model } }] },
-    route,
-  };
-  if (r.rateLimit) {
-    const rps = checkInt(`model ${r.model} requestsPerS`, r.rateLimit.requestsPerS, 1, 2 ** 31 - 1);
-    const burst = checkInt(`model ${r.model} burst`, r.rateLimit.burst, rps, 2 ** 31 - 1);
-    out.typed_per_filter_config = {
-      [LOCAL_RATELIMIT]: {
-        "@type": LOCAL_RATELIMIT_TYPE,
-        stat_prefix: `llm_gateway_model_${statSegment(r.model)}`,
-        token_bucket: { max_tokens: burst, tokens_per_fill: rps, fill_interval: "1s" },
-        filter_enabled: ALL_REQUESTS("llm_gateway.model_rate_limit.enabled"),
-        filter_enforced: ALL_REQUESTS("llm_gateway.model_rate_limit.enforced"),
-        // The bucket refills every second, so a token is there by then.
-        response_headers_to_add: [{ header: { key: "retry-after", value: "1" }, append_action: "OVERWRITE_IF_EXISTS_OR_ADD" }],
-      },
-    };
-  }
-  return out;
 }
 
 /** Every SDS file a rendered bootstrap refers to (listener and aggregator link). */
