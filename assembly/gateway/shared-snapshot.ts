@@ -12,7 +12,7 @@ import { FleetView } from "../core/scheduling/fleet-view";
 import { HealthLedger } from "../core/fleet/health";
 import { InflightTable } from "../core/fleet/inflight";
 import { PrefixIndex } from "../core/prefix/prefix-index";
-import { decodeSnapshot } from "../core/fleet/snapshot";
+import { decodeSnapshot } from "../core/wire/snapshot-decode";
 
 const SNAPSHOT_KEY = utf8("llm_gateway.snapshot");
 const CELL_KEY = utf8("llm_gateway.snapshot_cell");
