@@ -194,8 +194,8 @@ interface Summary {
   perPod: Record<string, number>;
   /** What the pods' own counters say they received: requests Envoy sent twice would show here. */
   podsReceived: number;
-  /** Whether the pod that is not home loaded the adapter too. */
-  otherLoadedAdapter: boolean;
+  /** How many times the pods that are not home loaded the adapter. */
+  otherAdapterLoads: number;
   retryAfter: string[];
   ms: number;
 }
@@ -219,7 +219,7 @@ function summarise(scenario: string, ps: TrafficStack, home: string, outcomes: O
     adapterShare: adapter.length === 0 ? 1 : onHome / adapter.length,
     perPod,
     podsReceived: ps.fleet.pods.reduce((n, p) => n + p.engine.metrics().counters.submitted, 0) - receivedBefore,
-    otherLoadedAdapter: ps.fleet.pods.some((p) => p.name !== home && p.engine.metrics().counters.loraLoads > 0),
+    otherAdapterLoads: ps.fleet.pods.reduce((k, p) => k + (p.name !== home ? p.engine.metrics().counters.loraLoads : 0), 0),
     retryAfter: outcomes.filter((o) => o.status === 429).map((o) => o.retryAfter ?? "(none)"),
     ms,
   };
@@ -298,8 +298,10 @@ describe("an idle fleet at low load", () => {
       expect.soft(loop.refused429, `429s in the loop: ${both}`).toBe(0);
       // The burst arrives at once on pods the view shows idle: every adapter request must stay.
       expect.soft(burst.adapterOnHome / Math.max(burst.adapterServed, 1), `share of the burst's sql-lora requests on its home: ${both}`).toBe(1);
-      const share = (burst.adapterOnHome + loop.adapterOnHome) / Math.max(burst.adapterServed + loop.adapterServed, 1);
-      expect.soft(share, `share of sql-lora requests served by its home: ${both}`).toBeGreaterThanOrEqual(0.95);
+      // In the loop the home pod runs more than the other, and at 64 clients the picker may load the
+      // adapter on the other pod once; from then on both hold it and either serves it at no cost, so
+      // what must not happen is the adapter moving back and forth (the home share is in the summary).
+      expect.soft(burst.otherAdapterLoads + loop.otherAdapterLoads, `sql-lora loads on the other pod: ${both}`).toBeLessThanOrEqual(1);
     }, 60_000);
   }
 });
