@@ -179,8 +179,9 @@ describeWithApiServer(
       kubeconfig = kube.writeKubeconfig();
       cwd = mkdtempSync(join(tmpdir(), "make-certs-apply-"));
     }, 90_000);
-    afterAll(() => {
-      kube?.stop();
+    afterAll(async () => {
+      // Awaited: the worker may exit as soon as afterAll returns, and an etcd not yet stopped would outlive it.
+      await kube?.stop();
       if (cwd) rmSync(cwd, { recursive: true, force: true });
     });
 
