@@ -398,11 +398,12 @@ export class Router {
     if (ahead == 0 && picker.hasRoom(admission, share, this.priority, nowMs)) return Verdict.Routed;
     const hash = this.body.bodyHash();
     const retry = refusals.take(hash, nowMs);
-    const drain = this.poolDrain(pool, n, nowMs);
+    const own = load.drainRate(nowMs, n);
+    const drain = this.poolDrain(pool, own, nowMs);
     if (budget > 0) {
       const q = this.holds.pool(pool.name, pool.nameHash);
       // What this worker publishes on the board for the others' estimates.
-      q.drain = load.drainRate(nowMs, n);
+      q.drain = own;
       const waitMs = load.waitMs(nowMs, ahead, drain);
       const full = !this.holds.fits(meta.bytes);
       if (!full && (retry || waitMs <= <f64>budget)) {
@@ -427,11 +428,11 @@ export class Router {
   }
 
   /**
-   * Completions a second in the pool: this worker's, measured, plus what the
-   * other workers and replicas that hold for it measure theirs.
+   * Completions a second in the pool: this worker's (`own`, measured) plus
+   * what the other workers and replicas that hold for it measure theirs.
    */
-  private poolDrain(pool: Pool, n: i32, nowMs: u64): f64 {
-    return pool.load!.drainRate(nowMs, n) + (this.board.busy ? this.board.othersDrain(pool.nameHash, this.writer, nowMs) : 0);
+  private poolDrain(pool: Pool, own: f64, nowMs: u64): f64 {
+    return own + (this.board.busy ? this.board.othersDrain(pool.nameHash, this.writer, nowMs) : 0);
   }
 
   /**
@@ -487,7 +488,7 @@ export class Router {
   private refuseHeld(h: HeldRequest, refusals: RefusalLedger, sink: HoldSink, nowMs: u64): void {
     const r = h.request;
     const ahead = this.heldAhead(r.pool.name, r.pool.nameHash, r.priority, nowMs);
-    const drain = this.poolDrain(r.pool, r.pool.endpoints.length, nowMs);
+    const drain = this.poolDrain(r.pool, r.pool.load!.drainRate(nowMs, r.pool.endpoints.length), nowMs);
     this.refuseFor(r.pool, r.model, r.priority, refusals, h.body, ahead, drain, nowMs);
     this.explanation = h.explain ? "refused=wait_budget_exceeded; pool=" + r.pool.name + "; class=" + priorityName(r.priority) +
       "; held_ms=" + (nowMs - h.heldMs).toString() + "; retry_after_s=" + this.retryAfterS.toString() : "";
