@@ -15,6 +15,7 @@ import { jsonString } from "./core/openai/errors";
 import { StaleViewPolicy } from "./core/fleet/view";
 import { HealthLedger, HealthRules } from "./core/fleet/health";
 import { FleetView } from "./core/scheduling/fleet-view";
+import { walkEveryTake } from "./core/scheduling/score-tree";
 import { FULL_SCAN } from "./core/scheduling/shortlist";
 import { InflightTable } from "./core/fleet/inflight";
 import { PeerLoad, ReportEncoder } from "./core/fleet/peer-load";
@@ -76,6 +77,19 @@ let scoreWholeUpTo: i32 = FULL_SCAN;
 export function setFullScan(pods: i32): void {
   scoreWholeUpTo = pods;
   router.scoreWholeUpTo(pods);
+}
+
+/** For tests of the shortlist: every pick walks its trees anew, keeping no list between picks (all instances). */
+export function setShortlistWalks(always: bool): void {
+  walkEveryTake(always);
+}
+
+/** The addresses the last pick scored, in slot order, comma-separated. */
+export function candidates(): string {
+  const c = router.candidates;
+  let out = "";
+  for (let i = 0; i < c.length; i++) out += (i > 0 ? "," : "") + c[i].address;
+  return out;
 }
 
 /** This instance's id on the queue board, as the filter's worker id (reset() derives one from the seed). */

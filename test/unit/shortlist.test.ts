@@ -78,6 +78,28 @@ describe("shortlist", () => {
     expect(same / decisions).toBeGreaterThanOrEqual(0.99);
   });
 
+  it("keeps the best pods listed between picks exactly as walking the trees anew finds them", async () => {
+    const walked = await NativeRouter.load();
+    walked.setShortlistWalks(true);
+    const rnd = random(5);
+    const endpoints = fleet(300, rnd);
+    for (const r of [shortlisted, walked]) {
+      r.reset(7);
+      r.setSnapshot(snapshot([pool("p", "llama", endpoints)]));
+    }
+    const open: string[] = [];
+    for (let i = 0; i < 400; i++) {
+      walked.setInflight(shortlisted.inflightTable());
+      const a = picked(shortlisted, chat("hello"));
+      picked(walked, chat("hello"));
+      expect(shortlisted.candidates()).toEqual(walked.candidates());
+      open.push(a);
+      // Some requests end at once, some late: keys rise and fall, in and out of the lists.
+      if (open.length > 40 || rnd() < 0.3) shortlisted.endRequest({ address: open.splice(Math.floor(rnd() * open.length), 1)[0], status: 200 });
+    }
+    expect(shortlisted.candidates().length).toBeGreaterThan(16);
+  });
+
   it("finds a prefix's holder however many pods are less loaded", () => {
     const even = (i: number, first: Partial<EndpointMsg>) => endpoint(address(i), { running: 10, kvCacheUsage: 0.3, ...(i === 0 ? first : {}) });
     const prompt = "You are a contract analyst. ".repeat(120);

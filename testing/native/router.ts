@@ -127,6 +127,8 @@ interface Bindings {
   setClock(nowMs: bigint, heardMs: bigint): void;
   setViewPolicy(maxAgeMs: bigint, stalePolicy: number): void;
   setFullScan(pods: number): void;
+  setShortlistWalks(always: boolean): void;
+  candidates(): string;
   setHealthRules(ejectAfter: number, ejectMs: bigint, saturatedBackoffMs: bigint): void;
   recordsPicks(): boolean;
   setInflight(bytes: Uint8Array): boolean;
@@ -180,6 +182,17 @@ export class NativeRouter {
    */
   setFullScan(pods: number): void {
     this.wasm.setFullScan(pods);
+  }
+
+  /** Every pick walks its shortlist's trees anew, keeping no list between picks (to test that list). */
+  setShortlistWalks(always: boolean): void {
+    this.wasm.setShortlistWalks(always);
+  }
+
+  /** The addresses the last pick scored (the pool's usable pods, or its shortlist), in slot order. */
+  candidates(): string[] {
+    const text = this.wasm.candidates();
+    return text === "" ? [] : text.split(",");
   }
 
   /** Some model of the installed snapshot weighs a scorer that records its picks (the filter then shares the prefix log). */

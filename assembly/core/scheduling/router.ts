@@ -125,6 +125,11 @@ export class Router {
     return this.picker.place;
   }
 
+  /** The endpoints the last pick scored: the pool's usable ones, or its shortlist. */
+  get candidates(): Endpoint[] {
+    return this.picker.candidateList;
+  }
+
   /** Best endpoint first, then fallbacks; may be empty when `blind`. */
   get ranked(): Endpoint[] {
     return this.picker.ranked;

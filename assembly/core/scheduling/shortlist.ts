@@ -16,6 +16,7 @@
 // Ties between estimates break by a per-worker salt, so workers (and
 // gateways) that see an idle pool alike do not all shortlist the same pods.
 import { relativeCapacities } from "./capacity";
+import { NONE, ScoreTree } from "./score-tree";
 import { sortPrefix } from "./sort";
 import { InflightTable } from "../fleet/inflight";
 import { Endpoint, Pool, prefillShare } from "../fleet/snapshot";
@@ -57,7 +58,7 @@ export class Shortlist {
   capacity: StaticArray<f64> = new StaticArray<f64>(0);
   private ties: StaticArray<u64> = new StaticArray<u64>(0);
   /** The weighted sum of the estimates, per slot. */
-  private combined: ScoreTree = new ScoreTree();
+  private combined: ScoreTree = new ScoreTree(SHORTLIST);
   /** Per scorer: its own estimate, per slot (kept for the weighed scorers that estimate). */
   private own: ScoreTree[] = [];
   /** Per scorer: the pool's weight over the largest estimate at the last rebuild, so each weighs as its score would. */
@@ -70,7 +71,7 @@ export class Shortlist {
 
   constructor(private scorers: Scorer[], private salt: u64) {
     this.factor = new StaticArray<f64>(scorers.length);
-    for (let s = 0; s < scorers.length; s++) this.own.push(new ScoreTree());
+    for (let s = 0; s < scorers.length; s++) this.own.push(new ScoreTree(LEADERS));
     this.typical.capacity = new StaticArray<f64>(1);
   }
 
@@ -114,9 +115,9 @@ export class Shortlist {
     this.nextGeneration();
     const taken = this.taken;
     taken.length = 0;
-    this.combined.take(SHORTLIST, taken, this.stamp, this.generation);
+    this.combined.take(taken, this.stamp, this.generation);
     for (let s = 0; s < this.scorers.length; s++) {
-      if (unchecked(this.factor[s]) > 0) unchecked(this.own[s]).take(LEADERS, taken, this.stamp, this.generation);
+      if (unchecked(this.factor[s]) > 0) unchecked(this.own[s]).take(taken, this.stamp, this.generation);
     }
     const nominated = this.nominated;
     nominated.length = 0;
@@ -223,82 +224,6 @@ export class Shortlist {
       for (let i = 0; i < this.stamp.length; i++) unchecked(this.stamp[i] = 0);
       this.generation = 1;
     }
-  }
-}
-
-/** The key of a slot that may not be chosen. */
-const NONE: f64 = -f64.MAX_VALUE;
-
-/**
- * A max-tree over a pool's slots: node k holds the best slot (-1: none) of
- * the leaves below it, so the best is at the root and a key changes in
- * log(n) steps. Equal keys break by `ties`.
- */
-class ScoreTree {
-  private keys: StaticArray<f64> = new StaticArray<f64>(0);
-  private ties: StaticArray<u64> = new StaticArray<u64>(0);
-  private tree: StaticArray<i32> = new StaticArray<i32>(0);
-  private leaves: i32 = 0;
-  private held: i32[] = [];
-  private saved: f64[] = [];
-
-  /** Sized for `n` slots (0: unused); set() every key, then build(). */
-  reset(n: i32, ties: StaticArray<u64>): void {
-    this.ties = ties;
-    let leaves = 1;
-    while (leaves < n) leaves <<= 1;
-    this.leaves = n == 0 ? 0 : leaves;
-    if (n == 0) return;
-    if (this.keys.length < n) this.keys = new StaticArray<f64>(n);
-    if (this.tree.length < 2 * leaves) this.tree = new StaticArray<i32>(2 * leaves);
-    for (let k = 0; k < leaves; k++) unchecked(this.tree[leaves + k] = k < n ? k : -1);
-  }
-
-  build(): void {
-    for (let k = this.leaves - 1; k >= 1; k--) unchecked(this.tree[k] = this.better(unchecked(this.tree[2 * k]), unchecked(this.tree[2 * k + 1])));
-  }
-
-  /** The slot's key becomes `key`; with `reorder` the tree follows at once, else at the next build(). */
-  set(slot: i32, key: f64, reorder: bool = true): void {
-    unchecked(this.keys[slot] = key);
-    if (!reorder) return;
-    let k = (this.leaves + slot) >> 1;
-    while (k >= 1) {
-      const best = this.better(unchecked(this.tree[2 * k]), unchecked(this.tree[2 * k + 1]));
-      // The same other winner as before: nothing above changes.
-      if (best == unchecked(this.tree[k]) && best != slot) return;
-      unchecked(this.tree[k] = best);
-      k >>= 1;
-    }
-  }
-
-  /** Appends to `out` those of the best `count` slots not stamped `generation` (stamping them), leaving the keys as they were. */
-  take(count: i32, out: i32[], stamp: StaticArray<u32>, generation: u32): void {
-    const held = this.held;
-    const saved = this.saved;
-    held.length = 0;
-    saved.length = 0;
-    // Pop the best `count`, then put them back.
-    for (let c = 0; c < count && this.leaves > 0; c++) {
-      const best = unchecked(this.tree[1]);
-      if (best < 0 || unchecked(this.keys[best]) == NONE) break;
-      held.push(best);
-      saved.push(unchecked(this.keys[best]));
-      this.set(best, NONE);
-      if (unchecked(stamp[best]) == generation) continue;
-      unchecked(stamp[best] = generation);
-      out.push(best);
-    }
-    for (let h = held.length - 1; h >= 0; h--) this.set(unchecked(held[h]), unchecked(saved[h]));
-  }
-
-  private better(a: i32, b: i32): i32 {
-    if (a < 0) return b;
-    if (b < 0) return a;
-    const ka = unchecked(this.keys[a]);
-    const kb = unchecked(this.keys[b]);
-    if (ka != kb) return ka > kb ? a : b;
-    return unchecked(this.ties[a]) >= unchecked(this.ties[b]) ? a : b;
   }
 }
 
