@@ -1,7 +1,8 @@
-// The gateway-replica tables: per scenario and policy, TTFT p50/p95/p99 and
-// the goodput for each replica count (mean over the seeds, range in
-// brackets), and the loss against one gateway; then, over every scenario,
-// the loss at one replica count against the target.
+// The gateway-replica tables. On the console: per scenario and policy, TTFT
+// p50/p95/p99 and the goodput for each replica count (mean over the seeds,
+// range in brackets) with the loss against one gateway, and over every
+// scenario the loss at one replica count against the target. In
+// BENCHMARKS.md: one table over every scenario, a column per replica count.
 import { spread, type Spread } from "../seeds.js";
 import { formatChange, relativeChange } from "../stats.js";
 import type { PolicyResult, ScenarioResult } from "../types.js";
@@ -92,31 +93,42 @@ export function replicaLossTable(rows: readonly ReplicaRow[], replicas: number):
   return tableOf(columns, at);
 }
 
-/** The Markdown section: the method in brief, the summary at `lossAt` replicas, then each scenario's table. */
+/** "100%, 1.80 s / 2.65 s (+15% / +6.2%)": goodput, p95 / p99 TTFT and, past one replica, their mean change against one. */
+function gridCell(r: ReplicaRow | undefined): string {
+  if (!r) return "-";
+  const latency = `${percentOf(r.completedShare.mean)}, ${formatMs(r.ttftMs?.p95.mean)} / ${formatMs(r.ttftMs?.p99.mean)}`;
+  return r.replicas === 1 || !r.vsOne ? latency : `${latency} (${formatChange(r.vsOne.p95.mean)} / ${formatChange(r.vsOne.p99.mean)})`;
+}
+
+/** Every scenario and policy on one row, a column per replica count, and whether `lossAt` replicas meet the target. */
+export function replicaGridTable(rows: readonly ReplicaRow[], lossAt: number): Table {
+  const counts = [...new Set(rows.map((r) => r.replicas))].sort((a, b) => a - b);
+  const lines = rows.filter((r) => r.replicas === counts[0]);
+  const at = (line: ReplicaRow, replicas: number) => rows.find((r) => r.scenario === line.scenario && r.policy === line.policy && r.replicas === replicas);
+  const met = (r: ReplicaRow | undefined) => (within(r?.vsOne?.p95) === "yes" && within(r?.vsOne?.p99) === "yes" ? "yes" : "**no**");
+  const columns: Column<ReplicaRow>[] = [
+    ["scenario", false, (r) => r.scenario],
+    ["policy", false, (r) => r.policy],
+    ...counts.map((n): Column<ReplicaRow> => [`${n} replica${n === 1 ? "" : "s"}`, true, (r) => gridCell(at(r, n))]),
+  ];
+  if (counts.includes(1) && counts.includes(lossAt)) columns.push([`${lossAt} within ${REPLICA_LOSS_TARGET * 100}% of 1`, false, (r) => met(at(r, lossAt))]);
+  return tableOf(columns, lines);
+}
+
+/** The Markdown section: what was run, in one paragraph, then one table over every scenario. */
 export function replicasMarkdown(rows: readonly ReplicaRow[], opts: { command: string; lossAt: number; durationS: number; shareIntervalMs?: number }): string {
   const counts = [...new Set(rows.map((r) => r.replicas))].sort((a, b) => a - b);
   const seeds = rows[0]?.seeds ?? [];
-  const lines = [
-    `Simulated, seeds ${seeds.join(", ")}, ${opts.durationS > 0 ? `${opts.durationS} s of arrivals` : "each scenario's own duration"}; ` +
-      `${counts.join(", ")} gateway replicas behind a round-robin front (per request, a retry included), ` +
-      (opts.shareIntervalMs === undefined
-        ? "sharing nothing but the aggregator's snapshot pushes (today's gateway): each replica has its own Envoy workers, in-flight counts, " +
-          "prefix index, health ledger, queue board and canary positions. "
-        : `each reporting its in-flight counts, prefix placements and queue board to the aggregator, which merges them and sends every replica ` +
-          `what changed of the others' every ${opts.shareIntervalMs} ms (plus the stream's delay each way), with its place among them (near-equal ` +
-          "pods lean apart), all through the filter's and the aggregator's own code (docs/replicas.md); canary positions " +
-          "stay per replica (health verdicts are shared too; these runs have no failing pods). ") +
-      "Latencies as everywhere here: from first arrival, a failed request at the " +
-      "run's deadline; `completed` is the goodput. Cells: mean over the seeds (lowest–highest); a change is the mean of the per-seed " +
-      "changes against the same seed with one gateway (their range in brackets).",
+  const sharing =
+    opts.shareIntervalMs === undefined
+      ? "sharing nothing but the aggregator's snapshot pushes (today's gateway)"
+      : `sharing in-flight counts, prefix placements and queue boards through the aggregator every ${opts.shareIntervalMs} ms`;
+  return [
+    `**Simulated**, seeds ${seeds.join(", ")}, ${opts.durationS > 0 ? `${opts.durationS} s of arrivals` : "each scenario's own duration"}: ` +
+      `${counts.join(", ")} gateway replicas behind a round-robin front, ${sharing}. ` +
+      `Cells: completed, p95 / p99 TTFT (means over the seeds); in brackets the mean per-seed change against one replica. Target: ${opts.lossAt} replicas ` +
+      `within ${REPLICA_LOSS_TARGET * 100}% of one on p95 and p99. By \`${opts.command}\`.`,
     "",
-    `Command: \`${opts.command}\``,
-  ];
-  if (counts.includes(opts.lossAt) && counts.includes(1)) {
-    lines.push("", `**${opts.lossAt} replicas against one** (target: p95 and p99 TTFT within ${REPLICA_LOSS_TARGET * 100}%):`, "", markdownTable(replicaLossTable(rows, opts.lossAt)));
-  }
-  for (const scenario of [...new Set(rows.map((r) => r.scenario))]) {
-    lines.push("", `#### ${scenario}`, "", markdownTable(replicaTable(rows.filter((r) => r.scenario === scenario))));
-  }
-  return lines.join("\n");
+    markdownTable(replicaGridTable(rows, opts.lossAt)),
+  ].join("\n");
 }

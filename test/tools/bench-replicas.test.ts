@@ -174,7 +174,8 @@ describe("gateway replicas in the simulator", () => {
     ]);
     expect(rows[0].vsOne).toEqual({ p95: { mean: 0, min: 0, max: 0 }, p99: { mean: 0, min: 0, max: 0 } });
     expect(rows[1].vsOne).not.toBeNull();
-    expect(readFileSync(join(dir, "replicas", "replicas.md"), "utf8")).toContain("| ours:default | 2 |");
+    // One row per scenario and policy: a column per replica count, the change against one in brackets.
+    expect(readFileSync(join(dir, "replicas", "replicas.md"), "utf8")).toMatch(/^\| uniform-steady \| ours:default \| [^|(]+ \| [^|(]+ \([^|]+ \/ [^|]+\) \|$/m);
     expect(out.join("")).toContain("p95 vs 1 replica");
 
     err.length = 0;
