@@ -20,7 +20,7 @@ import { selectPolicies } from "./policies/index.js";
 import { OURS_LIVE, runLive } from "./live/index.js";
 import { envoysRows, envoysTable } from "./live/replicas.js";
 import { DEFAULT_SIZES } from "./scale/index.js";
-import { SOAK_DEFAULTS } from "./soak/command.js";
+import { SOAK_DEFAULTS } from "../testing/soak/command.js";
 import { startSimJobs, type SimJob } from "./sim/pool.js";
 import { effectiveScenario } from "./sim/simulator.js";
 import { LIVE_FLEETS, type LiveFleetKind, type Mode, type ScenarioResult } from "./types.js";
@@ -466,7 +466,7 @@ async function runOverheadBench(args: Args, argv: string[], io: Io): Promise<voi
 }
 
 async function runFailoverBench(args: Args, argv: string[], io: Io): Promise<void> {
-  const { runFailover, failoverMarkdown } = await import("./failover/index.js");
+  const { runFailover, failoverMarkdown } = await import("../testing/failover/index.js");
   const dir = join(args.outDir, "failover");
   mkdirSync(dir, { recursive: true });
   const report = await runFailover({
@@ -500,7 +500,7 @@ export async function runBench(argv: string[], io: Io = defaultIo): Promise<numb
       return 0;
     }
     if (args.soak) {
-      const { runSoakCommand } = await import("./soak/command.js");
+      const { runSoakCommand } = await import("../testing/soak/command.js");
       const opts = { ...args.soak, seed: args.seeds![0], outDir: args.outDir };
       return await runSoakCommand(opts, (line) => io.out(`${line}\n`), (line) => io.err(`${line}\n`));
     }

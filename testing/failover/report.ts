@@ -1,6 +1,6 @@
 // The failover report: what each phase measured, summarised from the request
 // records and Envoy's counters, and its markdown for BENCHMARKS.md.
-import { formatMs } from "../report/table.js";
+import { formatMs } from "../../bench/report/table.js";
 import type { FailoverRecord } from "./load.js";
 
 export const PHASES = [

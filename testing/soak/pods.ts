@@ -6,9 +6,9 @@ import type { WriteStream } from "node:fs";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Engine } from "../../host/config.js";
-import type { PodSpec } from "../../testing/fakeserver/index.js";
+import type { PodSpec } from "../fakeserver/index.js";
 import { projectRoot } from "../../host/paths.js";
-import { startNodeChild, type NodeChild } from "../../testing/launcher/node-child.js";
+import { startNodeChild, type NodeChild } from "../launcher/node-child.js";
 
 const FAKESERVER_MAIN = join(projectRoot, "dist", "testing", "fakeserver", "main.js");
 

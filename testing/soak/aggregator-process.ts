@@ -3,7 +3,7 @@
 import type { WriteStream } from "node:fs";
 import { join } from "node:path";
 import { projectRoot } from "../../host/paths.js";
-import { startNodeChild, type NodeChild } from "../../testing/launcher/node-child.js";
+import { startNodeChild, type NodeChild } from "../launcher/node-child.js";
 
 const AGGREGATOR_MAIN = join(projectRoot, "dist", "host", "aggregator", "main.js");
 
