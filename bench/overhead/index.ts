@@ -15,15 +15,11 @@ import { countPerRequest } from "./counts.js";
 import { runLoad, type LoadTarget } from "./load.js";
 import { timeNativeDecisions } from "./native.js";
 import {
-  compareModes, FILTER_HOT_PATH, MODES, overheadMarkdown, streamingCost, Tally, type Mode, type OverheadCell, type OverheadReport,
+  compareModes, FILTER_HOT_PATH, MODES, streamingCost, Tally, type Mode, type OverheadCell, type OverheadReport,
   type ResponseKind, type RunStats,
 } from "./report.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 import { BENCH_POOL, CHAT_PATH, chatBody, MIN_CHAT_BODY_BYTES, STREAM_CHUNKS } from "./workload.js";
-
-export { overheadMarkdown };
-export type { OverheadCell, OverheadReport, RunStats, ModeStats, NativeTiming, StreamingCost } from "./report.js";
-export type { RequestCounts } from "./counts.js";
 
 export interface OverheadOptions {
   /** Measured seconds per mode (ours / floor / no filter) and measurement; default 5. */
@@ -58,8 +54,6 @@ function checkList(name: string, values: number[], min: number, max: number): nu
   }
   return [...new Set(values)];
 }
-
-
 
 /** Posts the bench body until Envoy answers 200: the filter has its snapshot, the upstream is reachable. */
 async function waitRoutable(url: string, body: string, what: string): Promise<void> {
