@@ -3,56 +3,35 @@
 // tables printed and written to DIR/replicas/ (replicas.json, replicas.md);
 // with --all (not --smoke) the Replicas section of BENCHMARKS.md is
 // rewritten too.
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
-import { projectRoot } from "../host/paths.js";
-import { replaceBlock } from "./report/benchmarks-md.js";
+import type { Args } from "./cli.js";
 import { writeJson } from "./report/outputs.js";
 import { replicaLossTable, replicaRows, replicasMarkdown, replicaTable, type ReplicaRow } from "./report/replicas-table.js";
 import { consoleTable } from "./report/table.js";
+import { commandLine, progressReporter, updateBenchmarksBlock, type Io } from "./run-io.js";
 import { loadScenario } from "./scenario.js";
 import { startSimJobs, type SimJob } from "./sim/pool.js";
 import type { ScenarioResult } from "./types.js";
 
 /** The replica count the target is stated at. */
-export const LOSS_AT = 4;
+const LOSS_AT = 4;
 
-export interface ReplicaBenchArgs {
-  scenarios: string[];
-  replicas: number[];
-  seeds?: number[];
-  durationS?: number;
-  policies?: string[];
-  /** The proposed sharing through the control plane at this interval; absent: share nothing. */
-  shareIntervalMs?: number;
-  jobs: number;
-  outDir: string;
-  /** Rewrite BENCHMARKS.md's section. */
-  updateDocs: boolean;
-  json?: string;
-}
-
-export interface ReplicaBenchIo {
-  out: (text: string) => void;
-  /** A progress reporter for one job, by label. */
-  progress: (label: string) => (policy: string, fraction: number) => void;
-  command: string;
-}
-
-export async function runReplicaBench(args: ReplicaBenchArgs, io: ReplicaBenchIo): Promise<ReplicaRow[]> {
+export async function runReplicaBench(args: Args, argv: string[], io: Io): Promise<ReplicaRow[]> {
   const seeds = args.seeds ?? [undefined];
+  const counts = args.replicas!;
   const scenarios = args.scenarios.map(loadScenario);
   const jobs: SimJob[] = scenarios.flatMap((scenario) =>
-    args.replicas.flatMap((replicas) => seeds.map((seed) => ({ scenario, opts: { seed, durationS: args.durationS, policies: args.policies, replicas, shareIntervalMs: args.shareIntervalMs } }))),
+    counts.flatMap((replicas) => seeds.map((seed) => ({ scenario, opts: { seed, durationS: args.durationS, policies: args.policies, replicas, shareIntervalMs: args.shareIntervalMs } }))),
   );
-  const reporters = jobs.map((j) => io.progress(`${j.scenario.name} R=${j.opts.replicas}${j.opts.seed === undefined ? "" : ` seed ${j.opts.seed}`}`));
+  const reporters = jobs.map((j) => progressReporter(io, `${j.scenario.name} R=${j.opts.replicas}${j.opts.seed === undefined ? "" : ` seed ${j.opts.seed}`}`, args.jobs > 1));
   const runs = startSimJobs(jobs, args.jobs, (i, policy, f) => reporters[i](policy, f));
   const rows: ReplicaRow[] = [];
   const results: ScenarioResult[] = [];
   let k = 0;
   for (const scenario of scenarios) {
     const byCount = new Map<number, ScenarioResult[]>();
-    for (const replicas of args.replicas) {
+    for (const replicas of counts) {
       const mine = await Promise.all(runs.slice(k, k + seeds.length));
       k += seeds.length;
       byCount.set(replicas, mine);
@@ -60,24 +39,22 @@ export async function runReplicaBench(args: ReplicaBenchArgs, io: ReplicaBenchIo
     }
     const mine = replicaRows(byCount);
     rows.push(...mine);
-    const first = byCount.get(args.replicas[0])![0];
-    io.out(`\n${scenario.name} (sim, seeds ${mine[0].seeds.join(", ")}, ${first.durationS} s, replicas ${args.replicas.join(", ")})\n${consoleTable(replicaTable(mine))}\n`);
+    const first = byCount.get(counts[0])![0];
+    io.out(`\n${scenario.name} (sim, seeds ${mine[0].seeds.join(", ")}, ${first.durationS} s, replicas ${counts.join(", ")})\n${consoleTable(replicaTable(mine))}\n`);
   }
-  if (args.replicas.includes(1) && args.replicas.includes(LOSS_AT)) {
+  if (counts.includes(1) && counts.includes(LOSS_AT)) {
     io.out(`\n${LOSS_AT} replicas against one\n${consoleTable(replicaLossTable(rows, LOSS_AT))}\n`);
   }
   const sharing = args.shareIntervalMs !== undefined;
   const dir = join(args.outDir, sharing ? "replicas-shared" : "replicas");
-  const markdown = replicasMarkdown(rows, { command: io.command, lossAt: LOSS_AT, durationS: args.durationS ?? 0, shareIntervalMs: args.shareIntervalMs });
+  const markdown = replicasMarkdown(rows, { command: commandLine(argv), lossAt: LOSS_AT, durationS: args.durationS ?? 0, shareIntervalMs: args.shareIntervalMs });
   writeJson(join(dir, "replicas.json"), { rows, results });
   writeFileSync(join(dir, "replicas.md"), `${markdown}\n`);
   if (args.json) writeJson(args.json, { rows });
   io.out(`results: ${relative(process.cwd(), dir) || "."}/\n`);
-  if (args.updateDocs) {
-    const path = join(projectRoot, "BENCHMARKS.md");
+  if (args.all && !args.smoke) {
     const [key, heading] = sharing ? ["replicas:shared", "### Sharing through the control plane"] : ["replicas", "## Gateway replicas"];
-    writeFileSync(path, replaceBlock(readFileSync(path, "utf8"), key, markdown, heading));
-    io.out(`updated ${relative(process.cwd(), path)} (replicas section)\n`);
+    updateBenchmarksBlock(io, key, markdown, heading, "replicas section");
   }
   return rows;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// `npm run bench -- ...` and `npm run soak -- ...`: build what is missing, then run the benchmark CLI.
+// `npm run bench -- ...` and `npm run soak -- ...`: build what is missing, then run the benchmark command.
 import { ensureBuilt, root } from "./ensure-built.mjs";
 
 ensureBuilt();
-await import(new URL("dist/bench/cli.js", `file://${root}/`).href);
+const { runBench } = await import(new URL("dist/bench/command.js", `file://${root}/`).href);
+process.exitCode = await runBench(process.argv.slice(2));

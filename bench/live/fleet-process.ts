@@ -1,11 +1,10 @@
-// The scenario's pods as real HTTP fake model servers, in a child process so
-// their engines do not share an event loop with the load generator.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+// The pods a live run sends to, and the scenario's pods as fake model
+// servers in a child process of their own (testing/launcher/fleet-process.ts).
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { PodSpec } from "../../testing/fakeserver/index.js";
-import { startNodeChild } from "../../testing/launcher/node-child.js";
-import { projectRoot } from "../../host/paths.js";
+import { startFleetProcess } from "../../testing/launcher/fleet-process.js";
 
 /** The pods a live run sends to: fakes, or real model servers. */
 export interface LiveFleet {
@@ -14,39 +13,24 @@ export interface LiveFleet {
   /** What the gateway must be told about real servers; absent for the fakes (vLLM dialect, the pool's defaults). */
   engine?: { engine: "llamacpp"; batchSlots: number };
   /** Prompt tokens the servers took from their cache and computed, by their own counters, where they export them. */
-  serverCache?(): Promise<ServerCache>;
+  serverCache?(): Promise<{ cachedTokens: number; processedTokens: number }>;
   stop(): Promise<void>;
 }
 
-export interface ServerCache {
-  cachedTokens: number;
-  processedTokens: number;
-}
-
-export async function startFleetProcess(pods: PodSpec[]): Promise<LiveFleet> {
+export async function startFakeFleet(pods: PodSpec[]): Promise<LiveFleet> {
   const dir = mkdtempSync(join(tmpdir(), "bench-fleet-"));
-  const file = join(dir, "pods.json");
-  writeFileSync(file, JSON.stringify(pods));
-  const addresses = new Map<string, string>();
+  const removeDir = () => rmSync(dir, { recursive: true, force: true });
   try {
-    const child = await startNodeChild({
-      args: [join(projectRoot, "dist", "testing", "fakeserver", "main.js"), "--pods", file],
-      name: "fake fleet",
-      ready: /^fleet ready$/,
-      onLine: (line) => {
-        const pod = /^pod (\S+) \S+ http:\/\/(\S+)$/.exec(line);
-        if (pod) addresses.set(pod[1], pod[2]);
-      },
-    });
+    const { child, addresses } = await startFleetProcess(pods, { specFile: join(dir, "pods.json"), name: "fake fleet" });
     return {
       addresses,
       stop: async () => {
         await child.stop();
-        rmSync(dir, { recursive: true, force: true });
+        removeDir();
       },
     };
   } catch (err) {
-    rmSync(dir, { recursive: true, force: true });
+    removeDir();
     throw err;
   }
 }

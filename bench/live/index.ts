@@ -10,7 +10,7 @@ import { effectiveScenario, resultHeader, runDeadlineMs } from "../sim/simulator
 import { policyResult } from "../stats.js";
 import type { PolicyResult, RunOptions, ScenarioResult } from "../types.js";
 import { replay } from "./client.js";
-import { startFleetProcess, type LiveFleet } from "./fleet-process.js";
+import { startFakeFleet, type LiveFleet } from "./fleet-process.js";
 import { startLlamacppFleet } from "./llamacpp-fleet.js";
 import { liveGatewayConfig, startBaseline, startOurs, type Gateway, type LivePool } from "./gateways.js";
 import type { GatewayConfig } from "../../host/config.js";
@@ -84,7 +84,7 @@ export async function runLive(base: Scenario, opts: RunOptions = {}): Promise<Sc
 
   const policies: PolicyResult[] = [];
   for (const policy of selected) {
-    const fleet: LiveFleet = opts.fleet === "llamacpp" ? await startLlamacppFleet(specs) : await startFleetProcess(specs);
+    const fleet: LiveFleet = opts.fleet === "llamacpp" ? await startLlamacppFleet(specs) : await startFakeFleet(specs);
     let gateway: Gateway | undefined;
     try {
       const pools: LivePool[] = scenario.models.map((m, i) => ({

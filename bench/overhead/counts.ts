@@ -9,6 +9,7 @@ import { filterWasmPath } from "../../host/paths.js";
 import { EmulatedGateway } from "../../testing/proxy-wasm-emulator/gateway.js";
 import { instrumentInstructionCount, INSTRUCTION_COUNTER_EXPORT, ProxyWasmHost, type WasmVm } from "../../testing/proxy-wasm-emulator/index.js";
 import { floorWasmPath } from "../floor-envoy.js";
+import { markdownTable, tableOf } from "../report/table.js";
 import { benchSnapshot, CHAT_PATH, chatBody, JSON_ANSWER, STREAM_CHUNKS, streamEvents } from "./workload.js";
 
 export interface CountRow {
@@ -101,17 +102,18 @@ export async function countPerRequest(
 }
 
 export function countsMarkdown(c: RequestCounts): string[] {
-  const lines = ["### Deterministic counts per request (proxy-wasm emulator)", ""];
-  lines.push("| Filter | Endpoints | Answer | host calls | Wasm instructions | host calls by import |");
-  lines.push("|---|---:|---|---:|---:|---|");
-  for (const r of c.rows) {
-    const imports = Object.entries(r.hostCallsByImport).map(([k, v]) => `${k.replace(/^proxy_/, "")} ${v}`).join(", ");
-    lines.push(
-      `| ${r.filter} | ${r.filter === "floor" ? "—" : r.endpoints} | ${r.response === "sse" ? `SSE (${STREAM_CHUNKS} chunks)` : "JSON"} | ` +
-        `${r.hostCalls} | ${Math.round(r.wasmInstructions).toLocaleString("en-US")} | ${imports} |`,
-    );
-  }
-  lines.push("", `${c.method}; ${c.requests} requests measured per row after ${c.requests} to warm up, ${c.bodyBytes} B bodies. ` +
-    "These do not move with machine load: a change here is a change in the build.", "");
-  return lines;
+  const table = tableOf<CountRow>([
+    ["Filter", false, (r) => r.filter],
+    ["Endpoints", true, (r) => (r.filter === "floor" ? "—" : String(r.endpoints))],
+    ["Answer", false, (r) => (r.response === "sse" ? `SSE (${STREAM_CHUNKS} chunks)` : "JSON")],
+    ["host calls", true, (r) => String(r.hostCalls)],
+    ["Wasm instructions", true, (r) => Math.round(r.wasmInstructions).toLocaleString("en-US")],
+    ["host calls by import", false, (r) => Object.entries(r.hostCallsByImport).map(([k, v]) => `${k.replace(/^proxy_/, "")} ${v}`).join(", ")],
+  ], c.rows);
+  return [
+    "### Deterministic counts per request (proxy-wasm emulator)", "", markdownTable(table), "",
+    `${c.method}; ${c.requests} requests measured per row after ${c.requests} to warm up, ${c.bodyBytes} B bodies. ` +
+      "These do not move with machine load: a change here is a change in the build.",
+    "",
+  ];
 }

@@ -14,16 +14,10 @@ import { buildFloorFilter, floorEnvoyConfig } from "../floor-envoy.js";
 import { countPerRequest } from "./counts.js";
 import { runLoad, type LoadTarget } from "./load.js";
 import { timeNativeDecisions } from "./native.js";
-import {
-  compareModes, FILTER_HOT_PATH, MODES, overheadMarkdown, streamingCost, Tally, type Mode, type OverheadCell, type OverheadReport,
-  type ResponseKind, type RunStats,
-} from "./report.js";
+import { FILTER_HOT_PATH } from "./report.js";
+import { compareModes, MODE_LABELS, MODES, streamingCost, Tally, type Mode, type OverheadCell, type OverheadReport, type ResponseKind, type RunStats } from "./tally.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 import { BENCH_POOL, CHAT_PATH, chatBody, MIN_CHAT_BODY_BYTES, STREAM_CHUNKS } from "./workload.js";
-
-export { overheadMarkdown };
-export type { OverheadCell, OverheadReport, RunStats, ModeStats, NativeTiming, StreamingCost } from "./report.js";
-export type { RequestCounts } from "./counts.js";
 
 export interface OverheadOptions {
   /** Measured seconds per mode (ours / floor / no filter) and measurement; default 5. */
@@ -59,8 +53,6 @@ function checkList(name: string, values: number[], min: number, max: number): nu
   return [...new Set(values)];
 }
 
-
-
 /** Posts the bench body until Envoy answers 200: the filter has its snapshot, the upstream is reachable. */
 async function waitRoutable(url: string, body: string, what: string): Promise<void> {
   const deadline = Date.now() + ROUTABLE_TIMEOUT_MS;
@@ -89,8 +81,6 @@ interface Bench {
   progress: (line: string) => void;
 }
 
-const MODE_NAMES: Record<Mode, string> = { with: "our filter", floor: "floor filter", without: "no filter" };
-
 async function measureCell(b: Bench, bodyBytes: number, response: ResponseKind): Promise<OverheadCell> {
   const body = chatBody(bodyBytes, response === "sse");
   const endpoints = b.upstream.addresses.length;
@@ -107,7 +97,7 @@ async function measureCell(b: Bench, bodyBytes: number, response: ResponseKind):
       tallies[mode].add(run, await b.upstream.take());
       const sorted = [...run.latenciesMs].sort((x, y) => x - y);
       b.progress(
-        `${label}, ${what} (${connections} conn), ${MODE_NAMES[mode]}: ` +
+        `${label}, ${what} (${connections} conn), ${MODE_LABELS[mode]}: ` +
           `${(run.requests / run.durationS).toFixed(0)} req/s, p50 ${(sorted[sorted.length >> 1] ?? NaN).toFixed(3)} ms, ` +
           `${run.non2xx} non-2xx, ${run.errors} errors`,
       );
@@ -166,11 +156,11 @@ async function measureEndpointCount(
     });
     const targets = Object.fromEntries(MODES.map((m, i) => [m, target(envoys[i])])) as Record<Mode, LoadTarget>;
     const probe = chatBody(bodySizes[0]);
-    for (const mode of MODES) await waitRoutable(targets[mode].url, probe, `Envoy with ${MODE_NAMES[mode]}`);
+    for (const mode of MODES) await waitRoutable(targets[mode].url, probe, `Envoy with ${MODE_LABELS[mode]}`);
     // V8 tiers the filters' Wasm (and Node autocannon's JS) up only once it is hot;
     // until then every mode shows millisecond outliers that have nothing to do with the filter.
     for (const mode of MODES) {
-      progress(`${endpoints} endpoints: ${settings.startupWarmupS} s start-up warm-up, ${MODE_NAMES[mode]}`);
+      progress(`${endpoints} endpoints: ${settings.startupWarmupS} s start-up warm-up, ${MODE_LABELS[mode]}`);
       await runLoad(targets[mode], { body: probe, connections: settings.connections, durationS: settings.startupWarmupS });
     }
 

@@ -1,138 +1,10 @@
-// The overhead report's shape, how runs are summed into it, and its markdown.
-import type { RunResult } from "./load.js";
+// The overhead report's markdown (BENCHMARKS.md's "Filter overhead" section),
+// and the facts about the filter's hot path it closes with.
+import { countsMarkdown } from "./counts.js";
 import type { NativeTiming } from "./native.js";
-import { countsMarkdown, type RequestCounts } from "./counts.js";
+import { MODE_LABELS, type OverheadCell, type OverheadReport, type RunStats } from "./tally.js";
 import { CHAT_PATH } from "./workload.js";
-import { nearestRank } from "../percentiles.js";
-
-export type { NativeTiming } from "./native.js";
-
-/** Envoy with our filter, with the floor filter, and with no filter. */
-export type Mode = "with" | "floor" | "without";
-export const MODES: Mode[] = ["with", "floor", "without"];
-/** What the upstream answers: one JSON body, or an SSE stream of many chunks ending in usage. */
-export type ResponseKind = "json" | "sse";
-
-export interface LatencySummary {
-  p50: number;
-  p99: number;
-  mean: number;
-  samples: number;
-}
-
-export interface CpuPerRequest {
-  /** Envoy's CPU time (all its threads) per request; null without /proc. */
-  envoyUs: number | null;
-  /** The upstream + snapshot-server child. */
-  upstreamUs: number | null;
-  /** autocannon, i.e. the benchmark process itself. */
-  loadgenUs: number;
-  /** Average busy cores of the whole machine during the runs. */
-  machineBusyCores: number | null;
-  /** Of those, cores busy outside Envoy, the upstream and the load generator: disturbance from elsewhere. */
-  otherBusyCores: number | null;
-}
-
-/** How the upstream ports shared the measured requests. */
-export interface Spread {
-  endpoints: number;
-  endpointsHit: number;
-  minHits: number;
-  maxHits: number;
-  totalHits: number;
-}
-
-/** One mode of one measurement, summed over its alternating segments. */
-export interface RunStats {
-  connections: number;
-  segments: number;
-  durationS: number;
-  requests: number;
-  ok: number;
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-  requestsPerS: number;
-  latencyMs: LatencySummary;
-  cpu: CpuPerRequest;
-  spread: Spread;
-}
-
-export interface ModeStats {
-  /** Few connections, closed loop: the latency one request sees on an idle proxy. */
-  latency: RunStats;
-  /** Many connections: throughput at saturation. */
-  saturation: RunStats;
-}
-
-export interface OverheadCell {
-  bodyBytes: number;
-  endpoints: number;
-  response: ResponseKind;
-  withFilter: ModeStats;
-  /** The minimal buffering filter (assembly/floor-filter.ts). */
-  floorFilter: ModeStats;
-  withoutFilter: ModeStats;
-  /** with - without, from the latency measurement. */
-  addedLatencyMs: { p50: number; p99: number; mean: number };
-  /** with - floor, from the latency measurement. */
-  addedLatencyOverFloorMs: { p50: number; p99: number; mean: number };
-  /** with / without requests per second at saturation. */
-  throughputRatio: number;
-  /** with / floor requests per second at saturation. */
-  throughputRatioToFloor: number;
-  /** floor / without requests per second at saturation: what any buffering Wasm filter costs. */
-  floorThroughputRatio: number;
-  /** with - without Envoy CPU per request at saturation. */
-  addedEnvoyCpuUsPerRequest: number | null;
-  /** with - floor Envoy CPU per request at saturation. */
-  addedEnvoyCpuUsOverFloor: number | null;
-  /** floor - without Envoy CPU per request at saturation. */
-  floorAddedEnvoyCpuUsPerRequest: number | null;
-}
-
-/** Our filter's added Envoy CPU per response, streamed (SSE) against JSON, at one endpoint count and body size. */
-export interface StreamingCost {
-  endpoints: number;
-  bodyBytes: number;
-  chunks: number;
-  overPlain: { jsonUs: number | null; sseUs: number | null; ratio: number | null };
-  overFloor: { jsonUs: number | null; sseUs: number | null; ratio: number | null };
-}
-
-export interface OverheadReport {
-  command: string;
-  startedAt: string;
-  elapsedS: number;
-  machine: { cpus: number; cpuModel: string; memoryGiB: number; platform: string; node: string; envoy: string };
-  settings: {
-    /** Measured seconds per mode and measurement, split over the segments of that mode. */
-    durationS: number;
-    /** Discarded load on each freshly started Envoy, before any measurement. */
-    startupWarmupS: number;
-    /** Discarded run before every measured segment. */
-    warmupS: number;
-    /** Segment order per measurement, e.g. with, floor, without, without, floor, with. */
-    order: Mode[];
-    latencyConnections: number;
-    saturationConnections: number;
-    envoyConcurrency: number;
-    loadGenerator: string;
-    bodySizes: number[];
-    endpointCounts: number[];
-    /** The endpoint count with a streamed cell too; 0 for none. */
-    streamedAt: number;
-    /** Content chunks in the streamed answer (plus finish, usage and [DONE] events). */
-    streamChunks: number;
-  };
-  cells: OverheadCell[];
-  streaming: StreamingCost | null;
-  native: NativeTiming[];
-  /** Deterministic: counted on the proxy-wasm emulator, the same on every run of the same build. */
-  counts: RequestCounts;
-  /** Facts read from assembly/gateway/filter.ts, not measured. */
-  filterHotPath: string[];
-}
+import { markdownTable, tableOf, type Column } from "../report/table.js";
 
 export const FILTER_HOT_PATH: string[] = [
   "Wasm → host calls per routed request (counted in the table above; docs/host-calls.md has each kind of request) — " +
@@ -158,127 +30,6 @@ export const FILTER_HOT_PATH: string[] = [
     "every 20 ms, and, when a profile scores prefixes or adapters, swaps routing decisions through the ~53 KiB prefix log.",
 ];
 
-const perRequestUs = (seconds: number | null, requests: number) =>
-  seconds === null || requests === 0 ? null : (seconds * 1e6) / requests;
-
-/** Sums the segments of one mode of one measurement. */
-export class Tally {
-  private readonly runs: RunResult[] = [];
-  private readonly hits: number[];
-
-  constructor(endpoints: number) {
-    this.hits = new Array<number>(endpoints).fill(0);
-  }
-
-  add(run: RunResult, hits: number[]): void {
-    this.runs.push(run);
-    hits.forEach((h, i) => (this.hits[i] += h));
-  }
-
-  summary(connections: number): RunStats {
-    const sum = (f: (r: RunResult) => number) => this.runs.reduce((a, r) => a + f(r), 0);
-    const sumCpu = (f: (r: RunResult) => number | null) =>
-      this.runs.some((r) => f(r) === null) ? null : sum((r) => f(r)!);
-    const requests = sum((r) => r.requests);
-    const durationS = sum((r) => r.durationS);
-    const sorted = Float64Array.from(this.runs.flatMap((r) => r.latenciesMs)).sort();
-    const machine = sumCpu((r) => r.cpu.machine);
-    const envoy = sumCpu((r) => r.cpu.envoy);
-    const upstream = sumCpu((r) => r.cpu.upstream);
-    const loadgen = sum((r) => r.cpu.loadgen);
-    const busy = (seconds: number | null) => (seconds === null || durationS === 0 ? null : seconds / durationS);
-    return {
-      connections,
-      segments: this.runs.length,
-      durationS,
-      requests,
-      ok: sum((r) => r.ok),
-      non2xx: sum((r) => r.non2xx),
-      errors: sum((r) => r.errors),
-      timeouts: sum((r) => r.timeouts),
-      requestsPerS: durationS > 0 ? requests / durationS : 0,
-      latencyMs: {
-        p50: nearestRank(sorted, 0.5),
-        p99: nearestRank(sorted, 0.99),
-        mean: sorted.length ? sorted.reduce((a, b) => a + b, 0) / sorted.length : NaN,
-        samples: sorted.length,
-      },
-      cpu: {
-        envoyUs: perRequestUs(envoy, requests),
-        upstreamUs: perRequestUs(upstream, requests),
-        loadgenUs: perRequestUs(loadgen, requests) ?? 0,
-        machineBusyCores: busy(machine),
-        // Clamped: the separate /proc reads can make the difference dip a little below zero.
-        otherBusyCores: busy(
-          machine === null || envoy === null || upstream === null ? null : Math.max(0, machine - envoy - upstream - loadgen),
-        ),
-      },
-      spread: {
-        endpoints: this.hits.length,
-        endpointsHit: this.hits.filter((h) => h > 0).length,
-        minHits: Math.min(...this.hits),
-        maxHits: Math.max(...this.hits),
-        totalHits: this.hits.reduce((a, b) => a + b, 0),
-      },
-    };
-  }
-}
-
-const diff = (a: number | null, b: number | null) => (a === null || b === null ? null : a - b);
-
-function latencyDiff(a: ModeStats, b: ModeStats) {
-  return {
-    p50: a.latency.latencyMs.p50 - b.latency.latencyMs.p50,
-    p99: a.latency.latencyMs.p99 - b.latency.latencyMs.p99,
-    mean: a.latency.latencyMs.mean - b.latency.latencyMs.mean,
-  };
-}
-
-export function compareModes(
-  bodyBytes: number,
-  endpoints: number,
-  response: ResponseKind,
-  withFilter: ModeStats,
-  floorFilter: ModeStats,
-  withoutFilter: ModeStats,
-): OverheadCell {
-  const rate = (m: ModeStats) => m.saturation.requestsPerS;
-  const cpu = (m: ModeStats) => m.saturation.cpu.envoyUs;
-  return {
-    bodyBytes,
-    endpoints,
-    response,
-    withFilter,
-    floorFilter,
-    withoutFilter,
-    addedLatencyMs: latencyDiff(withFilter, withoutFilter),
-    addedLatencyOverFloorMs: latencyDiff(withFilter, floorFilter),
-    throughputRatio: rate(withFilter) / rate(withoutFilter),
-    throughputRatioToFloor: rate(withFilter) / rate(floorFilter),
-    floorThroughputRatio: rate(floorFilter) / rate(withoutFilter),
-    addedEnvoyCpuUsPerRequest: diff(cpu(withFilter), cpu(withoutFilter)),
-    addedEnvoyCpuUsOverFloor: diff(cpu(withFilter), cpu(floorFilter)),
-    floorAddedEnvoyCpuUsPerRequest: diff(cpu(floorFilter), cpu(withoutFilter)),
-  };
-}
-
-/** The streamed cell against the JSON cell of the same endpoint count and body; null without a streamed cell. */
-export function streamingCost(cells: OverheadCell[], chunks = 0): StreamingCost | null {
-  const sse = cells.find((c) => c.response === "sse");
-  const json = sse && cells.find((c) => c.response === "json" && c.endpoints === sse.endpoints && c.bodyBytes === sse.bodyBytes);
-  if (!sse || !json) return null;
-  const ratio = (a: number | null, b: number | null) => (a === null || b === null || b <= 0 ? null : a / b);
-  const pair = (f: (c: OverheadCell) => number | null) => ({ jsonUs: f(json), sseUs: f(sse), ratio: ratio(f(sse), f(json)) });
-  return {
-    endpoints: sse.endpoints,
-    bodyBytes: sse.bodyBytes,
-    chunks,
-    overPlain: pair((c) => c.addedEnvoyCpuUsPerRequest),
-    overFloor: pair((c) => c.addedEnvoyCpuUsOverFloor),
-  };
-}
-
-// Below this, "other" CPU is Envoy's idle twin, kernel threads and /proc sampling noise.
 const DISTURBED_CORES = 0.1;
 
 const kib = (bytes: number) => (bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} B`);
@@ -287,7 +38,6 @@ const signed = (v: number, digits: number) => (v >= 0 ? "+" : "") + v.toFixed(di
 const us = (v: number | null) => (v === null ? "n/a" : v.toFixed(1));
 
 const cellLabel = (c: OverheadCell) => (c.response === "sse" ? "SSE" : "JSON");
-const MODE_LABELS: Record<Mode, string> = { with: "our filter", floor: "floor filter", without: "no filter" };
 
 function failures(cells: OverheadCell[]): string[] {
   const out: string[] = [];
@@ -305,6 +55,13 @@ function failures(cells: OverheadCell[]): string[] {
 }
 
 const added = (v: number | null) => (v === null ? "n/a" : signed(v, 1));
+
+/** The columns that say which cell a row is. */
+const CELL_COLUMNS: Column<OverheadCell>[] = [
+  ["Body", false, (c) => kib(c.bodyBytes)],
+  ["Endpoints", true, (c) => String(c.endpoints)],
+  ["Answer", false, cellLabel],
+];
 
 export function overheadMarkdown(r: OverheadReport): string {
   const s = r.settings;
@@ -324,37 +81,39 @@ export function overheadMarkdown(r: OverheadReport): string {
   );
 
   lines.push(`### Added latency (${s.latencyConnections} connection, closed loop)`, "");
-  lines.push("| Body | Endpoints | Answer | p50 plain (ms) | p50 floor | p50 ours | ours − plain | ours − floor | p99 plain | p99 floor | p99 ours |");
-  lines.push("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-  for (const c of r.cells) {
-    const [wo, f, w] = [c.withoutFilter, c.floorFilter, c.withFilter].map((m) => m.latency.latencyMs);
-    lines.push(
-      `| ${kib(c.bodyBytes)} | ${c.endpoints} | ${cellLabel(c)} | ${ms(wo.p50)} | ${ms(f.p50)} | ${ms(w.p50)} | ` +
-        `${signed(c.addedLatencyMs.p50, 3)} | ${signed(c.addedLatencyOverFloorMs.p50, 3)} | ${ms(wo.p99)} | ${ms(f.p99)} | ${ms(w.p99)} |`,
-    );
-  }
-  lines.push("");
+  const latency = (c: OverheadCell) => ({ plain: c.withoutFilter.latency.latencyMs, floor: c.floorFilter.latency.latencyMs, ours: c.withFilter.latency.latencyMs });
+  lines.push(markdownTable(tableOf<OverheadCell>([
+    ...CELL_COLUMNS,
+    ["p50 plain (ms)", true, (c) => ms(latency(c).plain.p50)],
+    ["p50 floor", true, (c) => ms(latency(c).floor.p50)],
+    ["p50 ours", true, (c) => ms(latency(c).ours.p50)],
+    ["ours − plain", true, (c) => signed(c.addedLatencyMs.p50, 3)],
+    ["ours − floor", true, (c) => signed(c.addedLatencyOverFloorMs.p50, 3)],
+    ["p99 plain", true, (c) => ms(latency(c).plain.p99)],
+    ["p99 floor", true, (c) => ms(latency(c).floor.p99)],
+    ["p99 ours", true, (c) => ms(latency(c).ours.p99)],
+  ], r.cells)), "");
 
   lines.push(`### Throughput and Envoy CPU at saturation (${s.saturationConnections} connections)`, "");
-  lines.push(
-    "| Body | Endpoints | Answer | req/s plain | floor | ours | floor/plain | ours/plain | ours/floor | " +
-      "Envoy CPU µs/req plain | floor | ours | ours over plain | ours over floor | Envoy cores busy (plain / floor / ours) | " +
-      "ports hit by ours (min–max req/port) |",
-  );
-  lines.push("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   const cores = (v: number | null) => (v === null ? "n/a" : v.toFixed(2));
   const envoyCores = (run: RunStats) => (run.cpu.envoyUs === null ? null : (run.cpu.envoyUs * run.requestsPerS) / 1e6);
-  for (const c of r.cells) {
-    const [wo, f, w] = [c.withoutFilter, c.floorFilter, c.withFilter].map((m) => m.saturation);
-    lines.push(
-      `| ${kib(c.bodyBytes)} | ${c.endpoints} | ${cellLabel(c)} | ${wo.requestsPerS.toFixed(0)} | ${f.requestsPerS.toFixed(0)} | ` +
-        `${w.requestsPerS.toFixed(0)} | ${c.floorThroughputRatio.toFixed(2)} | ${c.throughputRatio.toFixed(2)} | ` +
-        `${c.throughputRatioToFloor.toFixed(2)} | ${us(wo.cpu.envoyUs)} | ${us(f.cpu.envoyUs)} | ${us(w.cpu.envoyUs)} | ` +
-        `${added(c.addedEnvoyCpuUsPerRequest)} | ${added(c.addedEnvoyCpuUsOverFloor)} | ` +
-        `${cores(envoyCores(wo))} / ${cores(envoyCores(f))} / ${cores(envoyCores(w))} | ` +
-        `${w.spread.endpointsHit}/${w.spread.endpoints} (${w.spread.minHits}–${w.spread.maxHits}) |`,
-    );
-  }
+  const saturation = (c: OverheadCell) => ({ plain: c.withoutFilter.saturation, floor: c.floorFilter.saturation, ours: c.withFilter.saturation });
+  lines.push(markdownTable(tableOf<OverheadCell>([
+    ...CELL_COLUMNS,
+    ["req/s plain", true, (c) => saturation(c).plain.requestsPerS.toFixed(0)],
+    ["floor", true, (c) => saturation(c).floor.requestsPerS.toFixed(0)],
+    ["ours", true, (c) => saturation(c).ours.requestsPerS.toFixed(0)],
+    ["floor/plain", true, (c) => c.floorThroughputRatio.toFixed(2)],
+    ["ours/plain", true, (c) => c.throughputRatio.toFixed(2)],
+    ["ours/floor", true, (c) => c.throughputRatioToFloor.toFixed(2)],
+    ["Envoy CPU µs/req plain", true, (c) => us(saturation(c).plain.cpu.envoyUs)],
+    ["floor", true, (c) => us(saturation(c).floor.cpu.envoyUs)],
+    ["ours", true, (c) => us(saturation(c).ours.cpu.envoyUs)],
+    ["ours over plain", true, (c) => added(c.addedEnvoyCpuUsPerRequest)],
+    ["ours over floor", true, (c) => added(c.addedEnvoyCpuUsOverFloor)],
+    ["Envoy cores busy (plain / floor / ours)", true, (c) => [saturation(c).plain, saturation(c).floor, saturation(c).ours].map((run) => cores(envoyCores(run))).join(" / ")],
+    ["ports hit by ours (min–max req/port)", true, (c) => { const sp = saturation(c).ours.spread; return `${sp.endpointsHit}/${sp.endpoints} (${sp.minHits}–${sp.maxHits})`; }],
+  ], r.cells)));
   lines.push(
     "",
     `Envoy runs one worker: when its busy cores are near 1, that worker was the bottleneck and the ratio is the ` +
@@ -367,10 +126,13 @@ export function overheadMarkdown(r: OverheadReport): string {
     const st = r.streaming;
     const ratio = (v: number | null) => (v === null ? "n/a" : `${v.toFixed(2)}×`);
     lines.push(`### Streaming (${kib(st.bodyBytes)} body, ${st.endpoints} endpoints, ${st.chunks}-chunk SSE answer)`, "");
-    lines.push("| Added Envoy CPU per response | JSON answer (µs) | SSE answer (µs) | SSE / JSON |");
-    lines.push("|---|---:|---:|---:|");
-    lines.push(`| ours over plain | ${added(st.overPlain.jsonUs)} | ${added(st.overPlain.sseUs)} | ${ratio(st.overPlain.ratio)} |`);
-    lines.push(`| ours over floor | ${added(st.overFloor.jsonUs)} | ${added(st.overFloor.sseUs)} | ${ratio(st.overFloor.ratio)} |`);
+    const rows = [["ours over plain", st.overPlain], ["ours over floor", st.overFloor]] as const;
+    lines.push(markdownTable(tableOf<(typeof rows)[number]>([
+      ["Added Envoy CPU per response", false, ([label]) => label],
+      ["JSON answer (µs)", true, ([, v]) => added(v.jsonUs)],
+      ["SSE answer (µs)", true, ([, v]) => added(v.sseUs)],
+      ["SSE / JSON", true, ([, v]) => ratio(v.ratio)],
+    ], rows)));
     lines.push(
       "",
       "The upstream writes each event separately; Envoy hands the filter what one socket read brings, so the filter " +
@@ -382,12 +144,14 @@ export function overheadMarkdown(r: OverheadReport): string {
   lines.push(...countsMarkdown(r.counts));
 
   lines.push("### Routing decision in the native build (build/native.wasm in Node)", "");
-  lines.push("| Body | Endpoints | p50 (µs) | p99 (µs) | mean (µs) | decisions timed |");
-  lines.push("|---|---:|---:|---:|---:|---:|");
-  for (const n of r.native) {
-    const label = n.endpoints === 1 ? "1 (no scoring)" : String(n.endpoints);
-    lines.push(`| ${kib(n.bodyBytes)} | ${label} | ${n.p50Us.toFixed(2)} | ${n.p99Us.toFixed(2)} | ${n.meanUs.toFixed(2)} | ${n.decisions} |`);
-  }
+  lines.push(markdownTable(tableOf<NativeTiming>([
+    ["Body", false, (n) => kib(n.bodyBytes)],
+    ["Endpoints", true, (n) => (n.endpoints === 1 ? "1 (no scoring)" : String(n.endpoints))],
+    ["p50 (µs)", true, (n) => n.p50Us.toFixed(2)],
+    ["p99 (µs)", true, (n) => n.p99Us.toFixed(2)],
+    ["mean (µs)", true, (n) => n.meanUs.toFixed(2)],
+    ["decisions timed", true, (n) => String(n.decisions)],
+  ], r.native)));
   lines.push(
     "",
     "Each decision scans the body, looks up the model and scores the pool (whole up to 32 usable pods, else its shortlist); the time also includes the native " +

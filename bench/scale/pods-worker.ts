@@ -1,6 +1,6 @@
 // Worker thread of the scale benchmark: fake vLLM metrics servers (pods
 // first..first+count-1 of the fleet), one port each, on 127.0.0.1. Each answers every request on a kept-alive
-// connection with its next page (bench/scale/vllm-page.ts), over plain TCP
+// connection with its next page (testing/fakeserver/vllm-page.ts), over plain TCP
 // so that serving thousands of pages a second stays cheap. The queue gauge
 // of a page is its serial number (mod MARKERS), and the time it was served
 // goes into shared memory, so the main thread can tell how old a snapshot
@@ -10,7 +10,7 @@ import net from "node:net";
 import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import { MARKERS, type PodsWorkerData } from "./pods.js";
-import { VllmPage } from "./vllm-page.js";
+import { VllmPage } from "../../testing/fakeserver/vllm-page.js";
 
 const { first, count, served, servedAt } = workerData as PodsWorkerData;
 const servedCounts = new Int32Array(served);

@@ -1,11 +1,11 @@
 // Slow and hostile clients against a real Envoy with the gateway's limits:
-// the slow-upload attack (bench/slow-upload) leaves Envoy's resident set
+// the slow-upload attack (testing/slow-upload) leaves Envoy's resident set
 // under a bound while normal clients are served, what is refused gets an
 // OpenAI-format error, a whole 4 MB body still passes, stalled headers time
 // out, and CONNECT is answered at once.
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { slowUploadAttack } from "../../bench/slow-upload/attack.js";
+import { slowUploadAttack } from "../../testing/slow-upload/attack.js";
 import { startTestStack, type TestStack } from "../helpers/stack.js";
 
 /** The bound docs/security-edge.md states for the default limits (a 256 MiB heap, plus Envoy's own ~100 MiB and the monitor's lag). */

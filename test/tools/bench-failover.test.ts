@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runBench } from "../../bench/command.js";
-import { PHASES, type FailoverReport, type PhaseReport } from "../../bench/failover/index.js";
-import { planArrivals } from "../../bench/failover/load.js";
+import { PHASES, type FailoverReport, type PhaseReport } from "../../testing/failover/index.js";
+import { planArrivals } from "../../testing/failover/load.js";
 import { projectRoot } from "../../host/paths.js";
 
 describe("npm run bench -- --failover --smoke", () => {

@@ -7,10 +7,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { classify, INJECTED_WINDOW_MS, type Kill } from "../../bench/soak/classify.js";
-import type { SoakRecord } from "../../bench/soak/load.js";
-import { runSoak, verdict, type SoakResult } from "../../bench/soak/index.js";
-import { trendOf } from "../../bench/soak/trend.js";
+import { classify, INJECTED_WINDOW_MS, type Kill } from "../../testing/soak/classify.js";
+import type { SoakRecord } from "../../testing/soak/load.js";
+import { runSoak, verdict, type SoakResult } from "../../testing/soak/index.js";
+import { trendOf } from "../../testing/soak/trend.js";
 
 const record = (over: Partial<SoakRecord>): SoakRecord => ({
   index: 0, atMs: 1_000, kind: "chat", model: "llama-3.1-8b", stream: true, priority: null, maxTokens: 16, prefix: 0,

@@ -10,7 +10,7 @@ import { MetricsRenderer } from "../../testing/fakeserver/metrics.js";
 import { normalise, wantedMetrics } from "../../host/aggregator/normalise.js";
 import { MAX_BODY_BYTES, ResponseReader, ScrapeConnection, ScrapeError } from "../../host/aggregator/scrape-connection.js";
 import { parseMetrics, parsePrometheusText } from "../../host/aggregator/scrape.js";
-import { VllmPage } from "../../bench/scale/vllm-page.js";
+import { VllmPage } from "../../testing/fakeserver/vllm-page.js";
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {

@@ -4,7 +4,7 @@
 // retries and checks, and the comparison against one Envoy.
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml, stringify } from "yaml";
-import { parse } from "../../bench/command.js";
+import { parse } from "../../bench/cli.js";
 import { envoysRows } from "../../bench/live/replicas.js";
 import type { PolicyResult } from "../../bench/types.js";
 import { join } from "node:path";

@@ -6,7 +6,7 @@
 // the ports their config's aggregator.leaderElection.peers names, so one can
 // be killed while the others run; the optional front is a round-robin Envoy
 // in front of the replicas (front.ts).
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync, type WriteStream } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, parseEndpoint, type GatewayConfig } from "../../host/config.js";
@@ -61,10 +61,11 @@ export async function startAggregatorProcesses(
   configPath: string,
   config: GatewayConfig,
   count: number,
-  opts: { logFile?: string; onLine?: (index: number, line: string) => void } = {},
+  opts: { logFile?: string; log?: WriteStream; onLine?: (index: number, line: string) => void } = {},
 ): Promise<AggregatorProcess[]> {
   const peers = aggregatorPeers(config, count);
-  const log = opts.logFile ? openLog(opts.logFile) : undefined;
+  // A stream the caller opened stays the caller's to end.
+  const log = opts.log ?? (opts.logFile ? openLog(opts.logFile) : undefined);
   const started: AggregatorProcess[] = [];
   try {
     for (const [index, grpcAddress] of peers.entries()) {
@@ -84,7 +85,7 @@ export async function startAggregatorProcesses(
     return started;
   } catch (err) {
     await Promise.all(started.map((a) => a.process.stop()));
-    log?.end();
+    if (!opts.log) log?.end();
     throw err;
   }
 }

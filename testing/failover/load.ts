@@ -1,9 +1,9 @@
 // The failover bench's load: requests at seeded Poisson arrival times, sent
 // open loop through the shared client (bench/load/).
-import { newClient, newRecord, send, type ClientRequest } from "../load/client.js";
-import { openLoop } from "../load/open-loop.js";
-import type { RequestRecord } from "../types.js";
-import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
+import { newClient, newRecord, send, type ClientRequest } from "../../bench/load/client.js";
+import { openLoop } from "../../bench/load/open-loop.js";
+import type { RequestRecord } from "../../bench/types.js";
+import { deriveSeed, Rng } from "../fixtures/rng.js";
 
 export interface PlannedRequest {
   index: number;

@@ -1,6 +1,6 @@
 // The failover report: what each phase measured, summarised from the request
 // records and Envoy's counters, and its markdown for BENCHMARKS.md.
-import { formatMs } from "../report/table.js";
+import { formatMs, markdownTable, tableOf } from "../../bench/report/table.js";
 import type { FailoverRecord } from "./load.js";
 
 export const PHASES = [
@@ -435,19 +435,21 @@ export function failoverMarkdown(r: FailoverReport): string {
       `${s.drainLimitS} s after the last arrival (a timeout) is an error.`,
     "",
   );
-  lines.push(
-    "| Fault | Requests (after the fault) | Client errors | HTTP status ≠ 200 | Broken after their 200 | Errors seen at | " +
-      "Attempts on the faulty pod (bursts) | Traffic to it stopped after | Attempts after a failure could be seen | " +
-      "Envoy retries | Envoy ejections | Filter ejections | Filter endpoint failures |",
-  );
-  lines.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-  for (const p of r.phases) {
-    lines.push(
-      `| ${p.title} (\`${p.fault.pod}\`) | ${p.requests.sent} (${p.requests.sentAfterFault}) | ${errorsCell(p)} | ${httpCell(p)} | ` +
-        `${p.errors.broken} | ${windowCell(p)} | ${burstsCell(p)} | ${stoppedCell(p)} | ${detectedCell(p)} | ${p.envoy.retries} | ` +
-        `${p.envoy.ejections} | ${p.faultyPod.filterEjectionsMs.length} | ${p.envoy.endpointFailures} |`,
-    );
-  }
+  lines.push(markdownTable(tableOf<PhaseReport>([
+    ["Fault", false, (p) => `${p.title} (\`${p.fault.pod}\`)`],
+    ["Requests (after the fault)", true, (p) => `${p.requests.sent} (${p.requests.sentAfterFault})`],
+    ["Client errors", true, errorsCell],
+    ["HTTP status ≠ 200", true, httpCell],
+    ["Broken after their 200", true, (p) => String(p.errors.broken)],
+    ["Errors seen at", true, windowCell],
+    ["Attempts on the faulty pod (bursts)", true, burstsCell],
+    ["Traffic to it stopped after", true, stoppedCell],
+    ["Attempts after a failure could be seen", true, detectedCell],
+    ["Envoy retries", true, (p) => String(p.envoy.retries)],
+    ["Envoy ejections", true, (p) => String(p.envoy.ejections)],
+    ["Filter ejections", true, (p) => String(p.faultyPod.filterEjectionsMs.length)],
+    ["Filter endpoint failures", true, (p) => String(p.envoy.endpointFailures)],
+  ], r.phases)));
   lines.push("");
   for (const p of r.phases) lines.push(`- ${phaseText(p, s)}`);
   lines.push(

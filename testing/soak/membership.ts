@@ -3,7 +3,7 @@
 // reload), then waits until Envoy's pool cluster lists exactly the new set
 // (the aggregator serves it over ADS), so the soak knows when a leaving pod
 // can no longer be picked.
-import { ClusterWatch } from "../failover/envoy-watch.js";
+import { ClusterWatch } from "../launcher/envoy-watch.js";
 import { soakConfigYaml, writeConfigFile } from "./gateway-config.js";
 
 const APPLIED_TIMEOUT_MS = 20_000;

@@ -3,7 +3,7 @@
 // refused), whether outlier detection has ejected it, and how many of the
 // pool's pods the filter's passive-health ledger has ejected. A dead pod
 // counts nothing itself, so this is how the bench sees traffic still going to it.
-import { PeriodicSampler } from "../periodic-sampler.js";
+import { PeriodicSampler } from "./periodic-sampler.js";
 
 export interface HostState {
   attempts: number;

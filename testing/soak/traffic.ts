@@ -2,7 +2,7 @@
 // completions, streamed or not, for every model and adapter of the soak's
 // pools, with and without a priority class, plus a share of requests that
 // are wrong on purpose and must get their documented error.
-import { deriveSeed, Rng } from "../../testing/fixtures/rng.js";
+import { deriveSeed, Rng } from "../fixtures/rng.js";
 import { SERVED_MODELS } from "./gateway-config.js";
 
 export const GOOD_KINDS = ["chat", "completion"] as const;

@@ -1,4 +1,4 @@
-// A realistic vLLM (0.13, V1 engine) /metrics page for the scale benchmark:
+// A realistic vLLM (0.13, V1 engine) /metrics page (the scale benchmark's pods serve it):
 // the families a real server exports, in its order (prometheus_client's
 // process_ and python_ collectors first, the FastAPI instrumentator's http_
 // families, then vllm:), with its labels, its histogram buckets and the
@@ -9,7 +9,7 @@
 // not read is rendered once per pod; the part it reads (the gauges, the LoRA
 // info and the inter-token latency histogram) is rendered on every scrape,
 // with new values each time.
-import { pyFloat } from "../../testing/fakeserver/metrics.js";
+import { pyFloat } from "./metrics.js";
 
 type Labels = Record<string, string>;
 /** What the aggregator reads from a page; it moves on every scrape. */

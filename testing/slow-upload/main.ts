@@ -1,11 +1,11 @@
 // The slow-upload attack from the command line:
-//   npm run build:host && node dist/bench/slow-upload/main.js [--target HOST:PORT --pid ENVOY_PID --model NAME]
+//   npm run build:host && node dist/testing/slow-upload/main.js [--target HOST:PORT --pid ENVOY_PID --model NAME]
 //     [--connections 150] [--body 4000000] [--sent 3900000] [--hold-s 20]
 // Without --target it starts its own gateway (this checkout's Envoy config)
 // in front of one fake pod on loopback and attacks that. Prints progress and
 // a JSON result; exits 0 whatever the numbers are.
 import { parseArgs } from "node:util";
-import { startFleetStack } from "../../testing/launcher/stack.js";
+import { startFleetStack } from "../launcher/stack.js";
 import { slowUploadAttack } from "./attack.js";
 
 const { values } = parseArgs({

@@ -3,14 +3,11 @@
 // sockets, streams under way are cut, and the pod comes back later on the
 // same address as a restarted container would.
 import type { WriteStream } from "node:fs";
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Engine } from "../../host/config.js";
-import type { PodSpec } from "../../testing/fakeserver/index.js";
-import { projectRoot } from "../../host/paths.js";
-import { startNodeChild, type NodeChild } from "../../testing/launcher/node-child.js";
-
-const FAKESERVER_MAIN = join(projectRoot, "dist", "testing", "fakeserver", "main.js");
+import type { PodSpec } from "../fakeserver/index.js";
+import { startFleetProcess } from "../launcher/fleet-process.js";
+import type { NodeChild } from "../launcher/node-child.js";
 
 export interface PodProcessOptions {
   name: string;
@@ -27,13 +24,11 @@ export interface PodProcessOptions {
 export class PodProcess {
   readonly address: string;
   private child: NodeChild | null = null;
-  private readonly specFile: string;
+  private readonly spec: PodSpec;
 
   constructor(readonly opts: PodProcessOptions) {
     this.address = `127.0.0.1:${opts.port}`;
-    this.specFile = join(opts.dir, `pod-${opts.name}.json`);
-    const spec: PodSpec = { name: opts.name, port: opts.port, model: opts.model, adapters: opts.adapters, metricsFormat: opts.engine };
-    writeFileSync(this.specFile, JSON.stringify([spec]));
+    this.spec = { name: opts.name, port: opts.port, model: opts.model, adapters: opts.adapters, metricsFormat: opts.engine };
   }
 
   get name(): string {
@@ -52,13 +47,9 @@ export class PodProcess {
   /** Starts the pod (again, after a crash) on its address; resolves once it listens. */
   async start(): Promise<void> {
     if (this.child) throw new Error(`pod ${this.name} is already running`);
-    this.child = await startNodeChild({
-      // --admin: GET /admin/state tells what the engine holds (Envoy's routes never reach it).
-      args: [FAKESERVER_MAIN, "--pods", this.specFile, "--admin"],
-      log: this.opts.log,
-      name: this.name,
-      ready: /^fleet ready$/,
-    });
+    // --admin: GET /admin/state tells what the engine holds (Envoy's routes never reach it).
+    const fleet = await startFleetProcess([this.spec], { specFile: join(this.opts.dir, `pod-${this.name}.json`), name: this.name, admin: true, log: this.opts.log });
+    this.child = fleet.child;
   }
 
   /** A crash: SIGKILL. */

@@ -2,7 +2,7 @@
 // (Envoy RSS, aggregator RSS, the filter's Wasm memory) with the events
 // marked; requests by outcome per window; and every outcome but ok by kind.
 import type { TopLevelSpec } from "vega-lite";
-import { render } from "../report/charts.js";
+import { render } from "../../bench/report/charts.js";
 import { OUTCOMES } from "./classify.js";
 import type { SoakResult } from "./index.js";
 import { SERIES, SERIES_TITLES } from "./trend.js";

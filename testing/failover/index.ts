@@ -14,10 +14,10 @@ import { join } from "node:path";
 import { stringify } from "yaml";
 import { parseGatewayConfig, type GatewayConfig } from "../../host/config.js";
 import { envoyVersion, findEnvoy } from "../../host/envoy/index.js";
-import { startFleet, type FaultMode, type Fleet, type Pod } from "../../testing/fakeserver/index.js";
+import { startFleet, type FaultMode, type Fleet, type Pod } from "../fakeserver/index.js";
 import { packageVersion } from "../../host/paths.js";
-import { startStack, type Stack } from "../../testing/launcher/stack.js";
-import { ClusterWatch } from "./envoy-watch.js";
+import { startStack, type Stack } from "../launcher/stack.js";
+import { ClusterWatch } from "../launcher/envoy-watch.js";
 import { startFaultyPod, type Deadlines, type FaultyPod } from "./faulty-pod.js";
 import { MAX_OUTPUT_TOKENS, MIN_OUTPUT_TOKENS, planArrivals, runLoad, type PlannedRequest } from "./load.js";
 import {

@@ -1,9 +1,9 @@
 // The soak's load: the planned mix sent open loop through the shared client
 // (bench/load/), each request recorded as it goes.
 import type OpenAI from "openai";
-import { newClient, newRecord, send, type ClientRequest } from "../load/client.js";
-import { openLoop } from "../load/open-loop.js";
-import type { RequestRecord } from "../types.js";
+import { newClient, newRecord, send, type ClientRequest } from "../../bench/load/client.js";
+import { openLoop } from "../../bench/load/open-loop.js";
+import type { RequestRecord } from "../../bench/types.js";
 import { planTraffic, type PlannedRequest } from "./traffic.js";
 
 export type SoakRecord = RequestRecord<PlannedRequest>;

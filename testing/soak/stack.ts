@@ -1,14 +1,14 @@
 // The real stack the soak drives: each fake pod in its own process, the
-// aggregator in its own process reading a config file, and Envoy with the
-// Wasm filter, its pool clusters fed by the aggregator over ADS.
+// aggregator in its own process reading a config file (so its memory is its
+// own), and Envoy with the Wasm filter, its pool clusters fed by the
+// aggregator over ADS; started by the launcher (testing/launcher/replicas.ts)
+// as `npm start -- --aggregators 1` would.
 import { readFileSync, type WriteStream } from "node:fs";
 import { join } from "node:path";
 import { parseGatewayConfig } from "../../host/config.js";
-import { envoyParamsFromGatewayConfig, renderEnvoyXds } from "../../host/envoy/index.js";
-import { startEnvoy, type EnvoyProcess } from "../../testing/launcher/envoy-process.js";
-import { filterWasmPath } from "../../host/paths.js";
-import { AggregatorProcess } from "./aggregator-process.js";
-import { openLog } from "../../testing/launcher/node-child.js";
+import type { EnvoyProcess } from "../launcher/envoy-process.js";
+import { openLog, type NodeChild } from "../launcher/node-child.js";
+import { startAggregatorProcesses, startEnvoyReplicas } from "../launcher/replicas.js";
 import { POOLS, type SoakPool } from "./gateway-config.js";
 import { Membership } from "./membership.js";
 import { PodProcess } from "./pods.js";
@@ -20,7 +20,7 @@ const READY_TIMEOUT_MS = 30_000;
 export interface SoakStack {
   readonly gatewayUrl: string;
   readonly envoy: EnvoyProcess;
-  readonly aggregator: AggregatorProcess;
+  readonly aggregator: NodeChild;
   readonly membership: Membership;
   /** Every pod started so far, by name (those that left included, stopped). */
   readonly pods: Map<string, PodProcess>;
@@ -57,26 +57,20 @@ export async function startSoakStack(outDir: string): Promise<SoakStack> {
   try {
     const initial = await Promise.all(POOLS.flatMap((p) => Array.from({ length: p.initialPods }, () => p.name)).map(newPod));
     const aggregatorPort = await ports.next("aggregator.port");
-    const aggregator = new AggregatorProcess(configPath, aggregatorLog);
     let envoy: EnvoyProcess | null = null;
     const membership = new Membership({ configPath, aggregatorPort, envoyAdminUrl: () => envoy!.adminUrl });
     membership.writeInitial(new Map(POOLS.map((p) => [p.name, initial.filter((pod) => pod.pool === p.name).map((pod) => pod.address)])));
-    await aggregator.start();
-    stops.push(() => aggregator.stop());
-
     const config = parseGatewayConfig(readFileSync(configPath, "utf8"), configPath);
-    envoy = await startEnvoy({
-      // Only what a restart changes: the aggregator serves the clusters, routes and endpoints.
-      configYaml: renderEnvoyXds(envoyParamsFromGatewayConfig(config, { wasmPath: filterWasmPath })).bootstrap,
-      concurrency: ENVOY_CONCURRENCY,
-      logLevel: "info",
-      logFile: join(outDir, "envoy.log"),
-    });
-    const started = envoy;
-    stops.push(() => started.stop());
+    const [aggregator] = await startAggregatorProcesses(configPath, config, 1, { log: aggregatorLog });
+    stops.push(() => aggregator.process.stop());
+
+    // The bootstrap holds only what a restart changes: the aggregator serves the clusters, routes and endpoints.
+    const replicas = await startEnvoyReplicas(config, { count: 1, concurrency: ENVOY_CONCURRENCY, logLevel: "info", logFile: () => join(outDir, "envoy.log") });
+    stops.push(() => replicas.close());
+    envoy = replicas.envoys[0];
     const gatewayUrl = `http://${envoy.listenerAddresses.llm_gateway}`;
     await untilEveryPoolAnswers(gatewayUrl);
-    return { gatewayUrl, envoy, aggregator, membership, pods, newPod, close };
+    return { gatewayUrl, envoy, aggregator: aggregator.process, membership, pods, newPod, close };
   } catch (err) {
     await close();
     throw err;

@@ -3,8 +3,8 @@
 // own) and the filter's Wasm linear memory (the sum over its VMs, from the
 // filter's own gauge: Envoy's stats give no Wasm memory figure).
 import { readFileSync } from "node:fs";
-import type { EnvoyProcess } from "../../testing/launcher/envoy-process.js";
-import { PeriodicSampler } from "../periodic-sampler.js";
+import type { EnvoyProcess } from "../launcher/envoy-process.js";
+import { PeriodicSampler } from "../launcher/periodic-sampler.js";
 
 export const WASM_MEMORY_STAT = "wasmcustom.llm_gateway.wasm_memory_bytes";
 /** Rebuilt VMs add their memory to the gauge again (memory-gauge.ts): the report shows this beside it. */

@@ -8,7 +8,7 @@
 // pod of the pool.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Pod } from "../../testing/fakeserver/index.js";
+import type { Pod } from "../fakeserver/index.js";
 import { REQUEST_INDEX_HEADER } from "./load.js";
 
 /** How long a response may keep the gateway waiting, as its profile's deadlines say. */

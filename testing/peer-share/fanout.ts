@@ -18,16 +18,16 @@
  * log as in Envoy: a prompt of that many tokens (~4 bytes each), opening with
  * one of 100 shared system prompts (a quarter of it) and then text of its own.
  *
- *   node dist/bench/peer-share/fanout.js [--envoys 10] [--pods 1000] [--rate 1000] [--interval 100] [--seconds 60] [--no-prefix]
+ *   node dist/testing/peer-share/fanout.js [--envoys 10] [--pods 1000] [--rate 1000] [--interval 100] [--seconds 60] [--no-prefix]
  */
 import { parseArgs } from "node:util";
 import { PeerLoadMerge } from "../../host/aggregator/peer-load.js";
 import { PeerPrefixMerge } from "../../host/aggregator/peer-prefix.js";
 import { snapshotServiceDefinition } from "../../host/proto.js";
-import { NativeRouter } from "../../testing/native/router.js";
-import { Rng } from "../../testing/fixtures/rng.js";
-import { endpoint, pool, snapshot } from "../../testing/fixtures/snapshot-builders.js";
-import { NativeSharedData } from "../../testing/native/shared-data.js";
+import { NativeRouter } from "../native/router.js";
+import { Rng } from "../fixtures/rng.js";
+import { endpoint, pool, snapshot } from "../fixtures/snapshot-builders.js";
+import { NativeSharedData } from "../native/shared-data.js";
 
 const { values } = parseArgs({
   options: {
