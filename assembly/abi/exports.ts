@@ -5,13 +5,14 @@
 // collector (collector.ts), which may collect garbage once it returns.
 // Re-exported from each plugin entry file.
 import { enter, leave } from "./collector";
+import { hostBuffer } from "./host-buffers";
 import { createContext, DataAction, deleteContext, HeaderAction, refuseStream, rootOf, streamOf } from "./context";
 
 export function proxy_abi_version_0_2_1(): void {}
 
 /** The host allocates every buffer it returns to us through this. */
 export function malloc(size: usize): usize {
-  return heap.alloc(size);
+  return hostBuffer(size);
 }
 
 export function proxy_on_context_create(id: u32, parentId: u32): void {

@@ -2,6 +2,7 @@
 // host returns was allocated through our exported `malloc`; it lands in a
 // HostBytes that the caller releases, so hot paths can read bytes in place
 // instead of copying them into strings.
+import { freeHostBuffer, keepHostBuffer } from "./host-buffers";
 import * as host from "./imports";
 
 export const enum Status {
@@ -31,13 +32,14 @@ export class HostBytes {
   len: i32 = 0;
 
   release(): void {
-    if (this.ptr != 0) heap.free(this.ptr);
+    if (this.ptr != 0) freeHostBuffer(this.ptr);
     this.ptr = 0;
     this.len = 0;
   }
 
-  /** The bytes now belong to whoever copied ptr and len, to heap.free() when done; this holds none. */
+  /** The bytes now belong to whoever copied ptr and len, to freeHostBuffer() when done; this holds none. */
   handOver(): void {
+    keepHostBuffer(this.ptr);
     this.ptr = 0;
     this.len = 0;
   }

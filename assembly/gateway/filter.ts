@@ -39,6 +39,7 @@ import {
   continueRequest, nowMillis, nowNanos, propertyPath, removeHeaderRaw, replaceHeader, sendLocalResponse,
   setBufferBytes, setEffectiveContext, setProperty, setTickPeriod, utf8,
 } from "../abi/hostcalls";
+import { freeHostBuffer } from "../abi/host-buffers";
 import { encodePairs, PairsReader } from "../abi/pairs";
 import { ApiError, badRequest, bodyTooLarge, jsonString, modelNotFound } from "../core/openai/errors";
 import { NO_RESPONSE, RequestEnd } from "../core/lifecycle";
@@ -546,7 +547,7 @@ class GatewayStream extends HttpContext {
   }
 
   private releasePairs(): void {
-    if (this.pairsPtr != 0) heap.free(this.pairsPtr);
+    if (this.pairsPtr != 0) freeHostBuffer(this.pairsPtr);
     this.pairsPtr = 0;
     this.pairsLen = 0;
   }
