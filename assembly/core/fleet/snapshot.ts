@@ -2,7 +2,7 @@
 // objects the scorers read; core/wire/snapshot-decode.ts decodes it, once per
 // snapshot version, never per request.
 import { Admission } from "./admission-limits";
-import { hashBuffer } from "../wire/hash";
+import { hashBuffer, hashBytes } from "../wire/hash";
 import { Priority } from "./priority";
 import { PodAdapters } from "./pod-adapters";
 import { PodCache } from "./pod-cache";
@@ -240,6 +240,8 @@ export class Snapshot {
   pools: Pool[] = [];
   profiles: Profile[] = [];
   private byName: Map<string, ModelRoute> = new Map();
+  /** Models by the hash of their name's UTF-8 (nameHash), so a request's model is found from its bytes. */
+  private byHash: Map<u64, ModelRoute> = new Map();
 
   poolNamed(name: string): Pool | null {
     for (let i = 0; i < this.pools.length; i++) if (this.pools[i].name == name) return this.pools[i];
@@ -248,6 +250,17 @@ export class Snapshot {
 
   find(model: string): ModelRoute | null {
     return this.byName.has(model) ? this.byName.get(model) : null;
+  }
+
+  /** The model whose name is the `len` UTF-8 bytes at `ptr`, without making a string of them. */
+  findBytes(ptr: usize, len: i32): ModelRoute | null {
+    const h = hashBytes(ptr, len);
+    if (this.byHash.has(h)) {
+      const m = this.byHash.get(h);
+      if (m.nameBytes.byteLength == len && memory.compare(changetype<usize>(m.nameBytes), ptr, <usize>len) == 0) return m;
+    }
+    // Two names of one hash: the later one is found by its string.
+    return this.find(String.UTF8.decodeUnsafe(ptr, <usize>len));
   }
 
   /**
@@ -269,6 +282,7 @@ export class Snapshot {
       m.nameBytes = String.UTF8.encode(m.name);
       m.nameHash = hashBuffer(m.nameBytes);
       this.byName.set(m.name, m);
+      if (!this.byHash.has(m.nameHash)) this.byHash.set(m.nameHash, m);
       if (this.profiles.length == 0) {
         // An older aggregator: score with the pool's weights, admit everything.
         m.profile = new Profile();

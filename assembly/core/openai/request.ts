@@ -27,8 +27,12 @@ class Member {
 }
 
 export class OpenAIRequest extends JsonScanner {
-  model: string = "";
   hasModel: bool = false;
+  /** The model's name in the body, unescaped: where it starts and how long (a name with escapes has modelEscaped instead). */
+  modelPtr: usize = 0;
+  modelLen: i32 = 0;
+  modelEscaped: bool = false;
+  private modelName: string | null = null;
   stream: bool = false;
   /** A stream that asked for stream_options.include_usage: its last event carries the token counts. */
   includeUsage: bool = false;
@@ -54,14 +58,25 @@ export class OpenAIRequest extends JsonScanner {
   private instructionsMember: Member = new Member();
   private maxOutputTokensMember: Member = new Member();
 
+  /** The model's name, decoded on first use (while the body read last is still in memory). */
+  get model(): string {
+    let name = this.modelName;
+    if (name == null) {
+      name = this.stringAt(this.modelMember.start, this.modelMember.end);
+      this.modelName = name;
+    }
+    return name!;
+  }
+
   /**
    * Scans the body; on false, `problem` and `problemParam` say why. Chat
    * requires `messages`, completions `prompt` and Responses `input`; the
    * others are then extras the server ignores, whatever their type.
    */
   read(ptr: usize, len: i32, kind: ApiKind): bool {
-    this.model = "";
     this.hasModel = false;
+    this.modelName = null;
+    this.modelEscaped = false;
     this.stream = false;
     this.includeUsage = false;
     this.promptStart = -1;
@@ -88,8 +103,11 @@ export class OpenAIRequest extends JsonScanner {
     const model = this.modelMember;
     if (model.type == 0) return this.reject("you must provide a model parameter", "model");
     if (model.type != JsonType.String) return this.reject("'model' must be a string", "model");
-    this.model = this.stringAt(model.start, model.end);
-    if (this.model.length == 0) return this.reject("'model' must not be empty", "model");
+    // Routing looks the name up by its bytes; only an error or a name with escapes needs it as a string.
+    this.modelPtr = ptr + <usize>(model.start + 1);
+    this.modelLen = model.end - model.start - 2;
+    if (this.modelLen == 0) return this.reject("'model' must not be empty", "model");
+    this.modelEscaped = hasBackslash(this.modelPtr, this.modelLen);
     this.hasModel = true;
 
     const stream = this.streamMember.type;
@@ -216,3 +234,8 @@ class StreamOptions extends JsonScanner {
 }
 
 const STREAM_OPTIONS = new StreamOptions();
+
+function hasBackslash(ptr: usize, len: i32): bool {
+  for (let i = 0; i < len; i++) if (load<u8>(ptr + <usize>i) == 0x5c) return true;
+  return false;
+}

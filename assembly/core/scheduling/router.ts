@@ -173,7 +173,7 @@ export class Router {
     if (!body.read(ptr, len, kind)) return this.fail(badRequest(body.problem, body.problemParam));
     const snapshot = view.current;
     if (snapshot == null) return this.fail(unavailable("The gateway has no endpoint data yet; retry shortly"));
-    const requested = snapshot.find(body.model);
+    const requested = body.modelEscaped ? snapshot.find(body.model) : snapshot.findBytes(body.modelPtr, body.modelLen);
     if (requested == null) return this.fail(modelNotFound(body.model));
     const split = chooseSplit(requested);
     const model = split == null ? requested : split.target!;
