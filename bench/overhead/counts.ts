@@ -25,6 +25,8 @@ export interface CountRow {
 
 export interface RequestCounts {
   method: string;
+  /** Wasm instructions of one garbage collection on a worker (assembly/abi/collector.ts: about once a second), per pool size. */
+  collections: Array<{ endpoints: number; wasmInstructions: number }>;
   bodyBytes: number;
   /** Requests measured per row, one after another, after as many to warm up. */
   requests: number;
@@ -52,11 +54,32 @@ function request(body: string) {
   return { headers: { ":method": "POST", ":path": CHAT_PATH, "content-type": "application/json", "content-length": String(body.length) }, body };
 }
 
-function oursRow(module: WebAssembly.Module, endpoints: number, body: string, answer: string[]): CountRow {
+function benchGateway(module: WebAssembly.Module, endpoints: number): EmulatedGateway {
   const gateway = new EmulatedGateway({ startMs: START_MS, module });
   // Addresses are never dialled here; only their number matters.
   gateway.publish(benchSnapshot(Array.from({ length: endpoints }, (_, i) => `10.0.${i >> 8}.${i & 255}:8000`)));
   gateway.host.tick();
+  return gateway;
+}
+
+/** Ticks until one collects (the costliest of 3 × TICKS ticks), less a tick's usual cost: one collection's instructions. */
+function collectionCost(module: WebAssembly.Module, endpoints: number, body: string): number {
+  const TICKS = 50;
+  const gateway = benchGateway(module, endpoints);
+  const vm = gateway.workers[0].vm;
+  for (let i = 0; i < REQUESTS; i++) gateway.request(request(body)).finish({ responseCode: 200, upstreamAddress: "10.0.0.0:8000" });
+  const perTick: number[] = [];
+  for (let t = 0; t < 3 * TICKS; t++) {
+    const before = BigInt(vm.exportedGlobal(INSTRUCTION_COUNTER_EXPORT) ?? 0);
+    gateway.host.tick();
+    perTick.push(Number(BigInt(vm.exportedGlobal(INSTRUCTION_COUNTER_EXPORT) ?? 0) - before));
+  }
+  const sorted = [...perTick].sort((a, b) => a - b);
+  return sorted[sorted.length - 1] - sorted[Math.floor(sorted.length / 2)];
+}
+
+function oursRow(module: WebAssembly.Module, endpoints: number, body: string, answer: string[]): CountRow {
+  const gateway = benchGateway(module, endpoints);
   const counts = measure(gateway.workers[0].vm, () => {
     const stream = gateway.request(request(body));
     const destination = stream.requestHeaders.get("x-gateway-destination-endpoint");
@@ -98,7 +121,9 @@ export async function countPerRequest(
         `${r.wasmInstructions.toFixed(0)} Wasm instructions per request`,
     );
   }
-  return { method: METHOD, bodyBytes, requests: REQUESTS, rows };
+  const collections = endpointCounts.map((endpoints) => ({ endpoints, wasmInstructions: collectionCost(ours, endpoints, json) }));
+  for (const c of collections) progress(`counts, one garbage collection at ${c.endpoints} endpoint(s): ${c.wasmInstructions} Wasm instructions`);
+  return { method: METHOD, bodyBytes, requests: REQUESTS, rows, collections };
 }
 
 export function countsMarkdown(c: RequestCounts): string[] {

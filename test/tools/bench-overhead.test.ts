@@ -212,6 +212,10 @@ describe("overhead bench: deterministic counts", () => {
     // The SSE answer passes in one data frame per event.
     expect(sse.hostCalls).toBeGreaterThan(at8.hostCalls + STREAM_CHUNKS);
     expect(streamEvents()).toHaveLength(STREAM_CHUNKS + 3);
+    // A collection visits what is live: a larger pool's snapshot makes it dearer.
+    const [gc8, gc64] = first.collections.map((c) => c.wasmInstructions);
+    expect(gc8).toBeGreaterThan(0);
+    expect(gc64).toBeGreaterThan(gc8);
   }, 30_000);
 });
 
