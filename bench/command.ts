@@ -10,11 +10,12 @@ import { measureCapacity, type CapacityReport } from "./capacity/index.js";
 import { capacityTable, capacityTitle } from "./capacity/report.js";
 import { parse, USAGE, UsageError, type Args } from "./cli.js";
 import { admissionTable, onOffRows, onOffTable, showsAdmission, stepWindowsTable, type OnOffRow } from "./report/admission-table.js";
-import { replaceBlock, scenarioBlock, scenarioKey, seedsBlock, withOnOffRows } from "./report/benchmarks-md.js";
+import type { RowsBlock } from "./report/rows-block.js";
+import { liveAdmissionBlock, liveAdmissionTable, liveBlock, liveTable, ON_OFF_BLOCK, replaceBlock, scenarioBlock, scenarioKey, seedsBlock, withScenarioRows } from "./report/benchmarks-md.js";
 import { publishCharts, writeCharts, writeJson } from "./report/outputs.js";
 import { hasClasses, seedsTable, sloByClassTable } from "./report/seeds-table.js";
-import { consoleTable, markdownTable, resultsTable } from "./report/table.js";
-import { BENCHMARKS_MD, commandLine, defaultIo, progressReporter, updateBenchmarksBlock, type Io } from "./run-io.js";
+import { consoleTable, markdownTable, resultsTable, type Table } from "./report/table.js";
+import { BENCHMARKS_MD, commandLine, defaultIo, progressReporter, updateBlock, type Io } from "./run-io.js";
 import { loadScenario, ScenarioError, type Scenario } from "./scenario.js";
 import { summariseSeeds } from "./seeds.js";
 import { OURS_LIVE, runLive } from "./live/index.js";
@@ -106,6 +107,7 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
   let doc = updateDocs ? readFileSync(BENCHMARKS_MD, "utf8") : "";
 
   const onOff: OnOffRow[] = [];
+  const rewritten = new Set<string>();
   const started = startRuns(args.scenarios.map(loadScenario), args, io);
   for (const pending of started) {
     const runs = await Promise.all(pending);
@@ -138,14 +140,24 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
         timeline: relative(projectRoot, join(chartDir, names.timeline)),
         admission: names.admission && relative(projectRoot, join(chartDir, names.admission)),
       };
-      const heading = `### ${first.scenario}${first.mode === "live" ? (first.pods ? ` (live, real ${first.pods} pods)` : " (live)") : ""}`;
-      const block = summary ? seedsBlock(summary, runs, rel, commandLine(argv)) : scenarioBlock(first, rel, commandLine(argv));
-      doc = replaceBlock(doc, scenarioKey(first), block, heading);
+      const command = commandLine(argv);
+      // With --all a block shared by the scenarios starts anew at its first write.
+      const withRows = (block: RowsBlock, table: Table) => {
+        doc = withScenarioRows(doc, block, table, command, args.all && !rewritten.has(block.key), [first.scenario]);
+        rewritten.add(block.key);
+      };
+      if (first.mode === "live") {
+        withRows(liveBlock(first), liveTable(runs, summary, rel));
+        if (showsAdmission(first)) withRows(liveAdmissionBlock(first), liveAdmissionTable(runs));
+      } else {
+        const block = summary ? seedsBlock(summary, runs, rel, command) : scenarioBlock(first, rel, command);
+        doc = replaceBlock(doc, scenarioKey(first), block, `### ${first.scenario}`);
+      }
     }
   }
   if (args.json) writeJson(args.json, outputs.length === 1 ? outputs[0] : { results: outputs });
   if (updateDocs) {
-    if (onOff.length > 0) doc = withOnOffRows(doc, onOff, commandLine(argv), args.all);
+    if (onOff.length > 0) doc = withScenarioRows(doc, ON_OFF_BLOCK, onOffTable(onOff), commandLine(argv), args.all, [...new Set(onOff.map((r) => r.scenario))]);
     writeFileSync(BENCHMARKS_MD, doc);
     io.out(`updated ${relative(process.cwd(), BENCHMARKS_MD)} and ${relative(process.cwd(), chartDir)}/\n`);
   }
@@ -198,7 +210,7 @@ async function runOverheadBench(args: Args, argv: string[], io: Io): Promise<voi
   const markdown = overheadMarkdown(report);
   writeJson(join(args.outDir, "overhead", "overhead.json"), report);
   io.out(`\n${markdown}\n`);
-  if (!args.smoke) updateBenchmarksBlock(io, "overhead", markdown, undefined, `overhead section; ${commandLine(argv)}`);
+  if (!args.smoke) updateBlock(io, "overhead", markdown, undefined, `overhead section; ${commandLine(argv)}`);
 }
 
 async function runFailoverBench(args: Args, argv: string[], io: Io): Promise<void> {
@@ -215,7 +227,7 @@ async function runFailoverBench(args: Args, argv: string[], io: Io): Promise<voi
   const markdown = failoverMarkdown(report);
   writeJson(join(dir, "failover.json"), report);
   io.out(`\n${markdown}\nresults: ${relative(process.cwd(), dir) || "."}/\n`);
-  if (!args.smoke) updateBenchmarksBlock(io, "failover", markdown, "## Failover", `failover section; ${report.command}`);
+  if (!args.smoke) updateBlock(io, "failover", markdown, "## Failover", `failover section; ${report.command}`);
 }
 
 async function runScale(args: Args, _argv: string[], io: Io): Promise<void> {

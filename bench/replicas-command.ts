@@ -1,15 +1,16 @@
 // `npm run bench -- --scenario X --replicas 1,2,4,8`: each scenario, seed and
 // replica count simulated once (one job each, on the pool), then the replica
 // tables printed and written to DIR/replicas/ (replicas.json, replicas.md);
-// with --all (not --smoke) the Replicas section of BENCHMARKS.md is
-// rewritten too.
+// with --all (not --smoke) the Replicas section of BENCHMARKS.md (with
+// --share-interval, docs/replicas.md's measured sharing) is rewritten too.
 import { writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
+import { projectRoot } from "../host/paths.js";
 import type { Args } from "./cli.js";
 import { writeJson } from "./report/outputs.js";
 import { replicaLossTable, replicaRows, replicasMarkdown, replicaTable, type ReplicaRow } from "./report/replicas-table.js";
 import { consoleTable } from "./report/table.js";
-import { commandLine, progressReporter, updateBenchmarksBlock, type Io } from "./run-io.js";
+import { commandLine, progressReporter, updateBlock, type Io } from "./run-io.js";
 import { loadScenario } from "./scenario.js";
 import { startSimJobs, type SimJob } from "./sim/pool.js";
 import type { ScenarioResult } from "./types.js";
@@ -53,8 +54,9 @@ export async function runReplicaBench(args: Args, argv: string[], io: Io): Promi
   if (args.json) writeJson(args.json, { rows });
   io.out(`results: ${relative(process.cwd(), dir) || "."}/\n`);
   if (args.all && !args.smoke) {
-    const [key, heading] = sharing ? ["replicas:shared", "### Sharing through the control plane"] : ["replicas", "## Gateway replicas"];
-    updateBenchmarksBlock(io, key, markdown, heading, "replicas section");
+    // Sharing has its own section in docs/replicas.md, beside the design it measures.
+    if (sharing) updateBlock(io, "replicas:shared", markdown, "## Measured: sharing through the control plane", "sharing section", join(projectRoot, "docs", "replicas.md"));
+    else updateBlock(io, "replicas", markdown, "## Gateway replicas", "replicas section");
   }
   return rows;
 }

@@ -1,5 +1,5 @@
 // What every benchmark mode writes to: the console (results on `out`,
-// progress on `err`) and the generated blocks of BENCHMARKS.md.
+// progress on `err`) and the generated blocks of BENCHMARKS.md and the docs.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { projectRoot } from "../host/paths.js";
@@ -20,10 +20,10 @@ export const defaultIo: Io = {
 
 export const BENCHMARKS_MD = join(projectRoot, "BENCHMARKS.md");
 
-/** Rewrites one generated block of BENCHMARKS.md (appended under `heading` if it is not there yet) and says so. */
-export function updateBenchmarksBlock(io: Io, key: string, markdown: string, heading: string | undefined, note: string): void {
-  writeFileSync(BENCHMARKS_MD, replaceBlock(readFileSync(BENCHMARKS_MD, "utf8"), key, markdown, heading));
-  io.out(`updated ${relative(process.cwd(), BENCHMARKS_MD)} (${note})\n`);
+/** Rewrites one generated block of `file` (appended under `heading` if it is not there yet) and says so. */
+export function updateBlock(io: Io, key: string, markdown: string, heading: string | undefined, note: string, file = BENCHMARKS_MD): void {
+  writeFileSync(file, replaceBlock(readFileSync(file, "utf8"), key, markdown, heading));
+  io.out(`updated ${relative(process.cwd(), file)} (${note})\n`);
 }
 
 /** The command line as a user would type it, for the record in BENCHMARKS.md. */

@@ -1,11 +1,9 @@
 // Every policy the benchmark compares, in report order.
-import { leastRequest } from "./least-request.js";
+import { leastRequest, random, roundRobin } from "./envoy.js";
 import { oracle } from "./oracle.js";
 import { ours } from "./ours.js";
 import { PROFILES } from "./profiles.js";
-import { random } from "./random.js";
 import { reference } from "./reference.js";
-import { roundRobin } from "./round-robin.js";
 import type { PolicySpec } from "./types.js";
 
 export type { Decision, Policy, PolicyEnv, PolicySpec, RouteRequest } from "./types.js";

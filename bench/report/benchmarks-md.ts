@@ -1,20 +1,79 @@
 // A scenario's generated block of BENCHMARKS.md, kept compact: one line
-// naming the run and its command, the charts, the tables. How to read the
-// tables is said once, at the top of BENCHMARKS.md and in docs/benchmarks.md,
-// not in every block.
+// naming the run and its command, the charts, the tables; and the live runs'
+// rows of the one table they share. How to read the tables is said once, at
+// the top of BENCHMARKS.md and in docs/benchmarks.md, not in every block.
 import type { SeedsSummary } from "../seeds.js";
 import type { ScenarioResult } from "../types.js";
 import { admissionTable, NO_ADMISSION, showsAdmission } from "./admission-table.js";
 import type { ChartPaths } from "./outputs.js";
+import type { RowsBlock } from "./rows-block.js";
 import { hasClasses, seedsTable, sloByClassTable, sloClasses } from "./seeds-table.js";
 import { markdownTable, resultsTable, type Table } from "./table.js";
 
 // The bench's commands import the block writers from here.
 export { replaceBlock } from "./block.js";
-export { withOnOffRows } from "./on-off-md.js";
+export { withScenarioRows } from "./rows-block.js";
 
-/** `scenario:NAME` for simulated results, `live:NAME` for live ones. */
-export const scenarioKey = (r: Pick<ScenarioResult, "scenario" | "mode" | "pods">) => `${r.mode === "live" ? `live${r.pods ? `-${r.pods}` : ""}` : "scenario"}:${r.scenario}`;
+/** `scenario:NAME`: a simulated scenario's own block. */
+export const scenarioKey = (r: Pick<ScenarioResult, "scenario">) => `scenario:${r.scenario}`;
+
+/** Ours with admission against without, one row per scenario. */
+export const ON_OFF_BLOCK: RowsBlock = {
+  key: "admission:on-off",
+  heading: "### Admission on and off",
+  intro:
+    "Ours (the `latency` profile) with admission against without, every scenario: the 429s each gave, and the change of each TTFT percentile and of req/s with admission on; " +
+    "each seed's value, seed 1 / 2 / 3 (one value where they agree). Where nothing overloads, the target is no 429 and no percentile moved by more than 1%.",
+};
+
+/** The live runs' table: on the fake fleet (`live`), or on real servers (`live-llamacpp`). */
+export function liveBlock(r: Pick<ScenarioResult, "pods">): RowsBlock {
+  return r.pods
+    ? { key: `live-${r.pods}`, heading: `### Live, real ${r.pods} pods`, intro: `**Live, real ${r.pods} pods**: a row per policy; \`offered\`: requests per seed, seconds of arrivals.` }
+    : {
+        key: "live",
+        heading: "### Live runs",
+        intro:
+          "**Live**: real Envoy and the fake fleet, a scenario's first seconds of arrivals (its fleet and traffic are in its section above); " +
+          "a row per policy; `offered`: requests per seed, seconds of arrivals. `TTFT ≤ N s` is n/a in rows run before those columns existed.",
+      };
+}
+
+/** The live runs' admission tables, one over every scenario that refused a request. */
+export function liveAdmissionBlock(r: Pick<ScenarioResult, "pods">): RowsBlock {
+  const live = liveBlock(r);
+  return { key: `${live.key}:admission`, heading: "", intro: "Admission in the live runs, each seed's value:" };
+}
+
+/** `t` behind the scenario's name on every row, and on its first what was offered and the charts. */
+function scenarioRows(t: Table, runs: readonly ScenarioResult[], charts?: ChartPaths): Table {
+  const r = runs[0];
+  const seeds = runs.length > 1 ? `seeds ${runs.map((x) => x.seed).join(", ")}` : `seed ${r.seed}`;
+  const first = charts
+    ? [`${runs.map((x) => x.offered.requests).join(" / ")} in ${r.durationS} s, ${seeds}`, chartLinks(charts)]
+    : [];
+  const blank = first.map(() => "");
+  return {
+    headers: ["scenario", ...(charts ? ["offered", "charts"] : []), ...t.headers],
+    numeric: [false, ...first.map(() => false), ...t.numeric],
+    rows: t.rows.map((row, i) => [r.scenario, ...(i === 0 ? first : blank), ...row]),
+  };
+}
+
+function chartLinks(charts: ChartPaths): string {
+  return [`[CDF](${charts.cdf})`, `[p95](${charts.timeline})`, ...(charts.admission ? [`[429s](${charts.admission})`] : [])].join(" ");
+}
+
+/** A live run's rows: the results (mean and range over several seeds), the charts linked. */
+export function liveTable(runs: readonly ScenarioResult[], summary: SeedsSummary | undefined, charts: ChartPaths): Table {
+  return scenarioRows(mergeTwins(summary ? seedsTable(summary) : resultsTable(runs[0])), runs, charts);
+}
+
+/** A live run's admission rows; none where no policy refused a request. */
+export function liveAdmissionTable(runs: readonly ScenarioResult[]): Table {
+  const t = admissionTable(runs);
+  return scenarioRows(anyRefusal(runs) ? t : { ...t, rows: [] }, runs);
+}
 
 function fleetText(r: ScenarioResult): string {
   const groups = new Map<string, number>();
@@ -26,13 +85,7 @@ function fleetText(r: ScenarioResult): string {
   return [...groups.entries()].map(([k, n]) => `${n} × ${k}`).join(", ");
 }
 
-/** "**Simulated**, seeds 1, 2, 3", "**Live**, seed 1", "**Live, real llamacpp pods**, seeds 1, 2". */
-function runLabel(r: ScenarioResult, seeds: readonly number[]): string {
-  const mode = r.mode === "live" ? (r.pods ? `Live, real ${r.pods} pods` : "Live") : "Simulated";
-  return `**${mode}**, ${seeds.length > 1 ? `seeds ${seeds.join(", ")}` : `seed ${seeds[0]}`}`;
-}
-
-/** The line that opens a block: the run, the scenario, what was offered, and the command that wrote it. */
+/** The line that opens a simulated scenario's block: the run, the scenario, what was offered, and the command that wrote it. */
 function headLine(runs: readonly ScenarioResult[], command: string, extra = ""): string {
   const r = runs[0];
   const o = r.offered;
@@ -40,7 +93,7 @@ function headLine(runs: readonly ScenarioResult[], command: string, extra = ""):
   const label = runs.length > 1 ? `Offered with seed ${r.seed}` : "Offered";
   const others = runs.length > 1 ? ` Requests with ${runs.slice(1).map((x) => `seed ${x.seed} ${x.offered.requests}`).join(", ")}.` : "";
   return (
-    `${runLabel(r, runs.map((x) => x.seed))}. ${desc} Fleet: ${fleetText(r)}. ` +
+    `**Simulated**, ${runs.length > 1 ? `seeds ${runs.map((x) => x.seed).join(", ")}` : `seed ${r.seed}`}. ${desc} Fleet: ${fleetText(r)}. ` +
     `${label}: ${o.requests} requests over ${r.durationS} s (${o.ratePerS} req/s), mean prompt ${o.meanPromptTokens} tokens, mean output ${o.meanOutputTokens} tokens.` +
     `${others} By \`${command}\`.${extra}`
   );
@@ -82,7 +135,7 @@ function admissionParts(runs: readonly ScenarioResult[]): { note: string; lines:
   return { note: "", lines: ["", caption, "", markdownTable(admissionTable(runs))] };
 }
 
-/** One run's block (a live run): the head line, the charts, the results table. */
+/** One seed's block: the head line, the charts, the results table. */
 export function scenarioBlock(r: ScenarioResult, charts: ChartPaths, command: string): string {
   const admission = admissionParts([r]);
   return [headLine([r], command, admission.note), chartLine(r, charts), "", markdownTable(mergeTwins(resultsTable(r))), ...admission.lines].join("\n");

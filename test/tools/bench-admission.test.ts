@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { admissionSummary, criticalWhileSheddable, stepSummary, ttftWindows } from "../../bench/admission.js";
 import type { PolicySpec } from "../../bench/policies/index.js";
-import { roundRobin } from "../../bench/policies/round-robin.js";
+import { roundRobin } from "../../bench/policies/envoy.js";
 import { admissionTable, onOffRows, onOffTable, stepWindowsTable } from "../../bench/report/admission-table.js";
 import { parseScenario } from "../../bench/scenario.js";
 import { replayPolicy, runDeadlineMs, runSim } from "../../bench/sim/simulator.js";

@@ -1,11 +1,12 @@
-// BENCHMARKS.md's scenario blocks: what the generators write for a small
-// fake result, and that the committed blocks (converted by hand when the
-// compact form came in) keep the same shape, so a rerun changes numbers only.
+// BENCHMARKS.md's scenario blocks and the live runs' shared table: what the
+// generators write for a small fake result, and that the committed blocks
+// (converted by hand when each form came in) keep the same shape, so a rerun
+// changes numbers only.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { replaceBlock, scenarioBlock, seedsBlock } from "../../bench/report/benchmarks-md.js";
+import { liveAdmissionBlock, liveAdmissionTable, liveBlock, liveTable, replaceBlock, scenarioBlock, seedsBlock, withScenarioRows } from "../../bench/report/benchmarks-md.js";
 import { summariseSeeds } from "../../bench/seeds.js";
 import type { AdmissionSummary, ClassCounts, LatencySummary, PolicyResult, Priority, ScenarioResult } from "../../bench/types.js";
 
@@ -86,7 +87,7 @@ const ADMISSION_CHARTS = { ...CHARTS, admission: "bench/charts/tiny-admission-ti
 function shape(content: string): string[] {
   return content.split("\n").map((line) => {
     if (line === "") return "blank";
-    if (/^\*\*(Simulated|Live|Live, real \w+ pods)\*\*, seeds? [\d, ]+\. .+ Fleet: .+\. Offered.+ tokens\.( Requests with [^.]+\.)? By `[^`]+`\.( No policy refused a request\.)?$/.test(line)) return "head";
+    if (/^\*\*Simulated\*\*, seeds? [\d, ]+\. .+ Fleet: .+\. Offered.+ tokens\.( Requests with [^.]+\.)? By `[^`]+`\.( No policy refused a request\.)?$/.test(line)) return "head";
     if (/^(!\[[^\]]+\]\([^)\s]+\.svg\) ?){2,3}$/.test(line)) return "charts";
     if (line.startsWith("| ")) return "row";
     if (/^(SLO goodput by class, [A-Z][a-z]+( \/ [A-Z][a-z]+)* \(|Admission, each seed's value \(seed|Admission \(seed)/.test(line)) return "caption";
@@ -95,7 +96,7 @@ function shape(content: string): string[] {
 }
 
 const committedBlocks = () =>
-  [...readFileSync(join(root, "BENCHMARKS.md"), "utf8").matchAll(/<!-- ((?:scenario|live[\w-]*):[\w-]+):start -->\n([\s\S]*?)\n<!-- \1:end -->/g)].map((m) => ({ key: m[1], content: m[2] }));
+  [...readFileSync(join(root, "BENCHMARKS.md"), "utf8").matchAll(/<!-- (scenario:[\w-]+):start -->\n([\s\S]*?)\n<!-- \1:end -->/g)].map((m) => ({ key: m[1], content: m[2] }));
 
 describe("BENCHMARKS.md scenario blocks", () => {
   it("several seeds: one head line with the command, the charts, then the table; nothing said in every block", () => {
@@ -124,9 +125,9 @@ describe("BENCHMARKS.md scenario blocks", () => {
   });
 
   it("classes without a refusal: the head line says so and no admission table follows", () => {
-    const r = fake(1, { mode: "live", classes: true });
-    const block = scenarioBlock(r, ADMISSION_CHARTS, "npm run bench -- --all --mode live");
-    expect(block.split("\n")[0]).toMatch(/^\*\*Live\*\*, seed 1\. .* Offered: 101 requests .* By `npm run bench -- --all --mode live`\. No policy refused a request\.$/);
+    const r = fake(1, { classes: true });
+    const block = scenarioBlock(r, ADMISSION_CHARTS, "npm run bench -- --scenario tiny --seed 1 --update-md");
+    expect(block.split("\n")[0]).toMatch(/^\*\*Simulated\*\*, seed 1\. .* Offered: 101 requests .* By `npm run bench -- --scenario tiny --seed 1 --update-md`\. No policy refused a request\.$/);
     expect(block).not.toContain("429s (first attempts)");
     expect(shape(block)).toEqual(["head", "charts", "blank", "row", "row", "row", "row"]);
   });
@@ -147,9 +148,30 @@ describe("BENCHMARKS.md scenario blocks", () => {
     expect(replaceBlock(doc, "scenario:tiny", "| a |\n| --- |\n| 1 |")).toBe(doc);
   });
 
+  it("live runs share one table: a scenario's run replaces its rows, keeps the others', and fills a column older rows lack with n/a", () => {
+    const run = (scenario: string, seed: number) => ({ ...fake(seed, { mode: "live", classes: true, refused: 5 }), scenario });
+    const charts = (s: string) => ({ cdf: `${s}-cdf.svg`, timeline: `${s}-timeline.svg`, admission: `${s}-adm.svg` });
+    const write = (doc: string, r: ScenarioResult, every: boolean) =>
+      withScenarioRows(withScenarioRows(doc, liveBlock(r), liveTable([r], undefined, charts(r.scenario)), "X", every), liveAdmissionBlock(r), liveAdmissionTable([r]), "X", every);
+    let doc = write(write("# B\n", run("b", 1), true), run("a", 1), false);
+    // An older table without the SLO columns.
+    doc = doc.replace(/ \| TTFT ≤ 30 s \|/, " |").replace(/(\| b \|[^\n]*?\| (round-robin|ours:default) \|(?: [^|]+ \|){3}) [^|]+ \|/g, "$1");
+    doc = write(doc, run("a", 2), false);
+    const rows = doc.split("\n").filter((l) => /^\| [ab] \|/.test(l) && l.includes("(100%)"));
+    expect(rows.map((l) => l.split(" | ").slice(0, 4).join(" | "))).toEqual([
+      "| a | 102 in 60 s, seed 2 | [CDF](a-cdf.svg) [p95](a-timeline.svg) [429s](a-adm.svg) | round-robin",
+      "| a |  |  | ours:default",
+      "| b | 101 in 60 s, seed 1 | [CDF](b-cdf.svg) [p95](b-timeline.svg) [429s](b-adm.svg) | round-robin",
+      "| b |  |  | ours:default",
+    ]);
+    expect(rows.filter((l) => l.startsWith("| b ")).every((l) => l.split(" | ")[7] === "n/a")).toBe(true);
+    expect(doc.match(/^\| [ab] \| (round-robin|ours:default) \| /gm)).toHaveLength(4);
+    expect(doc).toContain("Produced by `X`.");
+  });
+
   it("the committed blocks have the generators' shape", () => {
     const blocks = committedBlocks();
-    expect(blocks.length).toBeGreaterThan(20);
+    expect(blocks.length).toBeGreaterThan(12);
     for (const { key, content } of blocks) {
       const kinds = shape(content);
       expect(kinds.filter((k) => k.startsWith("other")), key).toEqual([]);

@@ -6,8 +6,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ALL_SEEDS, parse, type Args } from "../../bench/cli.js";
 import { runBench } from "../../bench/command.js";
-import type { OnOffRow } from "../../bench/report/admission-table.js";
-import { withOnOffRows } from "../../bench/report/benchmarks-md.js";
+import { onOffTable, type OnOffRow } from "../../bench/report/admission-table.js";
+import { ON_OFF_BLOCK, withScenarioRows } from "../../bench/report/benchmarks-md.js";
 import { parseScenario } from "../../bench/scenario.js";
 import { summariseSeeds, type SeedsSummary } from "../../bench/seeds.js";
 import { runSim } from "../../bench/sim/simulator.js";
@@ -83,6 +83,7 @@ describe("bench seeds", () => {
     const row = (scenario: string, refused: number): OnOffRow => ({
       scenario, policy: "ours:default", refusedWith: [refused], refusedWithout: [0], p50: [0], p95: [0], p99: [0], requestsPerS: [0],
     });
+    const withOnOffRows = (doc: string, rows: OnOffRow[], command: string, every: boolean) => withScenarioRows(doc, ON_OFF_BLOCK, onOffTable(rows), command, every);
     const all = withOnOffRows("# B\n", [row("bursty", 0), row("overload", 5)], "npm run bench -- --all", true);
     const some = withOnOffRows(all, [row("overload", 7), row("flash-crowd", 9)], "npm run bench -- --scenario overload --update-md", false);
     const lines = some.split("\n").filter((l) => l.startsWith("| ") && !l.startsWith("| scenario") && !l.startsWith("| ---"));

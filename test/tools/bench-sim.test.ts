@@ -20,7 +20,7 @@ import { replayPolicy, runSim } from "../../bench/sim/simulator.js";
 import { enginePrompt, generateTrace } from "../../bench/sim/workload.js";
 import { percentile } from "../../bench/stats.js";
 import { e2eOf, isTimeout, ttftOf, type PolicyResult, type ScenarioResult } from "../../bench/types.js";
-import { roundRobin } from "../../bench/policies/round-robin.js";
+import { roundRobin } from "../../bench/policies/envoy.js";
 import type { PolicySpec } from "../../bench/policies/index.js";
 
 const TINY = parseScenario(
