@@ -2,7 +2,7 @@
 // roots: `llm_gateway` (the HTTP filter on every worker) and
 // `llm_gateway_link` (the singleton service that streams snapshots in).
 import { registerRoot, RootContext } from "./abi/context";
-import { GatewayRoot } from "./gateway/filter";
+import { GatewayRoot } from "./gateway/filter-root";
 import { LinkRoot } from "./gateway/link";
 
 import "./abi/abort";

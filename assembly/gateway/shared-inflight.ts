@@ -8,7 +8,7 @@
 // here, this worker's own reads see it at once, and it is published with
 // this worker's next write (its next routed request, or a stream's first
 // bytes) or, at the latest, on its next tick (flush). Other workers see it
-// that late; the native build models the same (assembly/native.ts). A
+// that late; the native build models the same (assembly/native/instance.ts). A
 // stream's first bytes (its prefill done) are published at once: a pod's
 // prefill backlog seen late by the others steers their picks away from it
 // (the simulator's prefix and mixed-fleet scenarios showed it).

@@ -159,7 +159,7 @@ export function overheadMarkdown(r: OverheadReport): string {
     "",
   );
 
-  lines.push("### The filter's per-request work (read from assembly/gateway/filter.ts)", "");
+  lines.push("### The filter's per-request work (read from assembly/gateway/request-path.ts and response-path.ts)", "");
   for (const fact of r.filterHotPath) lines.push(`- ${fact}`);
   lines.push("");
 

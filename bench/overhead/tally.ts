@@ -129,7 +129,7 @@ export interface OverheadReport {
   native: NativeTiming[];
   /** Deterministic: counted on the proxy-wasm emulator, the same on every run of the same build. */
   counts: RequestCounts;
-  /** Facts read from assembly/gateway/filter.ts, not measured. */
+  /** Facts read from assembly/gateway/request-path.ts and response-path.ts, not measured. */
   filterHotPath: string[];
 }
 

@@ -23,7 +23,7 @@ const START_MS = 1_750_000_000_000;
 const SCENARIO = { requests: 250, maxAdvanceMs: 1_500, silenceMs: 5_000 };
 
 /**
- * The seed GatewayRoot.onConfigure gives its Router: nowMillis() ^ (worker id << 32),
+ * The seed GatewayWorker.applyConfig gives its Router: nowMillis() ^ (worker id << 32),
  * the worker id counting configured worker VMs from 1 (gateway/worker-id.ts).
  */
 function filterSeed(worker: GatewayRoot, workerId = 1): number {

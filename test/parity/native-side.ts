@@ -6,7 +6,7 @@
 //   stamps the time the aggregator was last heard from;
 // - shared data: one in-flight table and one prefix log for all workers,
 //   handed to a worker's router before it uses them and taken back after;
-// - a worker's refresh (GatewayRoot.refresh): on configure, on each tick,
+// - a worker's refresh (GatewayWorker.refresh): on configure, on each tick,
 //   and before a request while no snapshot is loaded: take the clock and
 //   the heard-from time, install the published snapshot if its version is
 //   new (one that does not decode is skipped) against the current in-flight
@@ -31,7 +31,7 @@ export interface NativeSideOptions {
   holds?: boolean;
   /** The clock (ms) when the filter was configured. */
   startMs: number;
-  /** Each worker's Router seed (GatewayRoot.onConfigure), in worker order. */
+  /** Each worker's Router seed (GatewayWorker.applyConfig), in worker order. */
   seeds: number[];
   viewPolicy: { maxAgeMs: number; policy: "fail-open" | "reject" };
   health: { ejectAfter: number; ejectMs: number };
@@ -134,7 +134,7 @@ export class NativeSide implements Side {
         this.shared.install(w.router, p.bytes);
         w.loaded = true;
         w.seenVersion = p.version;
-        // As GatewayRoot.loadSnapshot: the prefix log is shared only while a weighed scorer records picks.
+        // As GatewayWorker.loadSnapshot: the prefix log is shared only while a weighed scorer records picks.
         w.prefixOn = w.router.recordsPicks();
       } catch {
         // Bytes that do not decode: the filter keeps what it had and retries on its next refresh.

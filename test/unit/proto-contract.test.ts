@@ -87,7 +87,7 @@ describe("snapshot protocol contract", () => {
       }
     }
     // A field listed here is in the .proto but not in this test: teach the decoder
-    // (assembly/core/fleet/snapshot.ts) and snapshotJson (assembly/native.ts) to read it, then add its value to EXPECTED.
+    // (assembly/core/fleet/snapshot.ts) and snapshotJson (assembly/native/snapshot-json.ts) to read it, then add its value to EXPECTED.
     expect(missing, `.proto fields the decoder is not held to: ${missing.join(", ")}`).toEqual([]);
     for (const [name, fields] of Object.entries(EXPECTED)) {
       const type = snapshotTypes.get(name);

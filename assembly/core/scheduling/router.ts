@@ -1,28 +1,25 @@
 // The routing decision for one request body, shared verbatim by the Envoy
 // filter and the native build: scan the body, resolve the model (or LoRA
 // adapter, or canary target) to its pool, settle the request's class, judge
-// the view's age, admit or refuse, rank the pool's endpoints, and account for
-// the choice (in-flight count, prefix index).
-import { PoolLoad } from "../fleet/pool-load";
+// the view's age, admit, hold or refuse, rank the pool's endpoints, and
+// account for the choice (in-flight count, prefix index). The results and the
+// pick are decision.ts's, releasing held requests is held-dispatch.ts's.
 import { chooseSplit } from "./canary";
 import { firstByteDeadlineMs } from "./deadline";
-import { ApiError, badRequest, modelNotFound, saturated, unavailable } from "../openai/errors";
-import { explainPick, explainQueueRefusal, explainRefusal } from "./explain";
+import { ApiError, badRequest, modelNotFound, unavailable } from "../openai/errors";
+import { explainQueueRefusal, explainRefusal } from "./explain";
+import { LOST_VIEW } from "./decision";
+import { HeldDispatch } from "./held-dispatch";
 import { HeldRequest } from "../queueing/held-request";
-import { HoldQueues, PoolQueue, serviceRank } from "../queueing/pool-queue";
-import { QueueBoard } from "../queueing/queue-board";
+import { PoolQueue } from "../queueing/pool-queue";
 import { FleetView } from "./fleet-view";
 import { InflightTable } from "../fleet/inflight";
-import { Picker } from "./picker";
-import { ReplicaPlace } from "./replica-lean";
-import { DecisionLog } from "../prefix/decision-log";
-import { PrefixDecision, PrefixIndex } from "../prefix/prefix-index";
 import { ApiKind, OpenAIRequest } from "../openai/request";
-import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority, priorityName } from "../fleet/priority";
+import { BAD_PRIORITY, effectivePriority, NO_PRIORITY, Priority } from "../fleet/priority";
 import { RefusalLedger } from "../fleet/refusals";
 import { RouteRequest } from "../scorers/route-request";
-import { Endpoint, ModelRoute, Pool, prefillShare, Snapshot, Split } from "../fleet/snapshot";
-import { StaleViewPolicy, ViewPolicy, viewIsStale } from "../fleet/view";
+import { prefillShare } from "../fleet/snapshot";
+import { StaleViewPolicy, viewIsStale } from "../fleet/view";
 
 /** What the caller knows about a request besides its body (from its headers and the gateway's config). */
 export class RequestMeta {
@@ -45,95 +42,10 @@ export class RequestMeta {
 /** What rank() made of a request. */
 export const enum Verdict { Routed = 0, Held = 1, Refused = 2 }
 
-/** Told of each held request pump() dispatches or refuses. */
-export abstract class HoldSink {
-  abstract dispatched(h: HeldRequest): void;
-  abstract refused(h: HeldRequest): void;
-}
-
-export class Router {
+export class Router extends HeldDispatch {
   readonly body: OpenAIRequest = new OpenAIRequest();
-  /**
-   * Where prompt prefixes (and adapters) probably are; fed by this router's
-   * decisions and, through the log, by other workers'.
-   */
-  readonly prefixes: PrefixIndex;
   private request: RouteRequest = new RouteRequest();
-  private picker: Picker;
-  policy: ViewPolicy = new ViewPolicy();
-  /** Set when route() returns false. */
-  error: ApiError | null = null;
-  /** Set when route() returns true: the pool that serves the model. */
-  pool: Pool | null = null;
-  /** The model the client asked for, and the one served (they differ after a canary split). */
-  requested: ModelRoute | null = null;
-  target: ModelRoute | null = null;
-  /** The canary split taken, if the requested model has splits. */
-  split: Split | null = null;
-  /** The class the request is served at. */
-  priority: Priority = Priority.Standard;
-  /** The request asked for Critical and may not claim it. */
-  downgraded: bool = false;
-  /** Set when the request was refused for lack of room (error 429): the Retry-After in seconds. */
-  retryAfterS: u32 = 0;
-  /** The request was a retry of a refused one and got in on the next class's limit. */
-  retried: bool = false;
-  /** With RequestMeta.explain: the decision in words (header-safe ASCII). */
-  explanation: string = "";
-  /** The index of `pool` in the snapshot. */
-  poolIndex: i32 = -1;
-  /**
-   * True when the view was too old to score endpoints (StaleViewPolicy.FailOpen):
-   * `ranked` then holds the pods last known good, least busy first (Picker.chooseBlind).
-   */
-  blind: bool = false;
-  /** Set when resolve() returns true: the per-try deadline to the first byte in ms (core/scheduling/deadline.ts), 0 for none. */
-  deadlineMs: u32 = 0;
-  /**
-   * Set with `ranked`: the prompt tokens counted as the pick's prefill until
-   * its first bytes, which the caller then takes off (InflightTable.add);
-   * 0 for a request that is not a stream (its first bytes are its end).
-   */
-  prefillTokens: i32 = 0;
-  private log: DecisionLog;
   private meta: RequestMeta = new RequestMeta();
-  /** Per pool name, kept across snapshots: rates and booked retries outlive a snapshot. */
-  private loads: Map<string, PoolLoad> = new Map();
-  /** This worker's held requests, per pool and class. */
-  readonly holds: HoldQueues = new HoldQueues();
-  /** What every worker holds, as the caller last read it from shared data. */
-  board: QueueBoard = new QueueBoard();
-  /** This worker's id on the board. */
-  writer: u32 = 1;
-  /** When held requests are next checked for passed deadlines. */
-  private sweepMs: u64 = 0;
-
-  constructor(seed: u64) {
-    const prefixes = new PrefixIndex();
-    this.prefixes = prefixes;
-    this.log = new DecisionLog(prefixes);
-    this.picker = new Picker(seed, prefixes);
-  }
-
-  /** Pools with up to `pods` usable endpoints are scored whole; larger ones over a shortlist (core/scheduling/shortlist.ts). */
-  scoreWholeUpTo(pods: i32): void {
-    this.picker.fullScanUpTo = pods;
-  }
-
-  /** This gateway's place among the replicas sharing through the control plane (none: alone). */
-  get place(): ReplicaPlace {
-    return this.picker.place;
-  }
-
-  /** The endpoints the last pick scored: the pool's usable ones, or its shortlist. */
-  get candidates(): Endpoint[] {
-    return this.picker.candidateList;
-  }
-
-  /** Best endpoint first, then fallbacks; may be empty when `blind`. */
-  get ranked(): Endpoint[] {
-    return this.picker.ranked;
-  }
 
   /**
    * Decides where one request goes and counts it in `inflight` against the
@@ -245,144 +157,6 @@ export class Router {
   }
 
   /**
-   * Dispatches held requests whose pool has room again, in class order and
-   * fairly between tenants, choosing each one's pod now (late binding), and
-   * refuses those past their deadline. For each, `sink` is told while this
-   * router's results (ranked, pool, target, explanation; error and
-   * retryAfterS for a refusal) are that request's.
-   */
-  pump(view: FleetView, inflight: InflightTable, refusals: RefusalLedger, sink: HoldSink, nowMs: u64): void {
-    const holds = this.holds;
-    if (holds.count == 0) return;
-    if (nowMs >= this.sweepMs) {
-      this.sweepMs = nowMs + SWEEP_MS;
-      const expired = holds.expired(nowMs);
-      for (let i = 0; i < expired.length; i++) this.refuseHeld(expired[i], refusals, sink, nowMs);
-    }
-    const snap = view.current;
-    // As for a new request: a view too old to score on is rejected, or routed blind.
-    const stale = viewIsStale(nowMs, view.heardMs, this.policy.maxAgeMs);
-    const rejectStale = stale && this.policy.stalePolicy == StaleViewPolicy.Reject;
-    const queues = holds.busyPools();
-    for (let i = 0; i < queues.length; i++) {
-      const q = queues[i];
-      const found: Pool | null = snap == null ? null : snap!.poolNamed(q.name);
-      if (found == null || found.endpoints.length == 0 || rejectStale) {
-        this.refuseAll(q, sink, rejectStale ? LOST_VIEW : "");
-        continue;
-      }
-      const pool = found!;
-      for (let guard = q.count; guard > 0; guard--) {
-        const h = q.next();
-        if (h == null) break;
-        if (!this.rebind(h, snap!, pool)) {
-          holds.popNext(q, h);
-          this.refuseGone(h, sink, "");
-          continue;
-        }
-        if (stale) {
-          holds.popNext(q, h);
-          this.release(h, pool, inflight, sink, true);
-          continue;
-        }
-        if (this.board.busy && this.board.othersFirst(q.nameHash, serviceRank(h.request.priority), h.tag, this.writer, nowMs)) break;
-        const r = h.request;
-        r.nowMs = nowMs;
-        this.picker.observe(pool, inflight, nowMs);
-        const n = this.picker.prepare(pool, r);
-        if (n == 0) break;
-        const admission = r.model.profile.admission;
-        if (this.picker.trusted && admission.enabled && !this.picker.hasRoom(admission, pool.load!.typicalShare, r.priority, nowMs)) {
-          q.drain = pool.load!.drainRate(nowMs, n);
-          break;
-        }
-        holds.popNext(q, h);
-        this.release(h, pool, inflight, sink, false);
-      }
-    }
-  }
-
-  /** Sends a held request on: this router's results become its, on its pool's current pods (ranked, or blind). */
-  private release(h: HeldRequest, pool: Pool, inflight: InflightTable, sink: HoldSink, blind: bool): void {
-    const r = h.request;
-    this.pool = pool;
-    this.poolIndex = r.model.pool;
-    this.requested = h.requested;
-    this.target = r.model;
-    this.split = null;
-    this.priority = r.priority;
-    this.retried = false;
-    this.explanation = "";
-    this.blind = blind;
-    if (blind) {
-      this.picker.chooseBlind(pool, r.nowMs);
-      if (this.picker.ranked.length > 0) this.count(inflight, this.picker.ranked[0]);
-    } else {
-      this.pick(r, inflight, h.explain);
-    }
-    sink.dispatched(h);
-  }
-
-  /** The pool a queue waits for has left the snapshot, or has no endpoint left: nothing held there can be served. */
-  private refuseAll(q: PoolQueue, sink: HoldSink, why: string): void {
-    for (let h = q.next(); h != null; h = q.next()) {
-      this.holds.popNext(q, h);
-      this.refuseGone(h, sink, why);
-    }
-  }
-
-  /** 503 for a held request that cannot be served now: `why`, or by default that its pool is gone. */
-  private refuseGone(h: HeldRequest, sink: HoldSink, why: string): void {
-    this.error = unavailable(why.length > 0 ? why : "No endpoint serves model '" + h.requested.name + "' any more");
-    this.retryAfterS = 0;
-    this.explanation = "";
-    sink.refused(h);
-  }
-
-  /** A held request's client is gone: it leaves its queue at once. False if it was not held. */
-  cancel(id: u32): bool {
-    return this.holds.remove(id) != null;
-  }
-
-  /** Writes this worker's summary of every pool it has held for into `board` (read fresh by the caller). */
-  publish(board: QueueBoard, nowMs: u64): void {
-    const queues = this.holds.allPools();
-    for (let i = 0; i < queues.length; i++) board.publish(this.writer, queues[i], queues[i].drain, nowMs);
-  }
-
-  /**
-   * The view a held request is placed on is the one of its dispatch: its
-   * model and pool as the current snapshot has them. False when the model
-   * left the snapshot.
-   */
-  private rebind(h: HeldRequest, snap: Snapshot, pool: Pool): bool {
-    const r = h.request;
-    if (r.pool == pool) return true;
-    const model = snap.find(r.model.name);
-    if (model == null || snap.pools[model.pool] != pool) return false;
-    const requested = snap.find(h.requested.name);
-    h.requested = requested != null ? requested : model;
-    r.model = model;
-    r.weights = model.profile.weights;
-    r.pool = pool;
-    if (pool.load == null) pool.load = this.loadFor(pool.name);
-    return true;
-  }
-
-  /** Picks among the prepared candidates and accounts for the choice. */
-  private pick(request: RouteRequest, inflight: InflightTable, explain: bool): void {
-    request.cachedBytes = 0;
-    this.picker.choose(request, explain);
-    const primary = this.picker.ranked[0];
-    this.picker.record(primary, request, this.log);
-    // What the pod will compute: a prompt's part already cached costs nothing.
-    const uncachedTokens = max(request.promptBytes - request.cachedBytes, 0) / 4;
-    this.count(inflight, primary, request.stream ? uncachedTokens : 0);
-    request.pool.load!.observeShare(prefillShare(<f64>uncachedTokens));
-    if (explain) this.explanation = explainPick(this.picker, this.requested!, request.model, this.priority, this.retried);
-  }
-
-  /**
    * Routed when some candidate has room for the request's class and nothing
    * held is served before it. Otherwise held when its class has a wait
    * budget and its predicted wait fits in it (or it is a retry that came
@@ -433,14 +207,6 @@ export class Router {
   }
 
   /**
-   * Completions a second in the pool: this worker's (`own`, measured) plus
-   * what the other workers and replicas that hold for it measure theirs.
-   */
-  private poolDrain(pool: Pool, own: f64, nowMs: u64): f64 {
-    return own + (this.board.busy ? this.board.othersDrain(pool.nameHash, this.writer, nowMs) : 0);
-  }
-
-  /**
    * Books the request's retry (its Retry-After: its turn after the `ahead`
    * held requests and the retries booked before it, at `drain` a second),
    * remembers its body so the retry is known, and sets the 429.
@@ -448,21 +214,6 @@ export class Router {
   private refuse(refusals: RefusalLedger, hash: u64, ahead: i32, drain: f64): void {
     const request = this.request;
     this.refuseFor(request.pool, request.model, this.priority, refusals, hash, ahead, drain, request.nowMs);
-  }
-
-  private refuseFor(pool: Pool, model: ModelRoute, p: Priority, refusals: RefusalLedger, hash: u64, ahead: i32, drain: f64, nowMs: u64): void {
-    this.retryAfterS = pool.load!.refuse(nowMs, ahead, drain, model.profile.admission.maxRetryAfterS);
-    const dueMs = nowMs + <u64>this.retryAfterS * 1000;
-    refusals.remember(hash, dueMs - RETRY_EARLY_MS, dueMs + RETRY_GRACE_MS, nowMs);
-    this.error = saturated(pool.name, priorityName(p), this.retryAfterS);
-  }
-
-  /** Requests held for the pool, by this worker and the others, that are served before a new one of class `p`. */
-  private heldAhead(name: string, nameHash: u64, p: Priority, nowMs: u64): i32 {
-    let ahead = 0;
-    if (this.holds.count > 0) ahead += this.holds.pool(name, nameHash).ahead(p);
-    if (this.board.busy) ahead += this.board.othersAhead(nameHash, serviceRank(p), this.writer, nowMs);
-    return ahead;
   }
 
   /**
@@ -489,71 +240,8 @@ export class Router {
     this.holds.add(q, h, <u64>Math.ceil(1000 / drain), retry);
   }
 
-  /** A held request past its deadline: 429, its retry booked behind what is still held ahead of it. */
-  private refuseHeld(h: HeldRequest, refusals: RefusalLedger, sink: HoldSink, nowMs: u64): void {
-    const r = h.request;
-    const ahead = this.heldAhead(r.pool.name, r.pool.nameHash, r.priority, nowMs);
-    const drain = this.poolDrain(r.pool, r.pool.load!.drainRate(nowMs, r.pool.endpoints.length), nowMs);
-    this.refuseFor(r.pool, r.model, r.priority, refusals, h.body, ahead, drain, nowMs);
-    this.explanation = h.explain ? "refused=wait_budget_exceeded; pool=" + r.pool.name + "; class=" + priorityName(r.priority) +
-      "; held_ms=" + (nowMs - h.heldMs).toString() + "; retry_after_s=" + this.retryAfterS.toString() : "";
-    sink.refused(h);
-  }
-
-  /**
-   * The request is in flight on `primary` until the caller releases it; a
-   * stream's `tokens` of prefill until its first bytes (prefillTokens).
-   */
-  private count(inflight: InflightTable, primary: Endpoint, tokens: i32 = 0): void {
-    const streams = tokens > 0 ? 1 : 0;
-    inflight.add(primary.addressHash, 1, streams, tokens);
-    primary.inflight++;
-    primary.prefilling += streams;
-    primary.prefillTokens += tokens;
-    this.prefillTokens = tokens;
-  }
-
-  private loadFor(poolName: string): PoolLoad {
-    if (this.loads.has(poolName)) return this.loads.get(poolName);
-    const load = new PoolLoad();
-    this.loads.set(poolName, load);
-    return load;
-  }
-
-  /** Takes the decisions gathered since the last call (for the shared log); valid until the next route(). */
-  drainPending(): i32 {
-    return this.log.drain();
-  }
-
-  /** This router's prefix decisions not yet shared with other workers: `pendingDecisions[0..pendingCount)`. */
-  get pendingDecisions(): PrefixDecision[] {
-    return this.log.pending;
-  }
-
-  get pendingCount(): i32 {
-    return this.log.count;
-  }
-
-  /** Some model of `snap` weighs a scorer that records its picks: only then has this router decisions to share. */
-  recordsPicks(snap: Snapshot): bool {
-    for (let i = 0; i < snap.models.length; i++) {
-      if (this.picker.weighs(snap.models[i].profile.weights, false)) return true;
-    }
-    return false;
-  }
-
   private fail(e: ApiError): bool {
     this.error = e;
     return false;
   }
 }
-
-const LOST_VIEW = "The gateway has lost its view of the model servers; retry shortly";
-
-/** Held requests are checked for passed deadlines this often (the queue heads at every pump). */
-const SWEEP_MS: u64 = 100;
-
-/** A retry this late after its Retry-After still counts as one (clients round, queue and reconnect). */
-const RETRY_GRACE_MS: u64 = 15_000;
-/** ...and this early (clock granularity, a client's timer firing a little soon). */
-const RETRY_EARLY_MS: u64 = 250;
