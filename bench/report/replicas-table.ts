@@ -6,7 +6,7 @@
 import { spread, type Spread } from "../seeds.js";
 import { formatChange, relativeChange } from "../stats.js";
 import type { PolicyResult, ScenarioResult } from "../types.js";
-import { spreadCell } from "./seeds-table.js";
+import { spreadCell } from "./results-table.js";
 import { formatMs, markdownTable, percentOf, tableOf, type Column, type Table } from "./table.js";
 
 /** The target: R replicas within this much of one gateway's p95 and p99 TTFT. */
