@@ -12,10 +12,10 @@ import { filterWasmPath, packageVersion } from "../../host/paths.js";
 import { baselineEnvoyConfig } from "../baseline-envoy.js";
 import { buildFloorFilter, floorEnvoyConfig } from "../floor-envoy.js";
 import { countPerRequest } from "./counts.js";
-import { runLoad, type LoadTarget } from "./load.js";
+import { runLoad, type LoadTarget, type RunResult } from "./load.js";
 import { timeNativeDecisions } from "./native.js";
 import { FILTER_HOT_PATH } from "./report.js";
-import { compareModes, MODE_LABELS, MODES, streamingCost, Tally, type Mode, type OverheadCell, type OverheadReport, type ResponseKind, type RunStats } from "./tally.js";
+import { MODE_LABELS, MODES, runStats, type Mode, type OverheadCell, type OverheadReport, type ResponseKind, type RunStats } from "./tally.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 import { BENCH_POOL, CHAT_PATH, chatBody, MIN_CHAT_BODY_BYTES, STREAM_CHUNKS } from "./workload.js";
 
@@ -87,14 +87,16 @@ async function measureCell(b: Bench, bodyBytes: number, response: ResponseKind):
   const label = `${bodyBytes} B × ${endpoints} endpoints${response === "sse" ? `, SSE answer of ${STREAM_CHUNKS} chunks` : ""}`;
 
   const measure = async (what: string, connections: number): Promise<Record<Mode, RunStats>> => {
-    const tallies = Object.fromEntries(MODES.map((m) => [m, new Tally(endpoints)])) as Record<Mode, Tally>;
+    const runs = Object.fromEntries(MODES.map((m) => [m, [] as RunResult[]])) as Record<Mode, RunResult[]>;
+    const hits = Object.fromEntries(MODES.map((m) => [m, new Array<number>(endpoints).fill(0)])) as Record<Mode, number[]>;
     const segmentS = b.durationS / ORDER.filter((m) => m === "with").length;
     for (const mode of ORDER) {
       const target = b.targets[mode];
       await runLoad(target, { body, connections, durationS: b.warmupS });
       await b.upstream.take(); // forget the warm-up's hits
       const run = await runLoad(target, { body, connections, durationS: segmentS });
-      tallies[mode].add(run, await b.upstream.take());
+      runs[mode].push(run);
+      (await b.upstream.take()).forEach((h, i) => (hits[mode][i] += h));
       const sorted = [...run.latenciesMs].sort((x, y) => x - y);
       b.progress(
         `${label}, ${what} (${connections} conn), ${MODE_LABELS[mode]}: ` +
@@ -102,13 +104,13 @@ async function measureCell(b: Bench, bodyBytes: number, response: ResponseKind):
           `${run.non2xx} non-2xx, ${run.errors} errors`,
       );
     }
-    return Object.fromEntries(MODES.map((m) => [m, tallies[m].summary(connections)])) as Record<Mode, RunStats>;
+    return Object.fromEntries(MODES.map((m) => [m, runStats(connections, runs[m], hits[m])])) as Record<Mode, RunStats>;
   };
 
   const latency = await measure("latency", LATENCY_CONNECTIONS);
   const saturation = await measure("saturation", b.connections);
   const stats = (m: Mode) => ({ latency: latency[m], saturation: saturation[m] });
-  return compareModes(bodyBytes, endpoints, response, stats("with"), stats("floor"), stats("without"));
+  return { bodyBytes, endpoints, response, withFilter: stats("with"), floorFilter: stats("floor"), withoutFilter: stats("without") };
 }
 
 async function measureEndpointCount(
@@ -235,7 +237,6 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
       streamChunks: STREAM_CHUNKS,
     },
     cells,
-    streaming: streamingCost(cells, STREAM_CHUNKS),
     native,
     counts,
     filterHotPath: FILTER_HOT_PATH,
