@@ -4,7 +4,7 @@
 // and ours with against without admission. With several seeds a cell lists
 // each seed's value, "a / b / c", as the p95-by-seed column does.
 import { RECOVERED_WITHIN, WINDOW_S } from "../admission.js";
-import type { AdmissionSummary } from "../types.js";
+import type { AdmissionSummary } from "../admission.js";
 import { BASELINE } from "../policies/index.js";
 import { formatChange, relativeChange } from "../stats.js";
 import { PRIORITIES, type PolicyResult, type ScenarioResult } from "../types.js";

@@ -7,7 +7,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { liveAdmissionBlock, liveAdmissionTable, liveBlock, liveTable, replaceBlock, scenarioBlock, withScenarioRows } from "../../bench/report/benchmarks-md.js";
-import type { AdmissionSummary, ClassCounts, LatencySummary, PolicyResult, Priority, ScenarioResult } from "../../bench/types.js";
+import type { AdmissionSummary, ClassCounts } from "../../bench/admission.js";
+import type { LatencySummary, PolicyResult, Priority, ScenarioResult } from "../../bench/types.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 
