@@ -132,12 +132,7 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
     if (first.mode === "sim") onOff.push(...onOffRows(runs));
     io.out(`results: ${relative(process.cwd(), dir) || "."}/\n`);
     if (updateDocs) {
-      const names = publishCharts(resultName(first), charts, chartDir);
-      const rel = {
-        cdf: relative(projectRoot, join(chartDir, names.cdf)),
-        timeline: relative(projectRoot, join(chartDir, names.timeline)),
-        admission: names.admission && relative(projectRoot, join(chartDir, names.admission)),
-      };
+      const rel = publishCharts(resultName(first), charts, chartDir, projectRoot);
       const command = commandLine(argv);
       // With --all a block shared by the scenarios starts anew at its first write.
       const withRows = (block: RowsBlock, table: Table) => {

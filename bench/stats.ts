@@ -10,8 +10,6 @@ import {
   type EngineTotals, type PolicyResult, type RunRecord, type SloShares, type TimelinePoint,
 } from "./types.js";
 
-export { latencySummary, percentile } from "./percentiles.js";
-
 /** `points` evenly spaced quantiles plus the extremes; enough for a chart, small in JSON. */
 export function cdf(values: readonly number[], points = 200): Array<[number, number]> {
   if (values.length === 0) return [];

@@ -22,8 +22,6 @@ import { BENCH_POOL, CHAT_PATH, chatBody, MIN_CHAT_BODY_BYTES, STREAM_CHUNKS } f
 export interface OverheadOptions {
   /** Measured seconds per mode (ours / floor / no filter) and measurement; default 5. */
   durationS?: number;
-  /** Connections for the saturation measurement; default 16. */
-  connections?: number;
   /** Request body sizes in bytes; default 4 KiB and 64 KiB. */
   bodySizes?: number[];
   /** Endpoints in the snapshot (and upstream ports); default 8, 64, 1000. */
@@ -37,6 +35,7 @@ export interface OverheadOptions {
 const COMMAND = "npm run bench -- --overhead";
 // One connection, closed loop: each request crosses an otherwise idle proxy.
 const LATENCY_CONNECTIONS = 1;
+const SATURATION_CONNECTIONS = 16;
 // On two cores, one Envoy worker leaves the other core to autocannon and the upstream.
 const ENVOY_CONCURRENCY = 1;
 // A-B-C-C-B-A: a linear drift over a measurement weighs on every mode alike.
@@ -77,7 +76,6 @@ interface Bench {
   durationS: number;
   startupWarmupS: number;
   warmupS: number;
-  connections: number;
   progress: (line: string) => void;
 }
 
@@ -108,7 +106,7 @@ async function measureCell(b: Bench, bodyBytes: number, response: ResponseKind):
   };
 
   const latency = await measure("latency", LATENCY_CONNECTIONS);
-  const saturation = await measure("saturation", b.connections);
+  const saturation = await measure("saturation", SATURATION_CONNECTIONS);
   const stats = (m: Mode) => ({ latency: latency[m], saturation: saturation[m] });
   return { bodyBytes, endpoints, response, withFilter: stats("with"), floorFilter: stats("floor"), withoutFilter: stats("without") };
 }
@@ -163,7 +161,7 @@ async function measureEndpointCount(
     // until then every mode shows millisecond outliers that have nothing to do with the filter.
     for (const mode of MODES) {
       progress(`${endpoints} endpoints: ${settings.startupWarmupS} s start-up warm-up, ${MODE_LABELS[mode]}`);
-      await runLoad(targets[mode], { body: probe, connections: settings.connections, durationS: settings.startupWarmupS });
+      await runLoad(targets[mode], { body: probe, connections: SATURATION_CONNECTIONS, durationS: settings.startupWarmupS });
     }
 
     const bench = { ...settings, upstream, targets };
@@ -181,7 +179,6 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
   const progress = opts.onProgress ?? ((line: string) => process.stderr.write(`[overhead] ${line}\n`));
   const durationS = opts.durationS ?? 5;
   if (!(durationS > 0 && durationS <= 3600)) throw new Error(`durationS must be in (0, 3600], got ${durationS}`);
-  const [connections] = checkList("connections", [opts.connections ?? 16], 1, 10_000);
   const bodySizes = checkList("bodySizes", opts.bodySizes ?? [4 * 1024, 64 * 1024], MIN_CHAT_BODY_BYTES, 64 * 1024 * 1024);
   const endpointCounts = checkList("endpointCounts", opts.endpointCounts ?? [8, 64, 1000], 1, MAX_ENDPOINTS);
   const streamedAt = opts.streamedAt ?? (endpointCounts.includes(64) ? 64 : endpointCounts[0]);
@@ -203,7 +200,7 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
   );
   const cells: OverheadCell[] = [];
   for (const endpoints of endpointCounts) {
-    const settings = { durationS, startupWarmupS, warmupS, connections, progress };
+    const settings = { durationS, startupWarmupS, warmupS, progress };
     cells.push(...(await measureEndpointCount(endpoints, bodySizes, endpoints === streamedAt, settings, envoyBin, floorWasm)));
   }
   const native = await timeNativeDecisions(bodySizes, endpointCounts, progress);
@@ -228,7 +225,7 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
       warmupS,
       order: ORDER,
       latencyConnections: LATENCY_CONNECTIONS,
-      saturationConnections: connections,
+      saturationConnections: SATURATION_CONNECTIONS,
       envoyConcurrency: ENVOY_CONCURRENCY,
       loadGenerator: `autocannon ${packageVersion("autocannon")}`,
       bodySizes,
