@@ -12,13 +12,6 @@ export const MODE_LABELS: Record<Mode, string> = { with: "our filter", floor: "f
 /** What the upstream answers: one JSON body, or an SSE stream of many chunks ending in usage. */
 export type ResponseKind = "json" | "sse";
 
-export interface LatencySummary {
-  p50: number;
-  p99: number;
-  mean: number;
-  samples: number;
-}
-
 export interface CpuPerRequest {
   /** Envoy's CPU time (all its threads) per request; null without /proc. */
   envoyUs: number | null;
@@ -32,15 +25,6 @@ export interface CpuPerRequest {
   otherBusyCores: number | null;
 }
 
-/** How the upstream ports shared the measured requests. */
-export interface Spread {
-  endpoints: number;
-  endpointsHit: number;
-  minHits: number;
-  maxHits: number;
-  totalHits: number;
-}
-
 /** One mode of one measurement, summed over its alternating segments. */
 export interface RunStats {
   connections: number;
@@ -52,9 +36,10 @@ export interface RunStats {
   errors: number;
   timeouts: number;
   requestsPerS: number;
-  latencyMs: LatencySummary;
+  latencyMs: { p50: number; p99: number; mean: number; samples: number };
   cpu: CpuPerRequest;
-  spread: Spread;
+  /** How the upstream ports shared the measured requests. */
+  spread: { endpoints: number; endpointsHit: number; minHits: number; maxHits: number; totalHits: number };
 }
 
 export interface ModeStats {
