@@ -172,7 +172,6 @@ function printAdmission(runs: readonly ScenarioResult[], io: Io): void {
   if (rows.length > 0) io.out(`\nours with admission against without\n${consoleTable(onOffTable(rows))}\n`);
 }
 
-
 async function runCapacity(args: Args, _argv: string[], io: Io): Promise<void> {
   const reports: CapacityReport[] = [];
   for (const name of args.scenarios) {

@@ -204,7 +204,6 @@ export class ScenarioError extends Error {
   }
 }
 
-
 /** The largest value a distribution can draw. */
 export function distMax(d: LengthDist): number {
   switch (d.dist) {
