@@ -19,14 +19,69 @@ import {
   PRIORITIES,
   ttftFromArrival,
   ttftOf,
-  type AdmissionSummary,
-  type ClassCounts,
-  type LoadStep,
   type Priority,
   type RunRecord,
   type LatencySummary,
-  type StepSummary,
 } from "./types.js";
+
+/** A scenario's load step: base load first, then a higher rate for a while (times in s). */
+export interface LoadStep {
+  baseEndS: number;
+  stepStartS: number;
+  stepEndS: number;
+}
+
+export interface ClassCounts {
+  requests: number;
+  /** First attempts answered 429. */
+  refused: number;
+  /** Refused requests sent again after their Retry-After. */
+  retried: number;
+  /** Retries admitted and completed. */
+  retriedCompleted: number;
+  /** Refused for good: on the retry too, or with no Retry-After to obey. */
+  finalRefused: number;
+}
+
+export interface StepSummary extends LoadStep {
+  /** p95 TTFT (from first arrival, failures at the deadline) of the requests that arrived at base load (before the step). */
+  baseP95Ms: number | null;
+  /** The highest p95 of a window that starts within the step, and its ratio to the base's. */
+  stepPeakP95Ms: number | null;
+  stepPeakRatio: number | null;
+  /**
+   * How long after the step's end the first window whose p95 is back within
+   * RECOVERED_WITHIN of the base's starts (0: the first window after the
+   * step already is); null if none is.
+   */
+  recoveryS: number | null;
+  /** 429s (every attempt) before the step, during it, and after its end. */
+  refusalsBefore: number;
+  refusalsDuring: number;
+  refusalsAfter: number;
+  /** Of those after the step, the first attempts' (the rest are retries of earlier refusals). */
+  refusalsAfterFirstAttempts: number;
+}
+
+export interface AdmissionSummary {
+  byClass: Record<Priority, ClassCounts>;
+  total: ClassCounts;
+  /** retriedCompleted / retried; null without retries. */
+  retrySuccess: number | null;
+  /** Critical refusals (any attempt) in a 1-s window (of the run's clock) in which some Sheddable attempt was admitted. */
+  criticalWhileSheddable: number;
+  /** The Retry-After values given to first attempts, in seconds. */
+  retryAfterS: { min: number; p50: number; max: number } | null;
+  /** Retried requests that completed: TTFT from the retry, and from the first attempt (what their user waited). */
+  retriedTtftMs: { fromRetry: LatencySummary; fromFirstAttempt: LatencySummary } | null;
+  /** TTFT per class, as PolicyResult.ttftMs counts it. */
+  ttftByClass: Record<Priority, LatencySummary | null>;
+  /** p95 TTFT per WINDOW_S window of first arrival, as PolicyResult.ttftMs counts it. */
+  windows: Array<{ t: number; n: number; p95: number }>;
+  /** 429s per second (every attempt), the seconds that had any. */
+  refusalsPerS: Array<{ t: number; n: number }>;
+  step: StepSummary | null;
+}
 
 /** Windows of p95 TTFT. */
 export const WINDOW_S = 5;

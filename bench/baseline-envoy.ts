@@ -36,7 +36,7 @@ interface Route {
   [key: string]: unknown;
 }
 
-interface Bootstrap {
+export interface Bootstrap {
   bootstrap_extensions?: Named[];
   dynamic_resources?: unknown;
   stats_config?: unknown;
@@ -50,6 +50,9 @@ interface HttpConnectionManager {
   http_filters?: Named[];
   route_config?: { virtual_hosts: Array<{ routes: Route[] }> };
 }
+
+/** Every listener filter's typed config: the HTTP connection managers among them. */
+export const connectionManagers = (cfg: Bootstrap) => cfg.static_resources.listeners.flatMap((l) => l.filter_chains.flatMap((c) => c.filters.map((f) => f.typed_config)));
 
 function templateDrift(what: string): Error {
   return new Error(`baseline Envoy: the rendered gateway config no longer has ${what}; update bench/baseline-envoy.ts`);
@@ -75,8 +78,7 @@ export function baselineEnvoyConfig(gatewayYaml: string, pools: BaselinePool[], 
   // Its tag rules and buckets are for the filter's stats, which the baseline has not.
   delete cfg.stats_config;
 
-  const hcms = cfg.static_resources.listeners.flatMap((l) => l.filter_chains.flatMap((c) => c.filters.map((f) => f.typed_config)));
-  const hcm = hcms.find((h) => h?.http_filters?.some((f) => f.name === WASM_HTTP_FILTER));
+  const hcm = connectionManagers(cfg).find((h) => h?.http_filters?.some((f) => f.name === WASM_HTTP_FILTER));
   if (!hcm?.http_filters || !hcm.route_config) throw templateDrift(`the ${WASM_HTTP_FILTER} HTTP filter`);
   hcm.http_filters = hcm.http_filters.filter((f) => f.name !== WASM_HTTP_FILTER);
 

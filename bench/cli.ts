@@ -95,13 +95,19 @@ export interface Args {
   shareIntervalMs?: number;
 }
 
-function parseSeed(text: string, option: string): number {
-  const seed = Number(text);
-  if (text.trim() === "" || !Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
-    throw new UsageError(`${option}: expected an integer 0..4294967295, got ${JSON.stringify(text)}`);
+const MAX_SEED = 0xffffffff;
+
+/** A comma-separated list of distinct integers min..max; with `list` false, one integer. */
+function integers(text: string, option: string, min: number, max = Infinity, list = true): number[] {
+  const values = (list ? text.split(",") : [text]).map((t) => (t.trim() === "" ? NaN : Number(t)));
+  if (values.some((n) => !Number.isInteger(n) || n < min || n > max)) {
+    throw new UsageError(`${option}: expected ${list ? "integers" : "an integer"} ${max === Infinity ? `>= ${min}` : `${min}..${max}`}, got ${JSON.stringify(text)}`);
   }
-  return seed;
+  if (new Set(values).size !== values.length) throw new UsageError(`${option}: a value is repeated in ${JSON.stringify(text)}`);
+  return values;
 }
+
+const integer = (text: string, option: string, min: number, max?: number) => integers(text, option, min, max, false)[0];
 
 export function parse(argv: string[]): Args | "help" {
   const { values } = parseArgs({
@@ -149,12 +155,10 @@ export function parse(argv: string[]): Args | "help" {
   const mode = values.mode ?? "sim";
   if (mode !== "sim" && mode !== "live") throw new UsageError(`--mode: expected sim or live, got ${JSON.stringify(mode)}`);
   if (values.seed !== undefined && values.seeds !== undefined) throw new UsageError("--seed and --seeds exclude each other");
-  let seeds = values.seed !== undefined ? [parseSeed(values.seed, "--seed")] : values.seeds?.split(",").map((t) => parseSeed(t, "--seeds"));
-  if (seeds && new Set(seeds).size !== seeds.length) throw new UsageError(`--seeds: a seed is repeated in ${JSON.stringify(values.seeds)}`);
+  let seeds = values.seed !== undefined ? [integer(values.seed, "--seed", 0, MAX_SEED)] : values.seeds === undefined ? undefined : integers(values.seeds, "--seeds", 0, MAX_SEED);
   if (values.scale) {
     if (values.seed !== undefined) throw new UsageError("--scale takes no --seed");
-    const sizes = values.sizes?.split(",").map((t) => Number(t));
-    if (sizes?.some((n) => !Number.isInteger(n) || n < 1)) throw new UsageError(`--sizes: expected integers >= 1, got ${JSON.stringify(values.sizes)}`);
+    const sizes = values.sizes === undefined ? undefined : integers(values.sizes, "--sizes", 1);
     return { ...standaloneArgs(values.out, positive(values.duration, "--duration")), scale: { sizes } };
   }
   if (values.soak) {
@@ -162,7 +166,7 @@ export function parse(argv: string[]): Args | "help" {
     // The schedule runs whole one-minute cycles.
     if (!Number.isInteger(minutes)) throw new UsageError(`--minutes: expected a whole number of minutes, got ${values.minutes}`);
     if (values.duration !== undefined) throw new UsageError("--soak: give --minutes, not --duration");
-    const seed = values.seed === undefined ? SOAK_DEFAULTS.seed : parseSeed(values.seed, "--seed");
+    const seed = values.seed === undefined ? SOAK_DEFAULTS.seed : seeds![0];
     const stamp = new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
     return {
       ...standaloneArgs(values.out ?? join(projectRoot, "bench", "results", `soak-${stamp}`), undefined),
@@ -170,11 +174,7 @@ export function parse(argv: string[]): Args | "help" {
       soak: { minutes, ratePerS: positive(values.rate, "--rate") ?? SOAK_DEFAULTS.ratePerS },
     };
   }
-  let durationS: number | undefined;
-  if (values.duration !== undefined) {
-    durationS = Number(values.duration);
-    if (!(durationS > 0)) throw new UsageError(`--duration: expected seconds > 0, got ${JSON.stringify(values.duration)}`);
-  }
+  const durationS = positive(values.duration, "--duration");
   const all = values.all ?? false;
   const smoke = values.smoke ?? false;
   const overhead = values.overhead ?? false;
@@ -194,11 +194,11 @@ export function parse(argv: string[]): Args | "help" {
     if (!capacity) throw new UsageError("--multiple: only with --capacity");
     if (!(multiple > 1)) throw new UsageError(`--multiple: expected a number > 1, got ${JSON.stringify(values.multiple)}`);
   }
-  const replicas = parseCounts(values.replicas, "--replicas", 64);
+  const replicas = values.replicas === undefined ? undefined : integers(values.replicas, "--replicas", 1, 64);
   const shareIntervalMs = positive(values["share-interval"], "--share-interval");
   if (shareIntervalMs !== undefined && !replicas) throw new UsageError("--share-interval: only with --replicas");
   if (replicas && (mode !== "sim" || capacity || scenarios.length === 0)) throw new UsageError("--replicas: needs --scenario NAME or --all, in sim mode, without --capacity");
-  const envoys = parseCounts(values.envoys, "--envoys", 8);
+  const envoys = values.envoys === undefined ? undefined : integers(values.envoys, "--envoys", 1, 8);
   if (envoys && (mode !== "live" || scenarios.length === 0)) throw new UsageError("--envoys: needs --mode live and --scenario NAME or --all");
   const fleet = values.fleet as LiveFleetKind | undefined;
   if (fleet !== undefined && !LIVE_FLEETS.includes(fleet)) throw new UsageError(`--fleet: expected ${LIVE_FLEETS.join(" or ")}, got ${JSON.stringify(values.fleet)}`);
@@ -208,8 +208,7 @@ export function parse(argv: string[]): Args | "help" {
     throw new UsageError("--update-md: needs --scenario NAME in sim mode, without --smoke, --capacity or --replicas (--all refreshes every section)");
   }
   if ((all || updateMd) && !smoke && !capacity && mode === "sim") seeds ??= ALL_SEEDS;
-  const jobs = values.jobs === undefined ? availableParallelism() : Number(values.jobs);
-  if (!Number.isInteger(jobs) || jobs < 1) throw new UsageError(`--jobs: expected an integer >= 1, got ${JSON.stringify(values.jobs)}`);
+  const jobs = values.jobs === undefined ? availableParallelism() : integer(values.jobs, "--jobs", 1);
   const policies = values.policies?.split(",").map((p) => p.trim()).filter((p) => p !== "");
   try {
     selectPolicies(policies);
@@ -238,15 +237,6 @@ export function parse(argv: string[]): Args | "help" {
     envoys,
     fleet,
   };
-}
-
-/** A comma-separated list of distinct counts 1..max (--envoys, --replicas). */
-function parseCounts(text: string | undefined, option: string, max: number): number[] | undefined {
-  if (text === undefined) return undefined;
-  const counts = text.split(",").map((t) => Number(t));
-  if (counts.some((n) => !Number.isInteger(n) || n < 1 || n > max)) throw new UsageError(`${option}: expected integers 1..${max}, got ${JSON.stringify(text)}`);
-  if (new Set(counts).size !== counts.length) throw new UsageError(`${option}: a count is repeated in ${JSON.stringify(text)}`);
-  return counts;
 }
 
 function positive(text: string | undefined, option: string): number | undefined {

@@ -11,10 +11,10 @@ import { capacityTable, capacityTitle } from "./capacity/report.js";
 import { parse, USAGE, UsageError, type Args } from "./cli.js";
 import { admissionTable, onOffRows, onOffTable, showsAdmission, stepWindowsTable, type OnOffRow } from "./report/admission-table.js";
 import type { RowsBlock } from "./report/rows-block.js";
-import { liveAdmissionBlock, liveAdmissionTable, liveBlock, liveTable, ON_OFF_BLOCK, replaceBlock, scenarioBlock, scenarioKey, seedsBlock, withScenarioRows } from "./report/benchmarks-md.js";
+import { liveAdmissionBlock, liveAdmissionTable, liveBlock, liveTable, ON_OFF_BLOCK, replaceBlock, scenarioBlock, scenarioKey, withScenarioRows } from "./report/benchmarks-md.js";
 import { publishCharts, writeCharts, writeJson } from "./report/outputs.js";
-import { hasClasses, seedsTable, sloByClassTable } from "./report/seeds-table.js";
-import { consoleTable, markdownTable, resultsTable, type Table } from "./report/table.js";
+import { hasClasses, resultsTable, sloByClassTable } from "./report/results-table.js";
+import { consoleTable, markdownTable, type Table } from "./report/table.js";
 import { BENCHMARKS_MD, commandLine, defaultIo, progressReporter, updateBlock, type Io } from "./run-io.js";
 import { loadScenario, ScenarioError, type Scenario } from "./scenario.js";
 import { summariseSeeds } from "./seeds.js";
@@ -115,31 +115,24 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
     const dir = join(args.outDir, resultName(first));
     // Charts show the first seed; with several, each seed's result has its own folder.
     const charts = await writeCharts(first, dir);
-    const summary = runs.length > 1 ? summariseSeeds(runs) : undefined;
-    if (summary) {
+    const summary = summariseSeeds(runs);
+    const seeds = runs.length > 1 ? `seeds ${summary.seeds.join(", ")}` : `seed ${first.seed}`;
+    if (runs.length > 1) {
       for (const r of runs) writeJson(join(dir, `seed-${r.seed}`, "result.json"), r);
       writeJson(join(dir, "seeds.json"), summary);
       outputs.push({ summary, results: runs });
-      io.out(`\n${first.scenario} (${first.mode}, seeds ${summary.seeds.join(", ")}, ${first.durationS} s, ${summary.requests.join(" / ")} requests)\n`);
-      io.out(`${consoleTable(seedsTable(summary))}\n`);
-      if (hasClasses(summary)) io.out(`\nSLO goodput by class (share of each class's requests)\n${consoleTable(sloByClassTable(summary))}\n`);
     } else {
       writeJson(join(dir, "result.json"), first);
       outputs.push(first);
-      io.out(`\n${first.scenario} (${first.mode}, seed ${first.seed}, ${first.durationS} s, ${first.offered.requests} requests)\n`);
-      io.out(`${consoleTable(resultsTable(first))}\n`);
     }
+    io.out(`\n${first.scenario} (${first.mode}, ${seeds}, ${first.durationS} s, ${summary.requests.join(" / ")} requests)\n${consoleTable(resultsTable(runs))}\n`);
+    if (hasClasses(summary)) io.out(`\nSLO goodput by class (share of each class's requests)\n${consoleTable(sloByClassTable(summary))}\n`);
     printAdmission(runs, io);
     if (args.envoys) printEnvoys(runs, args.envoys, io);
     if (first.mode === "sim") onOff.push(...onOffRows(runs));
     io.out(`results: ${relative(process.cwd(), dir) || "."}/\n`);
     if (updateDocs) {
-      const names = publishCharts(resultName(first), charts, chartDir);
-      const rel = {
-        cdf: relative(projectRoot, join(chartDir, names.cdf)),
-        timeline: relative(projectRoot, join(chartDir, names.timeline)),
-        admission: names.admission && relative(projectRoot, join(chartDir, names.admission)),
-      };
+      const rel = publishCharts(resultName(first), charts, chartDir, projectRoot);
       const command = commandLine(argv);
       // With --all a block shared by the scenarios starts anew at its first write.
       const withRows = (block: RowsBlock, table: Table) => {
@@ -147,11 +140,10 @@ async function runScenarios(args: Args, argv: string[], io: Io): Promise<void> {
         rewritten.add(block.key);
       };
       if (first.mode === "live") {
-        withRows(liveBlock(first), liveTable(runs, summary, rel));
+        withRows(liveBlock(first), liveTable(runs, rel));
         if (showsAdmission(first)) withRows(liveAdmissionBlock(first), liveAdmissionTable(runs));
       } else {
-        const block = summary ? seedsBlock(summary, runs, rel, command) : scenarioBlock(first, rel, command);
-        doc = replaceBlock(doc, scenarioKey(first), block, `### ${first.scenario}`);
+        doc = replaceBlock(doc, scenarioKey(first), scenarioBlock(runs, rel, command), `### ${first.scenario}`);
       }
     }
   }
@@ -179,7 +171,6 @@ function printAdmission(runs: readonly ScenarioResult[], io: Io): void {
   const rows = onOffRows(runs);
   if (rows.length > 0) io.out(`\nours with admission against without\n${consoleTable(onOffTable(rows))}\n`);
 }
-
 
 async function runCapacity(args: Args, _argv: string[], io: Io): Promise<void> {
   const reports: CapacityReport[] = [];

@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
 import { projectRoot } from "../host/paths.js";
-import { baselineEnvoyConfig, type BaselinePool, type EnvoyLbPolicy } from "./baseline-envoy.js";
+import { baselineEnvoyConfig, connectionManagers, type BaselinePool, type Bootstrap, type EnvoyLbPolicy } from "./baseline-envoy.js";
 
 export const floorWasmPath = join(projectRoot, "build", "floor-filter.wasm");
 /** What the floor filter sets on every request it lets through. */
@@ -16,17 +16,6 @@ export const FLOOR_HEADER = "x-bench-floor";
 const FLOOR_ROOT_ID = "bench_floor";
 const FLOOR_VM_ID = "bench-floor";
 const WASM_HTTP_FILTER = "envoy.filters.http.wasm";
-
-interface Named {
-  name: string;
-  typed_config?: { config?: Record<string, unknown> };
-}
-
-type HttpFilters = { http_filters: Named[] };
-
-function connectionManagers(cfg: any): HttpFilters[] {
-  return cfg.static_resources.listeners.flatMap((l: any) => l.filter_chains.flatMap((c: any) => c.filters.map((f: any) => f.typed_config)));
-}
 
 /** Compiles assembly/floor-filter.ts with the product filter's runtime options (asconfig.json's "floor" target). */
 export function buildFloorFilter(): string {
@@ -38,10 +27,10 @@ export function buildFloorFilter(): string {
 }
 
 export function floorEnvoyConfig(gatewayYaml: string, pools: BaselinePool[], lbPolicy: EnvoyLbPolicy, wasmPath = floorWasmPath): string {
-  const gateway = connectionManagers(parse(gatewayYaml)).find((h) => h?.http_filters?.some((f) => f.name === WASM_HTTP_FILTER));
-  const index = gateway?.http_filters.findIndex((f) => f.name === WASM_HTTP_FILTER) ?? -1;
-  if (!gateway || index < 0) throw new Error(`floor Envoy: the rendered gateway config has no ${WASM_HTTP_FILTER} HTTP filter`);
-  const entry = gateway.http_filters[index];
+  const gateway = connectionManagers(parse(gatewayYaml) as Bootstrap).find((h) => h?.http_filters?.some((f) => f.name === WASM_HTTP_FILTER));
+  const index = gateway?.http_filters?.findIndex((f) => f.name === WASM_HTTP_FILTER) ?? -1;
+  if (!gateway?.http_filters || index < 0) throw new Error(`floor Envoy: the rendered gateway config has no ${WASM_HTTP_FILTER} HTTP filter`);
+  const entry = gateway.http_filters[index] as { name: string; typed_config?: { config?: Record<string, unknown> } };
   const config = entry.typed_config?.config as { vm_config?: Record<string, unknown> } | undefined;
   if (!config?.vm_config) throw new Error("floor Envoy: the gateway's Wasm filter has no vm_config");
 
@@ -58,9 +47,9 @@ export function floorEnvoyConfig(gatewayYaml: string, pools: BaselinePool[], lbP
       },
     },
   };
-  const cfg = parse(baselineEnvoyConfig(gatewayYaml, pools, lbPolicy));
-  const hcm = connectionManagers(cfg).find((h) => h?.http_filters?.length === gateway.http_filters.length - 1);
-  if (!hcm) throw new Error("floor Envoy: the baseline config lost the gateway's HTTP connection manager");
+  const cfg = parse(baselineEnvoyConfig(gatewayYaml, pools, lbPolicy)) as Bootstrap;
+  const hcm = connectionManagers(cfg).find((h) => h?.http_filters?.length === gateway.http_filters!.length - 1);
+  if (!hcm?.http_filters) throw new Error("floor Envoy: the baseline config lost the gateway's HTTP connection manager");
   hcm.http_filters.splice(index, 0, floorFilter);
   return stringify(cfg);
 }

@@ -8,7 +8,7 @@ import { join, relative } from "node:path";
 import { projectRoot } from "../host/paths.js";
 import type { Args } from "./cli.js";
 import { writeJson } from "./report/outputs.js";
-import { replicaLossTable, replicaRows, replicasMarkdown, replicaTable, type ReplicaRow } from "./report/replicas-table.js";
+import { replicaGridTable, replicaRows, replicasMarkdown, replicaTable, type ReplicaRow } from "./report/replicas-table.js";
 import { consoleTable } from "./report/table.js";
 import { commandLine, progressReporter, updateBlock, type Io } from "./run-io.js";
 import { loadScenario } from "./scenario.js";
@@ -43,9 +43,7 @@ export async function runReplicaBench(args: Args, argv: string[], io: Io): Promi
     const first = byCount.get(counts[0])![0];
     io.out(`\n${scenario.name} (sim, seeds ${mine[0].seeds.join(", ")}, ${first.durationS} s, replicas ${counts.join(", ")})\n${consoleTable(replicaTable(mine))}\n`);
   }
-  if (counts.includes(1) && counts.includes(LOSS_AT)) {
-    io.out(`\n${LOSS_AT} replicas against one\n${consoleTable(replicaLossTable(rows, LOSS_AT))}\n`);
-  }
+  io.out(`\nevery scenario: completed, p95 / p99 TTFT (change against one replica)\n${consoleTable(replicaGridTable(rows, LOSS_AT))}\n`);
   const sharing = args.shareIntervalMs !== undefined;
   const dir = join(args.outDir, sharing ? "replicas-shared" : "replicas");
   const markdown = replicasMarkdown(rows, { command: commandLine(argv), lossAt: LOSS_AT, durationS: args.durationS ?? 0, shareIntervalMs: args.shareIntervalMs });

@@ -175,7 +175,6 @@ const scenarioSchema = z.strictObject({
 
 export type LengthDist = z.output<typeof lengthDist>;
 export type Arrivals = z.output<typeof arrivals>;
-export type EngineOverrides = z.output<typeof engineOverrides>;
 
 /** A pod group's engine settings: what every simulated pod shares, its GPU's profile, then the scenario's and the group's overrides. */
 export function podEngineSettings(s: Pick<Scenario, "engine">, g: Scenario["fleet"][number]): Omit<EngineConfigInput, "model"> {
@@ -187,8 +186,6 @@ export function podEngine(s: Pick<Scenario, "engine">, g: Scenario["fleet"][numb
   return { ...podEngineSettings(s, g), model: g.model };
 }
 export type GatewayModel = z.output<typeof gatewayModel>;
-export type ModelSpec = z.output<typeof model>;
-export type PodGroup = z.output<typeof podGroup>;
 export type ClassMix = z.output<typeof classMix>;
 
 export type Scenario = Omit<z.output<typeof scenarioSchema>, "name"> & {
@@ -206,7 +203,6 @@ export class ScenarioError extends Error {
     this.name = "ScenarioError";
   }
 }
-
 
 /** The largest value a distribution can draw. */
 export function distMax(d: LengthDist): number {

@@ -52,21 +52,22 @@ export interface SeedsSummary {
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
-/** Mean and range; null if any value is missing. */
-export function spread(values: ReadonlyArray<number | null | undefined>): Spread | null {
+/** Mean and range, rounded to 3 decimals (a one-seed summary is not: it stands for the run); null if any value is missing. */
+export function spread(values: ReadonlyArray<number | null | undefined>, round = round3): Spread | null {
   if (values.length === 0 || values.some((v) => v === null || v === undefined)) return null;
   const xs = values as number[];
-  return { mean: round3(xs.reduce((s, x) => s + x, 0) / xs.length), min: round3(Math.min(...xs)), max: round3(Math.max(...xs)) };
+  return { mean: round(xs.reduce((s, x) => s + x, 0) / xs.length), min: round(Math.min(...xs)), max: round(Math.max(...xs)) };
 }
 
 function summarisePolicy(name: string, runs: readonly ScenarioResult[]): PolicySeeds {
   const mine = runs.map((r) => r.policies.find((p) => p.policy === name)!);
-  const of = (f: (p: PolicyResult) => number | null | undefined) => spread(mine.map(f));
+  const round = runs.length > 1 ? round3 : (x: number) => x;
+  const of = (f: (p: PolicyResult) => number | null | undefined) => spread(mine.map(f), round);
   const p50 = of((p) => p.ttftMs?.p50);
   const p95 = of((p) => p.ttftMs?.p95);
   const p99 = of((p) => p.ttftMs?.p99);
   const bases = runs.map((r) => r.policies.find((p) => p.policy === BASELINE));
-  const change = (f: (p: PolicyResult) => number | undefined) => spread(mine.map((p, i) => (bases[i] ? relativeChange(f(p), f(bases[i]!)) : null)));
+  const change = (f: (p: PolicyResult) => number | undefined) => spread(mine.map((p, i) => (bases[i] ? relativeChange(f(p), f(bases[i]!)) : null)), round);
   let vsBaseline: PolicySeeds["vsBaseline"] = null;
   if (name !== BASELINE) {
     const ttftP95 = change((p) => p.ttftMs?.p95);
@@ -75,13 +76,13 @@ function summarisePolicy(name: string, runs: readonly ScenarioResult[]): PolicyS
     if (ttftP95 && ttftP99 && requestsPerS) vsBaseline = { ttftP95, ttftP99, requestsPerS };
   }
   const podShare: Record<string, number> = {};
-  for (const pod of Object.keys(mine[0].podShare)) podShare[pod] = round3(mine.reduce((s, p) => s + p.podShare[pod], 0) / mine.length);
+  for (const pod of Object.keys(mine[0].podShare)) podShare[pod] = round(mine.reduce((s, p) => s + p.podShare[pod], 0) / mine.length);
   return {
     policy: name,
     ttftMs: p50 && p95 && p99 ? { p50, p95, p99 } : null,
     ttftP95BySeed: mine.map((p) => p.ttftMs?.p95 ?? null),
     e2eP95Ms: of((p) => p.e2eMs?.p95),
-    ttftSlo: sloSpreads(mine),
+    ttftSlo: sloSpreads(mine, round),
     completedShare: of((p) => p.completedShare)!,
     firstRefusedShare: of((p) => p.firstRefusedShare)!,
     requestsPerS: of((p) => p.throughput.requestsPerS)!,
@@ -96,9 +97,9 @@ function summarisePolicy(name: string, runs: readonly ScenarioResult[]): PolicyS
   };
 }
 
-function sloSpreads(mine: readonly PolicyResult[]): PolicySeeds["ttftSlo"] {
+function sloSpreads(mine: readonly PolicyResult[], round: (x: number) => number): PolicySeeds["ttftSlo"] {
   const at = (shares: (p: PolicyResult) => number[] | undefined) =>
-    SLO_TTFT_MS.map((_, i) => spread(mine.map((p) => shares(p)?.[i] ?? null)));
+    SLO_TTFT_MS.map((_, i) => spread(mine.map((p) => shares(p)?.[i] ?? null), round));
   const complete = (s: Array<Spread | null>): s is Spread[] => s.every((x) => x !== null);
   const all = at((p) => p.ttftSlo?.all);
   const byClass: PolicySeeds["ttftSlo"]["byClass"] = {};

@@ -3,14 +3,12 @@
 // every percentile, timed from its first arrival; one that failed counts at
 // the run's deadline (types.ts ttftFromArrival), so a policy cannot look
 // faster by refusing or dropping requests.
-import { admissionSummary } from "./admission.js";
+import { admissionSummary, type LoadStep } from "./admission.js";
 import { latencySummary, percentile, round3 } from "./percentiles.js";
 import {
   e2eFromArrival, e2eOf, errorReason, isTimeout, lastArrivalMs, PRIORITIES, SLO_TTFT_MS, ttftFromArrival,
-  type EngineTotals, type LoadStep, type PolicyResult, type RunRecord, type SloShares, type TimelinePoint,
+  type EngineTotals, type PolicyResult, type RunRecord, type SloShares, type TimelinePoint,
 } from "./types.js";
-
-export { latencySummary, percentile } from "./percentiles.js";
 
 /** `points` evenly spaced quantiles plus the extremes; enough for a chart, small in JSON. */
 export function cdf(values: readonly number[], points = 200): Array<[number, number]> {

@@ -1,7 +1,7 @@
 // The request record every mode keeps (the simulator, the live mode, the
-// soak, the failover bench), and the result types the reports read. Sim and
-// live runs summarise their records with bench/stats.ts, so their results
-// have the same shape.
+// soak, the failover bench), and the result types the reports read: sim and
+// live runs summarise their records alike (bench/stats.ts).
+import type { AdmissionSummary } from "./admission.js";
 
 export type Mode = "sim" | "live";
 
@@ -41,7 +41,7 @@ export interface Outcome {
   headersMs?: number;
   /** When the first token (streamed chunk, or whole answer) arrived. */
   firstTokenMs?: number;
-  /** When it ended: done, failed, or given up at the drain deadline. */
+  /** Done, failed, or given up at the drain deadline. */
   endMs?: number;
   /** The pod that answered (x-served-by; the simulator's pod name); null when the gateway answered itself. */
   servedBy: string | null;
@@ -59,10 +59,9 @@ export interface Outcome {
   firstRefusal?: { retryAfterS: number | null; retryArrivalsMs: number[] };
 }
 
-/** The one record of a request, in every mode: its plan and its outcome. */
 export type RequestRecord<P extends Planned = Planned> = P & Outcome;
 
-/** What the run summaries read: a simulated or live-mode request, with the class its client sent. */
+/** A simulated or live-mode request, with the class its client sent. */
 export type RunRecord = RequestRecord<Planned & { priority: Priority }>;
 
 export const isTimeout = (r: Outcome): boolean => r.error?.kind === "timeout";
@@ -95,7 +94,6 @@ export function ttftFromArrival(r: RequestRecord, deadlineMs: number): number {
   return r.error === undefined ? lastArrivalMs(r) - r.atMs + ttftOf(r) : deadlineMs - r.atMs;
 }
 
-/** The same for the whole answer. */
 export function e2eFromArrival(r: RequestRecord, deadlineMs: number): number {
   return r.error === undefined ? lastArrivalMs(r) - r.atMs + e2eOf(r) : deadlineMs - r.atMs;
 }
@@ -112,7 +110,6 @@ export function errorReason(e: RequestError): string {
   }
 }
 
-/** Engine counters summed over a fleet's pods. */
 export interface EngineTotals {
   adapterLoads: number;
   preemptions: number;
@@ -128,9 +125,8 @@ export interface LatencySummary {
 }
 
 export interface TimelinePoint {
-  /** Start of the arrival window, seconds. */
+  /** The window of first arrival: its start in s, and its requests. */
   t: number;
-  /** Requests that first arrived in the window. */
   n: number;
   p50: number;
   p95: number;
@@ -139,44 +135,34 @@ export interface TimelinePoint {
 export interface PolicyResult {
   policy: string;
   description: string;
-  /** requests = completed + timeouts + errors: every request offered. */
+  /** Every request offered: completed + timeouts + errors. */
   requests: number;
   completed: number;
-  /** completed / requests: the goodput share. */
   completedShare: number;
-  /** Requests whose first attempt was refused (429), over requests. */
+  /** Of the requests, those whose first attempt was refused (429). */
   firstRefusedShare: number;
   /** Unfinished at the drain deadline. */
   timeouts: number;
   /** Answered with an error (by the gateway or a pod, a final refusal included), or failed in the client. */
   errors: number;
   errorsByReason: Record<string, number>;
-  /**
-   * Over every request, from its first arrival (a Retry-After wait
-   * included); a request that failed (timeouts and errors) counts at the
-   * run's deadline. Null when there are no requests.
-   */
+  /** Every request from its first arrival (a Retry-After wait included), a failed one at the run's deadline; null without requests. */
   ttftMs: LatencySummary | null;
   e2eMs: LatencySummary | null;
   /** Completed requests and their output tokens over the makespan (first arrival to last completion, or the drain deadline if any timed out). */
   throughput: { requestsPerS: number; outputTokensPerS: number };
-  /** Requests sent to each pod, by pod name. */
+  /** Requests sent to each pod, and each pod's share of them, by pod name. */
   perPod: Record<string, number>;
-  /** Each pod's fraction of the requests sent to a pod, by pod name. */
   podShare: Record<string, number>;
   /** Cached prompt tokens / prompt tokens over completed requests. */
   prefixHitRate: number;
   /**
-   * The same share by the model servers' own counters over the run (every
-   * request, failed ones included): llama.cpp's prompt_tokens_cached_total
-   * over it plus prompt_tokens_total. Null where the pods are fakes.
+   * The same share by the model servers' own counters (every request, failed
+   * ones included): llama.cpp's prompt_tokens_cached_total over it plus
+   * prompt_tokens_total. Null where the pods are fakes.
    */
   serverCacheReuse: number | null;
-  /**
-   * Recompute preemptions and LoRA adapter loads summed over the engines, and
-   * the loads per 1000 requests; null where the engines' counters cannot be
-   * read (live mode).
-   */
+  /** Summed over the engines; null where their counters cannot be read (live mode). */
   preemptions: number | null;
   adapterLoads: number | null;
   adapterLoadsPer1k: number | null;
@@ -207,9 +193,9 @@ export interface ScenarioResult {
   durationS: number;
   offered: { requests: number; ratePerS: number; meanPromptTokens: number; meanOutputTokens: number };
   fleet: Array<{ pod: string; model: string; speed: number }>;
-  /** Set when the live pods were real model servers, not fakes. */
+  /** The live pods were real model servers. */
   pods?: "llamacpp";
-  /** Set when the run had several gateway replicas behind a front (bench/sim/replicas.ts); absent for one gateway. */
+  /** Several gateway replicas behind a front (bench/sim/replicas.ts). */
   replicas?: { count: number; front: "round-robin"; sharing: string };
   policies: PolicyResult[];
 }
@@ -218,9 +204,8 @@ export const LIVE_FLEETS = ["fake", "llamacpp"] as const;
 export type LiveFleetKind = (typeof LIVE_FLEETS)[number];
 
 export interface RunOptions {
-  /** Overrides the scenario's seed. */
+  /** Override the scenario's. */
   seed?: number;
-  /** Overrides the scenario's duration (seconds of arrivals). */
   durationS?: number;
   /** Policy names to run (default: all). */
   policies?: string[];
@@ -237,63 +222,4 @@ export interface RunOptions {
   fleet?: LiveFleetKind;
   /** Progress of one policy's run, fraction 0..1 of the arrival window. */
   onProgress?: (policy: string, fraction: number) => void;
-}
-
-/** A scenario's load step: base load first, then a higher rate for a while (times in s). */
-export interface LoadStep {
-  baseEndS: number;
-  stepStartS: number;
-  stepEndS: number;
-}
-
-export interface ClassCounts {
-  requests: number;
-  /** First attempts answered 429. */
-  refused: number;
-  /** Refused requests sent again after their Retry-After. */
-  retried: number;
-  /** Retries admitted and completed. */
-  retriedCompleted: number;
-  /** Refused for good: on the retry too, or with no Retry-After to obey. */
-  finalRefused: number;
-}
-
-export interface StepSummary extends LoadStep {
-  /** p95 TTFT (from first arrival, failures at the deadline) of the requests that arrived at base load (before the step). */
-  baseP95Ms: number | null;
-  /** The highest p95 of a window that starts within the step, and its ratio to the base's. */
-  stepPeakP95Ms: number | null;
-  stepPeakRatio: number | null;
-  /**
-   * How long after the step's end the first window whose p95 is back within
-   * RECOVERED_WITHIN of the base's starts (0: the first window after the
-   * step already is); null if none is.
-   */
-  recoveryS: number | null;
-  /** 429s (every attempt) before the step, during it, and after its end. */
-  refusalsBefore: number;
-  refusalsDuring: number;
-  refusalsAfter: number;
-  /** Of those after the step, the first attempts' (the rest are retries of earlier refusals). */
-  refusalsAfterFirstAttempts: number;
-}
-
-export interface AdmissionSummary {
-  byClass: Record<Priority, ClassCounts>;
-  total: ClassCounts;
-  /** retriedCompleted / retried; null without retries. */
-  retrySuccess: number | null;
-  /** Critical refusals (any attempt) in a 1-s window (of the run's clock) in which some Sheddable attempt was admitted. */
-  criticalWhileSheddable: number;
-  /** The Retry-After values given to first attempts, in seconds. */
-  retryAfterS: { min: number; p50: number; max: number } | null;
-  /** Retried requests that completed: TTFT from the retry, and from the first attempt (what their user waited). */
-  retriedTtftMs: { fromRetry: LatencySummary; fromFirstAttempt: LatencySummary } | null;
-  /** TTFT per class, as PolicyResult.ttftMs counts it. */
-  ttftByClass: Record<Priority, LatencySummary | null>;
-  /** p95 TTFT per WINDOW_S window of first arrival, as PolicyResult.ttftMs counts it. */
-  windows: Array<{ t: number; n: number; p95: number }>;
-  /** 429s per second (every attempt), the seconds that had any. */
-  refusalsPerS: Array<{ t: number; n: number }>;
-  step: StepSummary | null;
 }

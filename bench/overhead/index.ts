@@ -12,18 +12,16 @@ import { filterWasmPath, packageVersion } from "../../host/paths.js";
 import { baselineEnvoyConfig } from "../baseline-envoy.js";
 import { buildFloorFilter, floorEnvoyConfig } from "../floor-envoy.js";
 import { countPerRequest } from "./counts.js";
-import { runLoad, type LoadTarget } from "./load.js";
+import { runLoad, type LoadTarget, type RunResult } from "./load.js";
 import { timeNativeDecisions } from "./native.js";
 import { FILTER_HOT_PATH } from "./report.js";
-import { compareModes, MODE_LABELS, MODES, streamingCost, Tally, type Mode, type OverheadCell, type OverheadReport, type ResponseKind, type RunStats } from "./tally.js";
+import { MODE_LABELS, MODES, runStats, type Mode, type OverheadCell, type OverheadReport, type ResponseKind, type RunStats } from "./tally.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 import { BENCH_POOL, CHAT_PATH, chatBody, MIN_CHAT_BODY_BYTES, STREAM_CHUNKS } from "./workload.js";
 
 export interface OverheadOptions {
   /** Measured seconds per mode (ours / floor / no filter) and measurement; default 5. */
   durationS?: number;
-  /** Connections for the saturation measurement; default 16. */
-  connections?: number;
   /** Request body sizes in bytes; default 4 KiB and 64 KiB. */
   bodySizes?: number[];
   /** Endpoints in the snapshot (and upstream ports); default 8, 64, 1000. */
@@ -37,6 +35,7 @@ export interface OverheadOptions {
 const COMMAND = "npm run bench -- --overhead";
 // One connection, closed loop: each request crosses an otherwise idle proxy.
 const LATENCY_CONNECTIONS = 1;
+const SATURATION_CONNECTIONS = 16;
 // On two cores, one Envoy worker leaves the other core to autocannon and the upstream.
 const ENVOY_CONCURRENCY = 1;
 // A-B-C-C-B-A: a linear drift over a measurement weighs on every mode alike.
@@ -77,7 +76,6 @@ interface Bench {
   durationS: number;
   startupWarmupS: number;
   warmupS: number;
-  connections: number;
   progress: (line: string) => void;
 }
 
@@ -87,14 +85,16 @@ async function measureCell(b: Bench, bodyBytes: number, response: ResponseKind):
   const label = `${bodyBytes} B × ${endpoints} endpoints${response === "sse" ? `, SSE answer of ${STREAM_CHUNKS} chunks` : ""}`;
 
   const measure = async (what: string, connections: number): Promise<Record<Mode, RunStats>> => {
-    const tallies = Object.fromEntries(MODES.map((m) => [m, new Tally(endpoints)])) as Record<Mode, Tally>;
+    const runs = Object.fromEntries(MODES.map((m) => [m, [] as RunResult[]])) as Record<Mode, RunResult[]>;
+    const hits = Object.fromEntries(MODES.map((m) => [m, new Array<number>(endpoints).fill(0)])) as Record<Mode, number[]>;
     const segmentS = b.durationS / ORDER.filter((m) => m === "with").length;
     for (const mode of ORDER) {
       const target = b.targets[mode];
       await runLoad(target, { body, connections, durationS: b.warmupS });
       await b.upstream.take(); // forget the warm-up's hits
       const run = await runLoad(target, { body, connections, durationS: segmentS });
-      tallies[mode].add(run, await b.upstream.take());
+      runs[mode].push(run);
+      (await b.upstream.take()).forEach((h, i) => (hits[mode][i] += h));
       const sorted = [...run.latenciesMs].sort((x, y) => x - y);
       b.progress(
         `${label}, ${what} (${connections} conn), ${MODE_LABELS[mode]}: ` +
@@ -102,13 +102,13 @@ async function measureCell(b: Bench, bodyBytes: number, response: ResponseKind):
           `${run.non2xx} non-2xx, ${run.errors} errors`,
       );
     }
-    return Object.fromEntries(MODES.map((m) => [m, tallies[m].summary(connections)])) as Record<Mode, RunStats>;
+    return Object.fromEntries(MODES.map((m) => [m, runStats(connections, runs[m], hits[m])])) as Record<Mode, RunStats>;
   };
 
   const latency = await measure("latency", LATENCY_CONNECTIONS);
-  const saturation = await measure("saturation", b.connections);
+  const saturation = await measure("saturation", SATURATION_CONNECTIONS);
   const stats = (m: Mode) => ({ latency: latency[m], saturation: saturation[m] });
-  return compareModes(bodyBytes, endpoints, response, stats("with"), stats("floor"), stats("without"));
+  return { bodyBytes, endpoints, response, withFilter: stats("with"), floorFilter: stats("floor"), withoutFilter: stats("without") };
 }
 
 async function measureEndpointCount(
@@ -161,7 +161,7 @@ async function measureEndpointCount(
     // until then every mode shows millisecond outliers that have nothing to do with the filter.
     for (const mode of MODES) {
       progress(`${endpoints} endpoints: ${settings.startupWarmupS} s start-up warm-up, ${MODE_LABELS[mode]}`);
-      await runLoad(targets[mode], { body: probe, connections: settings.connections, durationS: settings.startupWarmupS });
+      await runLoad(targets[mode], { body: probe, connections: SATURATION_CONNECTIONS, durationS: settings.startupWarmupS });
     }
 
     const bench = { ...settings, upstream, targets };
@@ -179,7 +179,6 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
   const progress = opts.onProgress ?? ((line: string) => process.stderr.write(`[overhead] ${line}\n`));
   const durationS = opts.durationS ?? 5;
   if (!(durationS > 0 && durationS <= 3600)) throw new Error(`durationS must be in (0, 3600], got ${durationS}`);
-  const [connections] = checkList("connections", [opts.connections ?? 16], 1, 10_000);
   const bodySizes = checkList("bodySizes", opts.bodySizes ?? [4 * 1024, 64 * 1024], MIN_CHAT_BODY_BYTES, 64 * 1024 * 1024);
   const endpointCounts = checkList("endpointCounts", opts.endpointCounts ?? [8, 64, 1000], 1, MAX_ENDPOINTS);
   const streamedAt = opts.streamedAt ?? (endpointCounts.includes(64) ? 64 : endpointCounts[0]);
@@ -201,7 +200,7 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
   );
   const cells: OverheadCell[] = [];
   for (const endpoints of endpointCounts) {
-    const settings = { durationS, startupWarmupS, warmupS, connections, progress };
+    const settings = { durationS, startupWarmupS, warmupS, progress };
     cells.push(...(await measureEndpointCount(endpoints, bodySizes, endpoints === streamedAt, settings, envoyBin, floorWasm)));
   }
   const native = await timeNativeDecisions(bodySizes, endpointCounts, progress);
@@ -226,7 +225,7 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
       warmupS,
       order: ORDER,
       latencyConnections: LATENCY_CONNECTIONS,
-      saturationConnections: connections,
+      saturationConnections: SATURATION_CONNECTIONS,
       envoyConcurrency: ENVOY_CONCURRENCY,
       loadGenerator: `autocannon ${packageVersion("autocannon")}`,
       bodySizes,
@@ -235,7 +234,6 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
       streamChunks: STREAM_CHUNKS,
     },
     cells,
-    streaming: streamingCost(cells, STREAM_CHUNKS),
     native,
     counts,
     filterHotPath: FILTER_HOT_PATH,

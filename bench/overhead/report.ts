@@ -2,7 +2,7 @@
 // and the facts about the filter's hot path it closes with.
 import { countsMarkdown } from "./counts.js";
 import type { NativeTiming } from "./native.js";
-import { MODE_LABELS, type OverheadCell, type OverheadReport, type RunStats } from "./tally.js";
+import { MODE_LABELS, type ModeStats, type OverheadCell, type OverheadReport, type RunStats } from "./tally.js";
 import { CHAT_PATH } from "./workload.js";
 import { markdownTable, tableOf, type Column } from "../report/table.js";
 
@@ -56,6 +56,18 @@ function failures(cells: OverheadCell[]): string[] {
 
 const added = (v: number | null) => (v === null ? "n/a" : signed(v, 1));
 
+/** The three Envoys of a cell, by the names the tables give them. */
+type Envoy = "plain" | "floor" | "ours";
+const envoy = (c: OverheadCell, e: Envoy): ModeStats => (e === "plain" ? c.withoutFilter : e === "floor" ? c.floorFilter : c.withFilter);
+const latency = (c: OverheadCell, e: Envoy) => envoy(c, e).latency.latencyMs;
+const saturation = (c: OverheadCell, e: Envoy) => envoy(c, e).saturation;
+const rateRatio = (c: OverheadCell, a: Envoy, b: Envoy) => (saturation(c, a).requestsPerS / saturation(c, b).requestsPerS).toFixed(2);
+/** Envoy CPU per request at saturation, `a`'s over `b`'s. */
+function addedCpuUs(c: OverheadCell, a: Envoy, b: Envoy): number | null {
+  const [x, y] = [saturation(c, a).cpu.envoyUs, saturation(c, b).cpu.envoyUs];
+  return x === null || y === null ? null : x - y;
+}
+
 /** The columns that say which cell a row is. */
 const CELL_COLUMNS: Column<OverheadCell>[] = [
   ["Body", false, (c) => kib(c.bodyBytes)],
@@ -81,38 +93,36 @@ export function overheadMarkdown(r: OverheadReport): string {
   );
 
   lines.push(`### Added latency (${s.latencyConnections} connection, closed loop)`, "");
-  const latency = (c: OverheadCell) => ({ plain: c.withoutFilter.latency.latencyMs, floor: c.floorFilter.latency.latencyMs, ours: c.withFilter.latency.latencyMs });
   lines.push(markdownTable(tableOf<OverheadCell>([
     ...CELL_COLUMNS,
-    ["p50 plain (ms)", true, (c) => ms(latency(c).plain.p50)],
-    ["p50 floor", true, (c) => ms(latency(c).floor.p50)],
-    ["p50 ours", true, (c) => ms(latency(c).ours.p50)],
-    ["ours − plain", true, (c) => signed(c.addedLatencyMs.p50, 3)],
-    ["ours − floor", true, (c) => signed(c.addedLatencyOverFloorMs.p50, 3)],
-    ["p99 plain", true, (c) => ms(latency(c).plain.p99)],
-    ["p99 floor", true, (c) => ms(latency(c).floor.p99)],
-    ["p99 ours", true, (c) => ms(latency(c).ours.p99)],
+    ["p50 plain (ms)", true, (c) => ms(latency(c, "plain").p50)],
+    ["p50 floor", true, (c) => ms(latency(c, "floor").p50)],
+    ["p50 ours", true, (c) => ms(latency(c, "ours").p50)],
+    ["ours − plain", true, (c) => signed(latency(c, "ours").p50 - latency(c, "plain").p50, 3)],
+    ["ours − floor", true, (c) => signed(latency(c, "ours").p50 - latency(c, "floor").p50, 3)],
+    ["p99 plain", true, (c) => ms(latency(c, "plain").p99)],
+    ["p99 floor", true, (c) => ms(latency(c, "floor").p99)],
+    ["p99 ours", true, (c) => ms(latency(c, "ours").p99)],
   ], r.cells)), "");
 
   lines.push(`### Throughput and Envoy CPU at saturation (${s.saturationConnections} connections)`, "");
   const cores = (v: number | null) => (v === null ? "n/a" : v.toFixed(2));
   const envoyCores = (run: RunStats) => (run.cpu.envoyUs === null ? null : (run.cpu.envoyUs * run.requestsPerS) / 1e6);
-  const saturation = (c: OverheadCell) => ({ plain: c.withoutFilter.saturation, floor: c.floorFilter.saturation, ours: c.withFilter.saturation });
   lines.push(markdownTable(tableOf<OverheadCell>([
     ...CELL_COLUMNS,
-    ["req/s plain", true, (c) => saturation(c).plain.requestsPerS.toFixed(0)],
-    ["floor", true, (c) => saturation(c).floor.requestsPerS.toFixed(0)],
-    ["ours", true, (c) => saturation(c).ours.requestsPerS.toFixed(0)],
-    ["floor/plain", true, (c) => c.floorThroughputRatio.toFixed(2)],
-    ["ours/plain", true, (c) => c.throughputRatio.toFixed(2)],
-    ["ours/floor", true, (c) => c.throughputRatioToFloor.toFixed(2)],
-    ["Envoy CPU µs/req plain", true, (c) => us(saturation(c).plain.cpu.envoyUs)],
-    ["floor", true, (c) => us(saturation(c).floor.cpu.envoyUs)],
-    ["ours", true, (c) => us(saturation(c).ours.cpu.envoyUs)],
-    ["ours over plain", true, (c) => added(c.addedEnvoyCpuUsPerRequest)],
-    ["ours over floor", true, (c) => added(c.addedEnvoyCpuUsOverFloor)],
-    ["Envoy cores busy (plain / floor / ours)", true, (c) => [saturation(c).plain, saturation(c).floor, saturation(c).ours].map((run) => cores(envoyCores(run))).join(" / ")],
-    ["ports hit by ours (min–max req/port)", true, (c) => { const sp = saturation(c).ours.spread; return `${sp.endpointsHit}/${sp.endpoints} (${sp.minHits}–${sp.maxHits})`; }],
+    ["req/s plain", true, (c) => saturation(c, "plain").requestsPerS.toFixed(0)],
+    ["floor", true, (c) => saturation(c, "floor").requestsPerS.toFixed(0)],
+    ["ours", true, (c) => saturation(c, "ours").requestsPerS.toFixed(0)],
+    ["floor/plain", true, (c) => rateRatio(c, "floor", "plain")],
+    ["ours/plain", true, (c) => rateRatio(c, "ours", "plain")],
+    ["ours/floor", true, (c) => rateRatio(c, "ours", "floor")],
+    ["Envoy CPU µs/req plain", true, (c) => us(saturation(c, "plain").cpu.envoyUs)],
+    ["floor", true, (c) => us(saturation(c, "floor").cpu.envoyUs)],
+    ["ours", true, (c) => us(saturation(c, "ours").cpu.envoyUs)],
+    ["ours over plain", true, (c) => added(addedCpuUs(c, "ours", "plain"))],
+    ["ours over floor", true, (c) => added(addedCpuUs(c, "ours", "floor"))],
+    ["Envoy cores busy (plain / floor / ours)", true, (c) => (["plain", "floor", "ours"] as const).map((e) => cores(envoyCores(saturation(c, e)))).join(" / ")],
+    ["ports hit by ours (min–max req/port)", true, (c) => { const sp = saturation(c, "ours").spread; return `${sp.endpointsHit}/${sp.endpoints} (${sp.minHits}–${sp.maxHits})`; }],
   ], r.cells)));
   lines.push(
     "",
@@ -122,16 +132,18 @@ export function overheadMarkdown(r: OverheadReport): string {
     "",
   );
 
-  if (r.streaming) {
-    const st = r.streaming;
-    const ratio = (v: number | null) => (v === null ? "n/a" : `${v.toFixed(2)}×`);
-    lines.push(`### Streaming (${kib(st.bodyBytes)} body, ${st.endpoints} endpoints, ${st.chunks}-chunk SSE answer)`, "");
-    const rows = [["ours over plain", st.overPlain], ["ours over floor", st.overFloor]] as const;
+  // The streamed cell against the JSON cell of the same endpoint count and body.
+  const sse = r.cells.find((c) => c.response === "sse");
+  const json = sse && r.cells.find((c) => c.response === "json" && c.endpoints === sse.endpoints && c.bodyBytes === sse.bodyBytes);
+  if (sse && json) {
+    const ratio = (a: number | null, b: number | null) => (a === null || b === null || b <= 0 ? "n/a" : `${(a / b).toFixed(2)}×`);
+    lines.push(`### Streaming (${kib(sse.bodyBytes)} body, ${sse.endpoints} endpoints, ${s.streamChunks}-chunk SSE answer)`, "");
+    const rows = [["ours over plain", "plain"], ["ours over floor", "floor"]] as const;
     lines.push(markdownTable(tableOf<(typeof rows)[number]>([
       ["Added Envoy CPU per response", false, ([label]) => label],
-      ["JSON answer (µs)", true, ([, v]) => added(v.jsonUs)],
-      ["SSE answer (µs)", true, ([, v]) => added(v.sseUs)],
-      ["SSE / JSON", true, ([, v]) => ratio(v.ratio)],
+      ["JSON answer (µs)", true, ([, e]) => added(addedCpuUs(json, "ours", e))],
+      ["SSE answer (µs)", true, ([, e]) => added(addedCpuUs(sse, "ours", e))],
+      ["SSE / JSON", true, ([, e]) => ratio(addedCpuUs(sse, "ours", e), addedCpuUs(json, "ours", e))],
     ], rows)));
     lines.push(
       "",

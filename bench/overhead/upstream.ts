@@ -1,9 +1,5 @@
-// Parent side of upstream-main.ts: forks it from dist/ (so it runs the same
-// way under vitest and from the CLI) and speaks its IPC messages.
-import { fork } from "node:child_process";
-import { existsSync } from "node:fs";
-import { join } from "node:path";
-import { projectRoot } from "../../host/paths.js";
+// Parent side of upstream-main.ts: the child process and its IPC messages.
+import { forkChild } from "../child.js";
 
 export type ParentMessage = { type: "take" } | { type: "stop" };
 export type ChildMessage =
@@ -21,66 +17,21 @@ export interface Upstream {
   stop(): Promise<void>;
 }
 
-const entry = join(projectRoot, "dist", "bench", "overhead", "upstream-main.js");
-const READY_TIMEOUT_MS = 20_000;
-const STOP_GRACE_MS = 3_000;
+const ANSWER_TIMEOUT_MS = 20_000;
 
 export async function startUpstream(endpoints: number): Promise<Upstream> {
-  if (!existsSync(entry)) throw new Error(`${entry} is missing: run "npm run build:host" first`);
-  // No inherited execArgv: the parent's flags (--input-type, vitest's loaders) are not meant for it.
-  const child = fork(entry, [String(endpoints)], { execArgv: [], stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  const waiting: Array<{ resolve: (hits: number[]) => void; reject: (err: Error) => void }> = [];
-  let gone = false;
-  const exited = new Promise<void>((resolve) =>
-    child.once("exit", (code, signal) => {
-      gone = true;
-      for (const w of waiting.splice(0)) w.reject(new Error(`upstream child exited (${signal ?? code})`));
-      resolve();
-    }),
-  );
-
-  let onReady: ((msg: Extract<ChildMessage, { type: "ready" }>) => void) | undefined;
-  child.on("message", (msg: ChildMessage) => {
-    if (msg.type === "ready") onReady?.(msg);
-    else waiting.shift()?.resolve(msg.hits);
-  });
-
-  const stop = async () => {
-    if (gone) return;
-    if (child.connected) child.send({ type: "stop" } satisfies ParentMessage);
-    const timer = setTimeout(() => child.kill("SIGKILL"), STOP_GRACE_MS);
-    await exited;
-    clearTimeout(timer);
-  };
-
-  let ready: Extract<ChildMessage, { type: "ready" }>;
+  const child = forkChild<ParentMessage, ChildMessage>("upstream child", "overhead/upstream-main.js", [String(endpoints)], ANSWER_TIMEOUT_MS);
   try {
-    ready = await new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error("upstream child did not start in time")), READY_TIMEOUT_MS);
-      onReady = (msg) => {
-        clearTimeout(timer);
-        resolve(msg);
-      };
-      void exited.then(() => {
-        clearTimeout(timer);
-        reject(new Error(`upstream child exited during startup (code ${child.exitCode})`));
-      });
-    });
+    const ready = await child.ask(null, "ready");
+    return {
+      pid: child.pid,
+      addresses: ready.addresses,
+      grpcPort: ready.grpcPort,
+      take: async () => (await child.ask({ type: "take" }, "hits")).hits,
+      stop: child.stop,
+    };
   } catch (err) {
-    await stop();
+    await child.stop();
     throw err;
   }
-
-  return {
-    pid: child.pid!,
-    addresses: ready.addresses,
-    grpcPort: ready.grpcPort,
-    take: () =>
-      new Promise<number[]>((resolve, reject) => {
-        if (gone || !child.connected) return reject(new Error("upstream child is not running"));
-        waiting.push({ resolve, reject });
-        child.send({ type: "take" } satisfies ParentMessage);
-      }),
-    stop,
-  };
 }

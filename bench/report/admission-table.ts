@@ -4,7 +4,7 @@
 // and ours with against without admission. With several seeds a cell lists
 // each seed's value, "a / b / c", as the p95-by-seed column does.
 import { RECOVERED_WITHIN, WINDOW_S } from "../admission.js";
-import type { AdmissionSummary } from "../types.js";
+import type { AdmissionSummary } from "../admission.js";
 import { BASELINE } from "../policies/index.js";
 import { formatChange, relativeChange } from "../stats.js";
 import { PRIORITIES, type PolicyResult, type ScenarioResult } from "../types.js";
@@ -131,14 +131,6 @@ export function stepWindowsTable(r: ScenarioResult): Table | null {
   return tableOf(columns, rows);
 }
 
-/** Our policies that have an admission-off twin in the run: [with, without]. */
-export function admissionPairs(r: ScenarioResult): Array<[string, string]> {
-  const names = new Set(r.policies.map((p) => p.policy));
-  return r.policies
-    .filter((p) => p.policy.startsWith("ours:") && !p.policy.endsWith(NO_ADMISSION) && names.has(p.policy + NO_ADMISSION))
-    .map((p) => [p.policy, p.policy + NO_ADMISSION]);
-}
-
 /** One scenario's row of the with/without comparison: each seed's value per cell. */
 export interface OnOffRow {
   scenario: string;
@@ -152,8 +144,12 @@ export interface OnOffRow {
   requestsPerS: Array<number | null>;
 }
 
+/** A row for each of our policies that has an admission-off twin in the runs. */
 export function onOffRows(runs: readonly ScenarioResult[]): OnOffRow[] {
-  return admissionPairs(runs[0]).map(([on, off]) => {
+  const names = new Set(runs[0].policies.map((p) => p.policy));
+  const ours = [...names].filter((n) => n.startsWith("ours:") && !n.endsWith(NO_ADMISSION) && names.has(n + NO_ADMISSION));
+  return ours.map((on) => {
+    const off = on + NO_ADMISSION;
     const pairs = runs.map((r) => [r.policies.find((p) => p.policy === on)!, r.policies.find((p) => p.policy === off)!] as const);
     const change = (f: (p: PolicyResult) => number | undefined) => pairs.map(([a, b]) => relativeChange(f(a), f(b)));
     return {

@@ -2,13 +2,13 @@
 // naming the run and its command, the charts, the tables; and the live runs'
 // rows of the one table they share. How to read the tables is said once, at
 // the top of BENCHMARKS.md and in docs/benchmarks.md, not in every block.
-import type { SeedsSummary } from "../seeds.js";
+import { summariseSeeds } from "../seeds.js";
 import type { ScenarioResult } from "../types.js";
 import { admissionTable, NO_ADMISSION, showsAdmission } from "./admission-table.js";
 import type { ChartPaths } from "./outputs.js";
 import type { RowsBlock } from "./rows-block.js";
-import { hasClasses, seedsTable, sloByClassTable, sloClasses } from "./seeds-table.js";
-import { markdownTable, resultsTable, type Table } from "./table.js";
+import { hasClasses, resultsTable, sloByClassTable, sloClasses } from "./results-table.js";
+import { markdownTable, type Table } from "./table.js";
 
 // The bench's commands import the block writers from here.
 export { replaceBlock } from "./block.js";
@@ -65,8 +65,8 @@ function chartLinks(charts: ChartPaths): string {
 }
 
 /** A live run's rows: the results (mean and range over several seeds), the charts linked. */
-export function liveTable(runs: readonly ScenarioResult[], summary: SeedsSummary | undefined, charts: ChartPaths): Table {
-  return scenarioRows(mergeTwins(summary ? seedsTable(summary) : resultsTable(runs[0])), runs, charts);
+export function liveTable(runs: readonly ScenarioResult[], charts: ChartPaths): Table {
+  return scenarioRows(mergeTwins(resultsTable(runs)), runs, charts);
 }
 
 /** A live run's admission rows; none where no policy refused a request. */
@@ -135,17 +135,11 @@ function admissionParts(runs: readonly ScenarioResult[]): { note: string; lines:
   return { note: "", lines: ["", caption, "", markdownTable(admissionTable(runs))] };
 }
 
-/** One seed's block: the head line, the charts, the results table. */
-export function scenarioBlock(r: ScenarioResult, charts: ChartPaths, command: string): string {
-  const admission = admissionParts([r]);
-  return [headLine([r], command, admission.note), chartLine(r, charts), "", markdownTable(mergeTwins(resultsTable(r))), ...admission.lines].join("\n");
-}
-
-/** Several seeds' block: the summary table (mean and range over the seeds), goodput by class where there are classes, admission. */
-export function seedsBlock(summary: SeedsSummary, runs: readonly ScenarioResult[], charts: ChartPaths, command: string): string {
-  const first = runs[0];
+/** A simulated scenario's block, for one seed or several: the head line, the charts, the results table, goodput by class where there are classes, admission. */
+export function scenarioBlock(runs: readonly ScenarioResult[], charts: ChartPaths, command: string): string {
+  const summary = summariseSeeds(runs);
   const admission = admissionParts(runs);
   const classes = sloClasses(summary).map((c) => c[0].toUpperCase() + c.slice(1));
   const byClass = hasClasses(summary) ? ["", `SLO goodput by class, ${classes.join(" / ")} (of each class's own requests; mean over the seeds):`, "", markdownTable(sloByClassTable(summary))] : [];
-  return [headLine(runs, command, admission.note), chartLine(first, charts), "", markdownTable(mergeTwins(seedsTable(summary))), ...byClass, ...admission.lines].join("\n");
+  return [headLine(runs, command, admission.note), chartLine(runs[0], charts), "", markdownTable(mergeTwins(resultsTable(runs))), ...byClass, ...admission.lines].join("\n");
 }

@@ -44,42 +44,34 @@ function policyColor(r: ScenarioResult) {
   };
 }
 
-/** Fraction of completed requests with TTFT at or below x, one line per policy; log x. */
-export function ttftCdfChart(r: ScenarioResult): Promise<string> {
-  const values = r.policies.flatMap((p) => p.ttftCdf.filter(([ms]) => ms > 0).map(([ms, q]) => ({ policy: p.policy, ms, q })));
+/** One line per policy through `values`: the chart's title after the scenario's name, the run's subtitle (and `more`). */
+function lineChart(r: ScenarioResult, title: string, more: string, values: object[], mark: object, x: object, y: object): Promise<string> {
   return render({
     $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-    title: { text: `${r.scenario}: TTFT distribution`, subtitle: subtitle(r) },
+    title: { text: `${r.scenario}: ${title}`, subtitle: `${subtitle(r)}${more}` },
     width: WIDTH,
     height: HEIGHT,
     background: "white",
     data: { values },
-    mark: { type: "line", interpolate: "step-after", strokeWidth: 1.6 },
-    encoding: {
-      x: { field: "ms", type: "quantitative", scale: { type: "log" }, title: "time to first token (ms, log scale)" },
-      y: { field: "q", type: "quantitative", title: "fraction of requests", scale: { domain: [0, 1] } },
-      color: policyColor(r),
-    },
-  });
+    mark,
+    encoding: { x, y, color: policyColor(r) },
+  } as TopLevelSpec);
+}
+
+/** Fraction of completed requests with TTFT at or below x, one line per policy; log x. */
+export function ttftCdfChart(r: ScenarioResult): Promise<string> {
+  const values = r.policies.flatMap((p) => p.ttftCdf.filter(([ms]) => ms > 0).map(([ms, q]) => ({ policy: p.policy, ms, q })));
+  return lineChart(r, "TTFT distribution", "", values, { type: "line", interpolate: "step-after", strokeWidth: 1.6 },
+    { field: "ms", type: "quantitative", scale: { type: "log" }, title: "time to first token (ms, log scale)" },
+    { field: "q", type: "quantitative", title: "fraction of requests", scale: { domain: [0, 1] } });
 }
 
 /** p95 TTFT per arrival window, one line per policy; log y. */
 export function ttftTimelineChart(r: ScenarioResult): Promise<string> {
   const values = r.policies.flatMap((p) => p.ttftTimeline.filter((w) => w.p95 > 0).map((w) => ({ policy: p.policy, t: w.t, p95: w.p95 })));
-  return render({
-    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-    title: { text: `${r.scenario}: p95 TTFT over time`, subtitle: `${subtitle(r)}; by arrival window` },
-    width: WIDTH,
-    height: HEIGHT,
-    background: "white",
-    data: { values },
-    mark: { type: "line", strokeWidth: 1.4 },
-    encoding: {
-      x: { field: "t", type: "quantitative", title: "arrival time (s)" },
-      y: { field: "p95", type: "quantitative", scale: { type: "log" }, title: "p95 time to first token (ms, log scale)" },
-      color: policyColor(r),
-    },
-  });
+  return lineChart(r, "p95 TTFT over time", "; by arrival window", values, { type: "line", strokeWidth: 1.4 },
+    { field: "t", type: "quantitative", title: "arrival time (s)" },
+    { field: "p95", type: "quantitative", scale: { type: "log" }, title: "p95 time to first token (ms, log scale)" });
 }
 
 /** Policies the admission chart compares: ours (with and without admission), the baseline and the yardstick. */

@@ -1,7 +1,7 @@
 // Files of a scenario run: JSON results and the charts (two, and a third for
 // runs with classes or refusals).
 import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import type { ScenarioResult } from "../types.js";
 import { showsAdmission } from "./admission-table.js";
 import { admissionTimelineChart, ttftCdfChart, ttftTimelineChart } from "./charts.js";
@@ -34,13 +34,15 @@ export async function writeCharts(result: ScenarioResult, dir: string): Promise<
   return paths;
 }
 
-/** Committed copies, named `<scenario>-ttft-cdf.svg`; returns their file names. */
-export function publishCharts(scenario: string, charts: ChartPaths, chartDir: string): ChartPaths {
+/** Committed copies in `chartDir`, named `<scenario>-ttft-cdf.svg`; returns their paths relative to `root`. */
+export function publishCharts(scenario: string, charts: ChartPaths, chartDir: string, root: string): ChartPaths {
   mkdirSync(chartDir, { recursive: true });
-  const names: ChartPaths = { cdf: `${scenario}-${CHART_FILES.cdf}`, timeline: `${scenario}-${CHART_FILES.timeline}` };
-  if (charts.admission) names.admission = `${scenario}-${CHART_FILES.admission}`;
+  const published = {} as ChartPaths;
   for (const key of ["cdf", "timeline", "admission"] as const) {
-    if (charts[key] && names[key]) copyFileSync(charts[key], join(chartDir, names[key]));
+    if (!charts[key]) continue;
+    const path = join(chartDir, `${scenario}-${CHART_FILES[key]}`);
+    copyFileSync(charts[key], path);
+    published[key] = relative(root, path);
   }
-  return names;
+  return published;
 }

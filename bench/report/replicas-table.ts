@@ -1,12 +1,12 @@
-// The gateway-replica tables. On the console: per scenario and policy, TTFT
-// p50/p95/p99 and the goodput for each replica count (mean over the seeds,
-// range in brackets) with the loss against one gateway, and over every
-// scenario the loss at one replica count against the target. In
-// BENCHMARKS.md: one table over every scenario, a column per replica count.
+// The gateway-replica tables: per scenario and policy, TTFT p50/p95/p99 and
+// the goodput for each replica count (mean over the seeds, range in
+// brackets) with the loss against one gateway, on the console; and one table
+// over every scenario, a column per replica count, on the console and in
+// BENCHMARKS.md.
 import { spread, type Spread } from "../seeds.js";
 import { formatChange, relativeChange } from "../stats.js";
 import type { PolicyResult, ScenarioResult } from "../types.js";
-import { spreadCell } from "./seeds-table.js";
+import { spreadCell } from "./results-table.js";
 import { formatMs, markdownTable, percentOf, tableOf, type Column, type Table } from "./table.js";
 
 /** The target: R replicas within this much of one gateway's p95 and p99 TTFT. */
@@ -57,41 +57,22 @@ function changeCell(s: Spread | undefined): string {
   return lo === hi ? mean : `${mean} (${lo} … ${hi})`;
 }
 
-const ms = (x: number) => formatMs(x);
-
 /** One scenario's rows: goodput beside the percentiles, and the change against one gateway. */
 export function replicaTable(rows: readonly ReplicaRow[]): Table {
   const columns: Column<ReplicaRow>[] = [
     ["policy", false, (r) => r.policy],
     ["replicas", true, (r) => String(r.replicas)],
     ["completed", true, (r) => spreadCell(r.completedShare, percentOf)],
-    ["TTFT p50", true, (r) => spreadCell(r.ttftMs?.p50, ms)],
-    ["TTFT p95", true, (r) => spreadCell(r.ttftMs?.p95, ms)],
-    ["TTFT p99", true, (r) => spreadCell(r.ttftMs?.p99, ms)],
+    ["TTFT p50", true, (r) => spreadCell(r.ttftMs?.p50, formatMs)],
+    ["TTFT p95", true, (r) => spreadCell(r.ttftMs?.p95, formatMs)],
+    ["TTFT p99", true, (r) => spreadCell(r.ttftMs?.p99, formatMs)],
     ["p95 vs 1 replica", true, (r) => (r.replicas === 1 ? "-" : changeCell(r.vsOne?.p95))],
     ["p99 vs 1 replica", true, (r) => (r.replicas === 1 ? "-" : changeCell(r.vsOne?.p99))],
   ];
   return tableOf(columns, rows);
 }
 
-const within = (s: Spread | undefined) => (s === undefined ? "n/a" : s.mean <= REPLICA_LOSS_TARGET ? "yes" : "**no**");
-
-/** Every scenario's loss with `replicas` gateways against one, beside the target. */
-export function replicaLossTable(rows: readonly ReplicaRow[], replicas: number): Table {
-  const at = rows.filter((r) => r.replicas === replicas);
-  const oneOf = (r: ReplicaRow) => rows.find((o) => o.replicas === 1 && o.scenario === r.scenario && o.policy === r.policy)!;
-  const columns: Column<ReplicaRow>[] = [
-    ["scenario", false, (r) => r.scenario],
-    ["policy", false, (r) => r.policy],
-    ["completed 1 / R", true, (r) => `${percentOf(oneOf(r).completedShare.mean)} / ${percentOf(r.completedShare.mean)}`],
-    ["p95 1 / R", true, (r) => `${formatMs(oneOf(r).ttftMs?.p95.mean)} / ${formatMs(r.ttftMs?.p95.mean)}`],
-    ["p95 loss", true, (r) => changeCell(r.vsOne?.p95)],
-    ["p99 1 / R", true, (r) => `${formatMs(oneOf(r).ttftMs?.p99.mean)} / ${formatMs(r.ttftMs?.p99.mean)}`],
-    ["p99 loss", true, (r) => changeCell(r.vsOne?.p99)],
-    [`within ${REPLICA_LOSS_TARGET * 100}% (p95 and p99)`, false, (r) => (within(r.vsOne?.p95) === "yes" && within(r.vsOne?.p99) === "yes" ? "yes" : "**no**")],
-  ];
-  return tableOf(columns, at);
-}
+const within = (s: Spread | undefined) => s !== undefined && s.mean <= REPLICA_LOSS_TARGET;
 
 /** "100%, 1.80 s / 2.65 s (+15% / +6.2%)": goodput, p95 / p99 TTFT and, past one replica, their mean change against one. */
 function gridCell(r: ReplicaRow | undefined): string {
@@ -105,7 +86,7 @@ export function replicaGridTable(rows: readonly ReplicaRow[], lossAt: number): T
   const counts = [...new Set(rows.map((r) => r.replicas))].sort((a, b) => a - b);
   const lines = rows.filter((r) => r.replicas === counts[0]);
   const at = (line: ReplicaRow, replicas: number) => rows.find((r) => r.scenario === line.scenario && r.policy === line.policy && r.replicas === replicas);
-  const met = (r: ReplicaRow | undefined) => (within(r?.vsOne?.p95) === "yes" && within(r?.vsOne?.p99) === "yes" ? "yes" : "**no**");
+  const met = (r: ReplicaRow | undefined) => (within(r?.vsOne?.p95) && within(r?.vsOne?.p99) ? "yes" : "**no**");
   const columns: Column<ReplicaRow>[] = [
     ["scenario", false, (r) => r.scenario],
     ["policy", false, (r) => r.policy],

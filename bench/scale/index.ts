@@ -18,8 +18,6 @@ export interface ScaleOptions {
   warmupS?: number;
   /** Seconds measured per size. */
   measureS?: number;
-  /** The configured scrape interval (the aggregator's default, 50 ms, unless given). */
-  intervalMs?: number;
   onProgress?: (line: string) => void;
 }
 
@@ -59,13 +57,14 @@ export interface ScaleReport {
   rows: ScaleRow[];
 }
 
-const DEFAULT_INTERVAL_MS = 50;
+/** The configured scrape interval: the aggregator's default. */
+const INTERVAL_MS = 50;
 const MAX_FAILURE_LINES = 3;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function configYaml(ports: readonly number[], intervalMs: number): string {
+function configYaml(ports: readonly number[]): string {
   return [
-    `aggregator: { host: 127.0.0.1, port: 0, metricsPort: 0, scrapeIntervalMs: ${intervalMs} }`,
+    `aggregator: { host: 127.0.0.1, port: 0, metricsPort: 0, scrapeIntervalMs: ${INTERVAL_MS} }`,
     "pools:",
     "  - name: llama",
     "    baseModel: meta-llama/Llama-3.1-8B-Instruct",
@@ -84,7 +83,7 @@ async function measureSize(pods: number, opts: Required<Omit<ScaleOptions, "size
     say(`${pods} fake pods up (${(fleet.pageBytes / 1024).toFixed(0)} KB pages); starting the aggregator`);
     // Its interval changes, and the first few failures (a pod per line otherwise).
     let failures = 0;
-    const aggregator = await startAggregatorChild(configYaml(fleet.ports, opts.intervalMs), (line) => {
+    const aggregator = await startAggregatorChild(configYaml(fleet.ports), (line) => {
       if (line.startsWith("scrape interval")) say(`aggregator: ${line}`);
       else if (line.includes("failed") && ++failures <= MAX_FAILURE_LINES) say(`aggregator: ${line}`);
     });
@@ -143,13 +142,12 @@ export async function runScale(options: ScaleOptions = {}): Promise<ScaleReport>
   const opts = {
     warmupS: options.warmupS ?? 4,
     measureS: options.measureS ?? 10,
-    intervalMs: options.intervalMs ?? DEFAULT_INTERVAL_MS,
     onProgress: options.onProgress ?? (() => {}),
   };
   const rows: ScaleRow[] = [];
   for (const pods of options.sizes ?? DEFAULT_SIZES) rows.push(await measureSize(pods, opts));
   return {
-    configuredIntervalMs: opts.intervalMs,
+    configuredIntervalMs: INTERVAL_MS,
     warmupS: opts.warmupS,
     measureS: opts.measureS,
     machine: { cpus: availableParallelism(), model: cpus()[0]?.model ?? "unknown", node: process.version },

@@ -63,29 +63,6 @@ export function runDeadlineMs(scenario: Pick<Scenario, "drainLimitS">, trace: Tr
   return (requests.length > 0 ? requests[requests.length - 1].arrivalMs : 0) + scenario.drainLimitS * 1000;
 }
 
-export async function simulatePolicy(
-  scenario: Scenario,
-  trace: Trace,
-  spec: PolicySpec,
-  seed: number,
-  onProgress?: (fraction: number) => void,
-  replicas: ReplicaOptions = SINGLE_GATEWAY,
-): Promise<PolicyResult> {
-  const fleet = await replayPolicy(scenario, trace, spec, seed, onProgress, replicas);
-  return policyResult(
-    {
-      policy: spec.name,
-      description: spec.description,
-      podNames: fleet.pods.map((p) => p.name),
-      durationS: scenario.durationS,
-      deadlineMs: runDeadlineMs(scenario, trace),
-      engines: fleet.engineTotals(),
-      step: loadStep(scenario),
-    },
-    fleet.records,
-  );
-}
-
 /** The scenario with the run options applied. */
 export function effectiveScenario(scenario: Scenario, opts: RunOptions): Scenario {
   return { ...scenario, seed: opts.seed ?? scenario.seed, durationS: opts.durationS ?? scenario.durationS };
@@ -101,7 +78,9 @@ export async function runSim(base: Scenario, opts: RunOptions = {}): Promise<Sce
   };
   const policies: PolicyResult[] = [];
   for (const spec of specs) {
-    policies.push(await simulatePolicy(scenario, trace, spec, scenario.seed, (f) => opts.onProgress?.(spec.name, f), replicas));
+    const fleet = await replayPolicy(scenario, trace, spec, scenario.seed, (f) => opts.onProgress?.(spec.name, f), replicas);
+    const meta = { policy: spec.name, description: spec.description, podNames: fleet.pods.map((p) => p.name), durationS: scenario.durationS };
+    policies.push(policyResult({ ...meta, deadlineMs: runDeadlineMs(scenario, trace), engines: fleet.engineTotals(), step: loadStep(scenario) }, fleet.records));
   }
   // One gateway is what every result had before replicas could be modelled: its result says nothing of them.
   const sharing = replicas.sharing ? `through the control plane (in flight, prefix placements, queue boards and the replicas' places, as built): every ${replicas.sharing.intervalMs} ms + ${replicas.sharing.oneWayMs} ms each way` : "none";

@@ -182,7 +182,7 @@ describe("gateway replicas in the simulator", () => {
     expect(await runBench(["--scenario", "uniform-steady", "--replicas", "1,0"], io)).toBe(2);
     expect(await runBench(["--scenario", "uniform-steady", "--replicas", "2,2"], io)).toBe(2);
     expect(await runBench(["--scenario", "uniform-steady", "--replicas", "2", "--mode", "live"], io)).toBe(2);
-    expect(err.join("")).toMatch(/--replicas: expected integers 1\.\.64[\s\S]*--replicas: a count is repeated[\s\S]*--replicas: needs --scenario NAME or --all, in sim mode/);
+    expect(err.join("")).toMatch(/--replicas: expected integers 1\.\.64[\s\S]*--replicas: a value is repeated[\s\S]*--replicas: needs --scenario NAME or --all, in sim mode/);
   });
 
   it("periodic sharing sends each replica the others' reports of a round, after the trip there and back", () => {

@@ -6,9 +6,9 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { liveAdmissionBlock, liveAdmissionTable, liveBlock, liveTable, replaceBlock, scenarioBlock, seedsBlock, withScenarioRows } from "../../bench/report/benchmarks-md.js";
-import { summariseSeeds } from "../../bench/seeds.js";
-import type { AdmissionSummary, ClassCounts, LatencySummary, PolicyResult, Priority, ScenarioResult } from "../../bench/types.js";
+import { liveAdmissionBlock, liveAdmissionTable, liveBlock, liveTable, replaceBlock, scenarioBlock, withScenarioRows } from "../../bench/report/benchmarks-md.js";
+import type { AdmissionSummary, ClassCounts } from "../../bench/admission.js";
+import type { LatencySummary, PolicyResult, Priority, ScenarioResult } from "../../bench/types.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -101,7 +101,7 @@ const committedBlocks = () =>
 describe("BENCHMARKS.md scenario blocks", () => {
   it("several seeds: one head line with the command, the charts, then the table; nothing said in every block", () => {
     const runs = [fake(1), fake(2)];
-    const block = seedsBlock(summariseSeeds(runs), runs, CHARTS, "npm run bench -- --all");
+    const block = scenarioBlock(runs, CHARTS, "npm run bench -- --all");
     const lines = block.split("\n");
     expect(lines[0]).toBe(
       "**Simulated**, seeds 1, 2. Two pods, steady traffic. Fleet: 2 × gpu (m, speed 1.0). Offered with seed 1: 101 requests over 60 s (1.667 req/s), " +
@@ -116,7 +116,7 @@ describe("BENCHMARKS.md scenario blocks", () => {
 
   it("classes and refusals: goodput by class, one row per policy, and the admission table", () => {
     const runs = [fake(1, { classes: true, refused: 10 }), fake(2, { classes: true, refused: 12 })];
-    const lines = seedsBlock(summariseSeeds(runs), runs, ADMISSION_CHARTS, "X").split("\n");
+    const lines = scenarioBlock(runs, ADMISSION_CHARTS, "X").split("\n");
     expect(lines[1]).toContain("![tiny: p95 TTFT from first arrival and 429s over time](bench/charts/tiny-admission-timeline.svg)");
     expect(lines).toContain("SLO goodput by class, Critical / Standard / Sheddable (of each class's own requests; mean over the seeds):");
     expect(lines).toContain("| ours:default | 100% / 90% / 50% | 100% / 100% / 60% | 100% / 100% / 70% | 100% / 100% / 80% |");
@@ -124,19 +124,19 @@ describe("BENCHMARKS.md scenario blocks", () => {
     expect(lines.find((l) => l.startsWith("| ours:default | 10 (10%) / 12 (12%) |"))).toBeDefined();
   });
 
-  it("classes without a refusal: the head line says so and no admission table follows", () => {
+  it("classes without a refusal, one seed: the head line says so, goodput by class follows and no admission table", () => {
     const r = fake(1, { classes: true });
-    const block = scenarioBlock(r, ADMISSION_CHARTS, "npm run bench -- --scenario tiny --seed 1 --update-md");
+    const block = scenarioBlock([r], ADMISSION_CHARTS, "npm run bench -- --scenario tiny --seed 1 --update-md");
     expect(block.split("\n")[0]).toMatch(/^\*\*Simulated\*\*, seed 1\. .* Offered: 101 requests .* By `npm run bench -- --scenario tiny --seed 1 --update-md`\. No policy refused a request\.$/);
     expect(block).not.toContain("429s (first attempts)");
-    expect(shape(block)).toEqual(["head", "charts", "blank", "row", "row", "row", "row"]);
+    expect(shape(block)).toEqual(["head", "charts", "blank", ...Array(4).fill("row"), "blank", "caption", "blank", ...Array(4).fill("row")]);
   });
 
   it("ours and its admission-off twin share a row where every cell matches, and keep their own rows where not", () => {
     const twins = (offP95: number) => {
       const r = fake(1);
       r.policies.push({ ...policy("ours:default", 401, false), policy: "ours:default:no-admission", ttftMs: latency(offP95) });
-      return scenarioBlock(r, CHARTS, "X").split("\n").filter((l) => l.startsWith("| ours"));
+      return scenarioBlock([r], CHARTS, "X").split("\n").filter((l) => l.startsWith("| ours"));
     };
     expect(twins(401).map((l) => l.split(" | ")[0])).toEqual(["| ours:default, admission on or off"]);
     expect(twins(450).map((l) => l.split(" | ")[0])).toEqual(["| ours:default", "| ours:default:no-admission"]);
@@ -152,7 +152,7 @@ describe("BENCHMARKS.md scenario blocks", () => {
     const run = (scenario: string, seed: number) => ({ ...fake(seed, { mode: "live", classes: true, refused: 5 }), scenario });
     const charts = (s: string) => ({ cdf: `${s}-cdf.svg`, timeline: `${s}-timeline.svg`, admission: `${s}-adm.svg` });
     const write = (doc: string, r: ScenarioResult, every: boolean) =>
-      withScenarioRows(withScenarioRows(doc, liveBlock(r), liveTable([r], undefined, charts(r.scenario)), "X", every), liveAdmissionBlock(r), liveAdmissionTable([r]), "X", every);
+      withScenarioRows(withScenarioRows(doc, liveBlock(r), liveTable([r], charts(r.scenario)), "X", every), liveAdmissionBlock(r), liveAdmissionTable([r]), "X", every);
     let doc = write(write("# B\n", run("b", 1), true), run("a", 1), false);
     // An older table without the SLO columns.
     doc = doc.replace(/ \| TTFT ≤ 30 s \|/, " |").replace(/(\| b \|[^\n]*?\| (round-robin|ours:default) \|(?: [^|]+ \|){3}) [^|]+ \|/g, "$1");

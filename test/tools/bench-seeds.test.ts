@@ -67,7 +67,7 @@ describe("bench seeds", () => {
     expect(await runBench(["--scenario", "bursty", "--seeds", "1,x"], io)).toBe(2);
     expect(await runBench(["--scenario", "bursty", "--seeds", "2,2"], io)).toBe(2);
     expect(await runBench(["--scenario", "bursty", "--jobs", "0"], io)).toBe(2);
-    expect(err.join("")).toMatch(/exclude each other[\s\S]*--seeds: expected an integer[\s\S]*repeated[\s\S]*--jobs: expected an integer >= 1/);
+    expect(err.join("")).toMatch(/exclude each other[\s\S]*--seeds: expected integers[\s\S]*repeated[\s\S]*--jobs: expected an integer >= 1/);
   });
 
   it("--update-md refreshes the given scenarios' sections on seeds 1-3 by default, in sim mode only", () => {

@@ -18,7 +18,7 @@ import { SimFleet } from "../../bench/sim/fleet.js";
 import { scrapePod } from "../../bench/sim/scrape.js";
 import { replayPolicy, runSim } from "../../bench/sim/simulator.js";
 import { enginePrompt, generateTrace } from "../../bench/sim/workload.js";
-import { percentile } from "../../bench/stats.js";
+import { percentile } from "../../bench/percentiles.js";
 import { e2eOf, isTimeout, ttftOf, type PolicyResult, type ScenarioResult } from "../../bench/types.js";
 import { roundRobin } from "../../bench/policies/envoy.js";
 import type { PolicySpec } from "../../bench/policies/index.js";
