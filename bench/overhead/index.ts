@@ -14,7 +14,6 @@ import { buildFloorFilter, floorEnvoyConfig } from "../floor-envoy.js";
 import { countPerRequest } from "./counts.js";
 import { runLoad, type LoadTarget, type RunResult } from "./load.js";
 import { timeNativeDecisions } from "./native.js";
-import { FILTER_HOT_PATH } from "./report.js";
 import { MODE_LABELS, MODES, runStats, type Mode, type OverheadCell, type OverheadReport, type ResponseKind, type RunStats } from "./tally.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 import { BENCH_POOL, CHAT_PATH, chatBody, MIN_CHAT_BODY_BYTES, STREAM_CHUNKS } from "./workload.js";
@@ -236,6 +235,5 @@ export async function runOverhead(opts: OverheadOptions = {}): Promise<OverheadR
     cells,
     native,
     counts,
-    filterHotPath: FILTER_HOT_PATH,
   };
 }

@@ -1,34 +1,9 @@
-// The overhead report's markdown (BENCHMARKS.md's "Filter overhead" section),
-// and the facts about the filter's hot path it closes with.
+// The overhead report's markdown (BENCHMARKS.md's "Filter overhead" section).
 import { countsMarkdown } from "./counts.js";
 import type { NativeTiming } from "./native.js";
 import { MODE_LABELS, type ModeStats, type OverheadCell, type OverheadReport, type RunStats } from "./tally.js";
 import { CHAT_PATH } from "./workload.js";
 import { markdownTable, tableOf, type Column } from "../report/table.js";
-
-export const FILTER_HOT_PATH: string[] = [
-  "Wasm → host calls per routed request (counted in the table above; docs/host-calls.md has each kind of request) — " +
-    "`proxy_get_header_map_pairs` (all request headers, once), `proxy_get_buffer_bytes` (the whole buffered body, once, " +
-    "at end of stream), `proxy_get_shared_data` + `proxy_set_shared_data` (the in-flight table: read, add this request " +
-    "and any releases waiting in this worker, compare-and-swap write), `proxy_set_header_map_pairs` (every routing header " +
-    "in one call); when the stream ends `proxy_get_property` for response.code and upstream.address (passive health and the " +
-    "drain rate) and, only when the answer did not end whole, the response flags. One decision in 16 is timed (two clock " +
-    "reads). The release of the in-flight count goes out with the worker's next write or its 20 ms tick. " +
-    "Counters (per class, reason, pod) are kept in Wasm memory and handed over on the tick. " +
-    "A canary split adds `proxy_set_buffer_bytes`; a request that finds no room reads and writes the refusal memory; " +
-    "an answer's body adds one read of each chunk's last 2 KiB (where usage is).",
-  "Host → Wasm calls per request: `proxy_on_context_create`, `proxy_on_request_headers`, `proxy_on_request_body` " +
-    "once per received body chunk (StopIterationAndBuffer until end of stream), `proxy_on_response_body` per answer chunk, " +
-    "`proxy_on_done`, `proxy_on_delete`, and the module's `malloc` for what the host hands over (header pairs, body, " +
-    "shared-data values, properties).",
-  "Copies: the header map is serialised once and the body copied once into Wasm memory; both are scanned in place, " +
-    "and the prompt's first 16 KiB are hashed in place for the prefix keys. The model name is the only value decoded to a string.",
-  "Scoring: a pool of up to 32 usable pods is scored whole; a larger one over a shortlist (the best load estimates, kept " +
-    "in max-trees updated only for pods whose in-flight counts changed, plus prefix and adapter holders), so a decision " +
-    "at 1000 pods costs about what one at 64 does (docs/scorers.md, large pools).",
-  "Off the request path: every worker's root context polls a 32-byte snapshot cell and the health ledger in shared data " +
-    "every 20 ms, and, when a profile scores prefixes or adapters, swaps routing decisions through the ~53 KiB prefix log.",
-];
 
 const DISTURBED_CORES = 0.1;
 
@@ -171,9 +146,11 @@ export function overheadMarkdown(r: OverheadReport): string {
     "",
   );
 
-  lines.push("### The filter's per-request work (read from assembly/gateway/request-path.ts and response-path.ts)", "");
-  for (const fact of r.filterHotPath) lines.push(`- ${fact}`);
-  lines.push("");
+  lines.push(
+    "What the filter does per request, host call by host call, what it allocates and where its instructions go: " +
+      "[docs/host-calls.md](docs/host-calls.md).",
+    "",
+  );
 
   const others = r.cells.flatMap((c) =>
     [c.withFilter, c.floorFilter, c.withoutFilter].flatMap((m) => [m.latency.cpu.otherBusyCores, m.saturation.cpu.otherBusyCores]),

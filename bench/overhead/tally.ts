@@ -89,7 +89,6 @@ export interface OverheadReport {
   /** Deterministic: counted on the proxy-wasm emulator, the same on every run of the same build. */
   counts: RequestCounts;
   /** Facts read from assembly/gateway/request-path.ts and response-path.ts, not measured. */
-  filterHotPath: string[];
 }
 
 const perRequestUs = (seconds: number | null, requests: number) =>
