@@ -138,7 +138,9 @@ export function countsMarkdown(c: RequestCounts): string[] {
   return [
     "### Deterministic counts per request (proxy-wasm emulator)", "", markdownTable(table), "",
     `${c.method}; ${c.requests} requests measured per row after ${c.requests} to warm up, ${c.bodyBytes} B bodies. ` +
-      "These do not move with machine load: a change here is a change in the build.",
+      "These do not move with machine load: a change here is a change in the build. " +
+      "Garbage is collected between the host's calls, about once a second per worker (assembly/abi/collector.ts), not per request: " +
+      `one collection costs ${c.collections.map((x) => `${Math.round(x.wasmInstructions).toLocaleString("en-US")} at ${x.endpoints} endpoints`).join(", ")} Wasm instructions.`,
     "",
   ];
 }
