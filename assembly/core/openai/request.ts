@@ -65,7 +65,7 @@ export class OpenAIRequest extends JsonScanner {
       name = this.stringAt(this.modelMember.start, this.modelMember.end);
       this.modelName = name;
     }
-    return name!;
+    return name;
   }
 
   /**
